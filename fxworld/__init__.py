@@ -1,0 +1,35 @@
+"""fxworld: durable AI-agent sessions on the storage you choose.
+
+Public surface only. The World contract lives in :mod:`fxworld.protocol`, its
+value types in :mod:`fxworld.types`, its errors in :mod:`fxworld.errors`.
+Importing fxworld imports no database driver and no model SDK.
+"""
+
+from fxworld._select import open_world, world
+from fxworld.protocol import World
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+
+__all__ = [
+    "World",
+    "Entry",
+    "Fence",
+    "NewEntry",
+    "WakeLease",
+    "world",
+    "open_world",
+    "MemoryWorld",
+    "SqliteWorld",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The embedded worlds load on first use, so `import fxworld` stays light.
+    if name == "MemoryWorld":
+        from fxworld.embedded.memory import MemoryWorld
+
+        return MemoryWorld
+    if name == "SqliteWorld":
+        from fxworld.embedded.sqlite import SqliteWorld
+
+        return SqliteWorld
+    raise AttributeError(f"module 'fxworld' has no attribute {name!r}")

@@ -1,0 +1,122 @@
+"""Choosing a world: ``world()`` and ``open_world()`` (contract section 3)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+from urllib.parse import urlsplit
+
+from fxworld.errors import ConfigurationError
+from fxworld.protocol import World
+from fxworld.urls import mask
+
+__all__ = ["world", "open_world", "DEFAULT_URL", "ENV_VAR"]
+
+ENV_VAR = "FXWORLD_URL"
+DEFAULT_URL = "sqlite:///.fxworld/world.db"
+ENTRY_POINT_GROUP = "fxworld.worlds"
+
+
+@dataclass(frozen=True)
+class _Backend:
+    target: str  # "module:attribute", the attribute has from_url(url)
+    extra: str | None  # the pip extra that brings its driver
+
+
+_SCHEMES: dict[str, _Backend] = {
+    "memory": _Backend("fxworld.embedded.memory:MemoryWorld", None),
+    "sqlite": _Backend("fxworld.embedded.sqlite:SqliteWorld", None),
+    "postgresql": _Backend("fxworld_postgres:PostgresWorld", "postgres"),
+    "postgresql+asyncpg": _Backend("fxworld_postgres:PostgresWorld", "postgres"),
+    "postgres": _Backend("fxworld_postgres:PostgresWorld", "postgres"),
+    "redis": _Backend("fxworld_redis:RedisWorld", "redis"),
+    "rediss": _Backend("fxworld_redis:RedisWorld", "redis"),
+    "s3": _Backend("fxworld_s3:S3World", "s3"),
+}
+
+_current: World | None = None
+
+
+def open_world(url: str) -> World:
+    """Build a world from ``url`` without making it the process's world.
+
+    ``memory://``, ``sqlite:///path``, ``postgresql://...``, ``redis://...``,
+    ``s3://bucket/prefix?endpoint_url=...``, or a scheme a third-party package
+    registers in the entry-point group ``fxworld.worlds``. Every URL takes
+    ``?namespace=``. Raises ``ConfigurationError`` for an unknown scheme (with a
+    suggestion) or a missing extra (with the ``pip install`` line).
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(
+            f"world URL {mask(url) if isinstance(url, str) else url!r} has no scheme; "
+            "expected e.g. sqlite:///path/world.db, memory://, postgresql://host/db"
+        )
+    scheme = urlsplit(url).scheme.lower()
+    factory = _registered(scheme)
+    if factory is None:
+        backend = _SCHEMES.get(scheme)
+        if backend is None:
+            raise ConfigurationError(_unknown_scheme(scheme, url))
+        factory = _load(backend, url)
+    made = factory.from_url(url) if hasattr(factory, "from_url") else factory(url)
+    if not isinstance(made, World):
+        raise ConfigurationError(f"{scheme}:// backend returned {type(made).__name__}, not a World")
+    return made
+
+
+def world(obj_or_url: World | str | None = None) -> World:
+    """Set and return the process's world.
+
+    A ``World`` object is used as is; a string is a URL for :func:`open_world`.
+    With no argument: the world already set, else the one named by
+    ``FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``.
+    """
+    global _current
+    if obj_or_url is None:
+        if _current is None:
+            _current = open_world(os.environ.get(ENV_VAR) or DEFAULT_URL)
+        return _current
+    if isinstance(obj_or_url, str):
+        _current = open_world(obj_or_url)
+    elif isinstance(obj_or_url, World):
+        _current = obj_or_url
+    else:
+        raise ConfigurationError(
+            f"world() takes a World or a URL string, not {type(obj_or_url).__name__}"
+        )
+    return _current
+
+
+def _registered(scheme: str) -> Any:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name.lower() == scheme:
+            try:
+                return ep.load()
+            except ImportError as e:
+                raise ConfigurationError(
+                    f"the {scheme}:// backend registered by {ep.value} failed to import: {e}"
+                ) from None
+    return None
+
+
+def _load(backend: _Backend, url: str) -> Any:
+    module_name, attr = backend.target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except ImportError as e:
+        hint = f"; install it with: pip install 'fxworld[{backend.extra}]'" if backend.extra else ""
+        raise ConfigurationError(
+            f"the backend for {mask(url)} is not available ({e}){hint}"
+        ) from None
+
+
+def _unknown_scheme(scheme: str, url: str) -> str:
+    known = sorted(set(_SCHEMES) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    close = difflib.get_close_matches(scheme, known, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}://?" if close else ""
+    return f"unknown world URL scheme {scheme!r} in {mask(url)}{hint} (known: {', '.join(known)})"

@@ -1,0 +1,1 @@
+"""One module per ``fxworld`` subcommand, each with ``register(subparsers)``."""

@@ -1,0 +1,16 @@
+"""`fxworld conformance`: not built yet."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser("conformance", help="(not built yet)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    print("fxworld conformance: not built yet")
+    return 1

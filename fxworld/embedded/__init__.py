@@ -1,0 +1,1 @@
+"""The embedded worlds that ship in core: SQLite (the default) and memory."""

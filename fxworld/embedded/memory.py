@@ -1,0 +1,223 @@
+"""MemoryWorld: the whole World contract in one process's memory.
+
+URL: ``memory://`` (``?namespace=`` accepted; every MemoryWorld is its own store).
+Capabilities: ``push_follow`` only. Not ``durable`` (gone with the process) and not
+``shared`` (other processes cannot see it). Safe for concurrent tasks on one event
+loop; every method completes without awaiting in between, so each call is atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from fxworld import validate
+from fxworld.errors import Conflict, Fenced, LeaseLost
+from fxworld.follow import poll_follow
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.urls import split_query
+
+__all__ = ["MemoryWorld"]
+
+
+@dataclass
+class _Log:
+    entries: list[Entry] = field(default_factory=list)
+    epoch: int = 0  # the newest epoch ever handed out (or burnt by delete)
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Wake:
+    due: float | None  # None: no request pending beyond the one being handled
+    gen: int = 1  # grows with every wake() request
+    attempt: int = 0
+    token: str | None = None
+    lease_until: float | None = None
+    taken_gen: int = 0
+
+
+class MemoryWorld:
+    """A World in this process's memory; the kit's first target and the test double
+    of choice for code that uses fxworld."""
+
+    capabilities: frozenset[str] = frozenset({"push_follow"})
+
+    def __init__(
+        self, *, namespace: str = "default", max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES
+    ) -> None:
+        self.namespace = validate.namespace(namespace)
+        self.max_entry_bytes = max_entry_bytes
+        self._logs: dict[str, _Log] = {}
+        self._wakes: dict[str, _Wake] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryWorld:
+        _, params = split_query(url)
+        return cls(namespace=params.get("namespace", "default"))
+
+    def __repr__(self) -> str:
+        return f"MemoryWorld(namespace={self.namespace!r})"
+
+    async def setup(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def acquire(self, session_id: str) -> Fence:
+        validate.session_id(session_id)
+        log = self._logs.setdefault(session_id, _Log())
+        log.epoch += 1
+        seq = self._land(
+            session_id, log, [(validate.FENCE_KIND, json.dumps({"epoch": log.epoch}))], log.epoch
+        )
+        return Fence(session_id, log.epoch, seq)
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        validate.session_id(session_id)
+        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        log = self._logs.get(session_id) or _Log()
+        if key is not None and key in log.keys:
+            return log.keys[key]
+        if fence is not None and fence.epoch != log.epoch:
+            raise Fenced(session_id, fence.epoch, log.epoch)
+        last = len(log.entries)
+        if expect is not None and expect != last:
+            raise Conflict(session_id, expect, last)
+        self._logs[session_id] = log
+        seq = self._land(session_id, log, encoded, fence.epoch if fence else None)
+        if key is not None:
+            log.keys[key] = seq
+        if wake is not None:
+            self._wake(session_id, wake)
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, limit)
+        log = self._logs.get(session_id)
+        if log is None:
+            return []
+        return [_copy(e) for e in log.entries[after : after + limit]]
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return poll_follow(
+            lambda sid, cursor: self.read(sid, cursor),
+            session_id,
+            after,
+            changed=lambda: self._wait_change(session_id),
+        )
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        validate.session_id(session_id)
+        self._wake(session_id, validate.delay(delay))
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        lease = validate.lease(lease)
+        now = time.time()
+        for sid, w in self._wakes.items():
+            leased = w.lease_until is not None
+            if (leased and w.lease_until <= now) or (
+                not leased and w.due is not None and w.due <= now
+            ):  # type: ignore[operator]
+                w.attempt += 1
+                w.token = uuid.uuid4().hex
+                w.lease_until = now + lease
+                w.taken_gen = w.gen
+                w.due = None
+                return WakeLease(sid, w.token, w.attempt, _dt(w.lease_until))
+        return None
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        lease = validate.lease(lease)
+        w = self._held(wake)
+        w.lease_until = time.time() + lease
+        return WakeLease(wake.session_id, wake.token, wake.attempt, _dt(w.lease_until))
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        w = self._held(wake)
+        if w.gen == w.taken_gen:
+            del self._wakes[wake.session_id]
+        else:
+            w.token, w.lease_until, w.attempt = None, None, 0
+
+    async def delete(self, session_id: str) -> None:
+        validate.session_id(session_id)
+        log = self._logs.get(session_id)
+        if log is not None:
+            self._logs[session_id] = _Log(epoch=log.epoch + 1)
+        self._wakes.pop(session_id, None)
+        self._notify(session_id)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _land(self, sid: str, log: _Log, encoded: list[tuple[str, str]], epoch: int | None) -> int:
+        at = datetime.now(UTC)
+        for kind, text in encoded:
+            log.entries.append(Entry(sid, len(log.entries) + 1, kind, json.loads(text), epoch, at))
+        self._notify(sid)
+        return len(log.entries)
+
+    def _wake(self, sid: str, delay: float) -> None:
+        due = time.time() + delay
+        w = self._wakes.get(sid)
+        if w is None:
+            self._wakes[sid] = _Wake(due=due)
+            return
+        w.gen += 1
+        w.due = due if w.due is None else min(w.due, due)
+
+    def _held(self, wake: WakeLease) -> _Wake:
+        w = self._wakes.get(wake.session_id)
+        if (
+            w is None
+            or w.token != wake.token
+            or w.lease_until is None
+            or w.lease_until <= time.time()
+        ):
+            raise LeaseLost(
+                f"session {wake.session_id!r}: the lease {wake.token[:8]} is no longer held"
+            )
+        return w
+
+    def _notify(self, sid: str) -> None:
+        event = self._changed.pop(sid, None)
+        if event is not None:
+            event.set()
+
+    async def _wait_change(self, sid: str) -> None:
+        event = self._changed.setdefault(sid, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout=1.0)
+        except TimeoutError:
+            pass
+
+
+def _copy(entry: Entry) -> Entry:
+    return Entry(
+        entry.session_id, entry.seq, entry.kind, copy.deepcopy(entry.data), entry.epoch, entry.at
+    )
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)

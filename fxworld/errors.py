@@ -1,0 +1,104 @@
+"""The one error hierarchy of fxworld (contract W16).
+
+Every error a world raises is a :class:`WorldError`. Backends translate their
+driver's exceptions into these in exactly one module, so no driver exception ever
+reaches the caller. Messages never contain credentials.
+
+This module imports nothing else of fxworld.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WorldError",
+    "Fenced",
+    "Conflict",
+    "LeaseLost",
+    "InvalidSessionId",
+    "InvalidEntry",
+    "EntryTooLarge",
+    "InvalidArgument",
+    "InvalidCursor",
+    "BackendUnavailable",
+    "ConfigurationError",
+]
+
+
+class WorldError(Exception):
+    """Base class of every error fxworld raises."""
+
+
+class Fenced(WorldError):
+    """A fenced append or operation was refused: a newer fence exists (W2, W14).
+
+    The writer holding the stale fence was replaced; it must stop at once and
+    write nothing more. Nothing of the refused call was written.
+    """
+
+    def __init__(self, session_id: str, epoch: int, current: int | None = None) -> None:
+        self.session_id = session_id
+        self.epoch = epoch
+        self.current = current
+        newer = f" (newest is {current})" if current is not None else ""
+        super().__init__(f"session {session_id!r}: fence epoch {epoch} is stale{newer}")
+
+
+class Conflict(WorldError):
+    """``expect=n`` did not match the log's last seq (W5). Nothing was written.
+
+    ``last`` is the log's actual last seq, ``expected`` the one the caller gave.
+    """
+
+    def __init__(self, session_id: str, expected: int, last: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.last = last
+        super().__init__(f"session {session_id!r}: expected last seq {expected}, log is at {last}")
+
+
+class LeaseLost(WorldError):
+    """The wake lease expired or was taken by another worker (W12).
+
+    Raised by ``renew_wake`` and ``finish_wake`` when the lease is no longer the
+    caller's; the wake is then delivered again, so no request is lost.
+    """
+
+
+class InvalidSessionId(WorldError, ValueError):
+    """A session id is not 1..128 characters of ``[A-Za-z0-9._:-]`` (W15)."""
+
+
+class InvalidEntry(WorldError, ValueError):
+    """An entry's kind or data is not acceptable (W15). Nothing was written."""
+
+
+class EntryTooLarge(InvalidEntry):
+    """An entry's encoded data is larger than the world's limit (W15).
+
+    ``size`` is the entry's encoded size in bytes, ``limit`` the world's limit.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"entry of {size} bytes is over the limit of {limit} bytes")
+
+
+class InvalidArgument(WorldError, ValueError):
+    """Any other argument out of its range (a negative delay, a zero limit, ...)."""
+
+
+class InvalidCursor(WorldError, ValueError):
+    """A stream cursor that fxworld did not produce, or that was altered."""
+
+
+class BackendUnavailable(WorldError, ConnectionError):
+    """The storage could not be reached or failed transiently; safe to retry.
+
+    When raised by ``append``, the append may or may not have landed: retry it
+    with the same idempotency ``key`` to find out without duplicating it.
+    """
+
+
+class ConfigurationError(WorldError):
+    """The world cannot be built as asked: unknown URL scheme, missing extra, bad option."""

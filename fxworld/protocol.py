@@ -1,0 +1,207 @@
+"""The World protocol: the storage contract every fxworld backend keeps.
+
+A *world* stores sessions. A *session* is named by a string id; its *log* is a list
+of *entries* at dense positions ``seq = 1, 2, 3, ...``. A *fence* is the token a
+process holds while it runs a session's turns; it carries an integer *epoch*. A
+*wake* is a request that some worker run a session, taken under a *lease*.
+
+The guarantees are numbered W1-W17. Every backend keeps all of them unless its
+``capabilities`` say otherwise (W17), and the conformance kit
+(``fxworld_conformance``) checks each of them by number, under concurrent writers
+and crashes. Backends import only fxworld's public surface: this module, ``types``,
+``errors``, ``validate``, ``urls`` and ``follow``.
+
+Time. Due times and lease expiries are measured on the world's own clock (the
+server's clock for a server backend), so workers with skewed clocks agree.
+
+This module imports nothing of fxworld but the contract modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+
+__all__ = ["World", "CAPABILITIES"]
+
+CAPABILITIES: dict[str, str] = {
+    "durable": "acknowledged appends and wakes survive a crash of the process or server",
+    "shared": "several OS processes can open the same world and see each other's writes",
+    "push_follow": "follow() is woken by the writer rather than by polling",
+    "restartable": "the kit's fixture can crash and restart the server (set by test fixtures)",
+}
+"""The capability names the kit knows, with what each promises (W17)."""
+
+
+@runtime_checkable
+class World(Protocol):
+    """The storage of sessions. All I/O methods are coroutines.
+
+    Guarantees (the kit cites these numbers):
+
+    **W1 acquire.** :meth:`acquire` returns a fence whose epoch is greater than every
+    epoch ever returned for that session, deleted or not. From the moment it
+    returns, every fence with a lower epoch is stale. Acquire never blocks on, or
+    waits for, the previous holder. It appends one entry of kind ``fence`` with data
+    ``{"epoch": n}`` and epoch ``n``, so every takeover is part of the history.
+    Kinds starting with ``fence`` are reserved and refused from callers.
+
+    **W2 fenced append.** With ``fence=``, the append succeeds only if that fence is
+    still the newest for the session; otherwise it raises
+    :class:`~fxworld.errors.Fenced` and writes nothing. A replaced writer stays
+    refused on every later attempt.
+
+    **W3 unfenced append.** Without ``fence=`` (prompts from clients), the append
+    always succeeds (bad input and ``expect`` aside), between any two fenced
+    appends. Its entries have ``epoch=None``.
+
+    **W4 atomic, dense, ordered.** All entries of one call land together at
+    consecutive positions, or none do, never interleaved with another call.
+    Positions are dense from 1; the call returns the seq of its last entry. No
+    entry is ever lost, moved, changed or duplicated once the call returned.
+
+    **W5 expect.** ``expect=n`` appends only if the log's last seq is exactly ``n``
+    (0 for an empty log); otherwise :class:`~fxworld.errors.Conflict` with
+    ``last`` set to the actual last seq, and nothing is written.
+
+    **W6 idempotency key.** ``key=k``: if a call with the same key already landed in
+    this session, return that call's last seq and write nothing, even when the
+    fence given is stale by now (that call did land) and whatever ``expect`` says.
+    A client that retries a prompt after a timeout never duplicates it. The key is
+    checked first, then the fence, then ``expect``.
+
+    **W7 append + wake is atomic.** ``wake=d`` enqueues a wake (as
+    ``wake(delay=d)``) in the same atomic step as the append: once ``append``
+    returns, the wake will be delivered even if the caller dies at once; if the
+    append fails (or was a keyed repeat), no wake is owed.
+
+    **W8 epoch-monotone log.** Epochs of fenced entries never decrease along the
+    log: a replaced writer never lands an entry after its successor's first entry.
+
+    **W9 read.** ``read(after=n)`` returns the entries with ``seq > n`` in order, at
+    most ``limit``, as a contiguous slice starting at ``n + 1`` (or empty). A read
+    never shows an entry while an entry with a lower seq is still missing (no hole
+    is filled later), never shows refused or uncommitted data, and reads of one
+    caller never go backwards.
+
+    **W10 follow.** ``follow(after=n)`` yields every entry after the cursor, in
+    order, once, then waits for new ones and yields each within a bounded delay of
+    its commit (push where the backend can, polling otherwise). Reconnecting with
+    the last seq seen continues with no gap and no duplicate. The iterator runs
+    until the caller stops iterating (``aclose()`` or ``break``).
+
+    **W11 wake coalescing.** At most one pending wake per session: ``wake()`` on a
+    session that already has one keeps the earlier due time. A wake is never
+    delivered before its due time.
+
+    **W12 lease.** :meth:`take_wake` hands a due wake to one caller under a lease;
+    while the lease lasts nobody else gets that session's wake. A lease not renewed
+    or finished in time expires and the wake is delivered again at once, with
+    ``attempt + 1``: at-least-once delivery. :meth:`renew_wake` and
+    :meth:`finish_wake` after expiry (or with a token that is no longer current)
+    raise :class:`~fxworld.errors.LeaseLost` and change nothing.
+
+    **W13 finish.** :meth:`finish_wake` removes the wake only if no ``wake()`` for
+    that session arrived after it was taken; otherwise the session stays due (at
+    the due time that later request asked for) and is delivered again with
+    ``attempt = 1``. No request to run a session is ever lost.
+
+    **W14 delete.** :meth:`delete` removes the log, its idempotency keys and its
+    wake. Fences acquired before the delete are refused afterwards (``Fenced``);
+    the next ``acquire`` still returns a greater epoch (W1). A deleted session
+    reads as empty and a new append starts it again at seq 1.
+
+    **W15 bad input.** Session ids are 1..128 characters of ``[A-Za-z0-9._:-]``;
+    anything else raises :class:`~fxworld.errors.InvalidSessionId` before any I/O
+    (no key or path injection). Entry data must be a JSON object (string keys, JSON
+    values, no NaN) and a kind 1..64 characters, not reserved; otherwise
+    :class:`~fxworld.errors.InvalidEntry`. An entry whose encoded data is over the
+    world's ``max_entry_bytes`` (default 1 MiB) raises
+    :class:`~fxworld.errors.EntryTooLarge`. Nothing partial is written for a
+    rejected call. Other arguments out of range raise
+    :class:`~fxworld.errors.InvalidArgument`. :mod:`fxworld.validate` does all of
+    these checks for a backend.
+
+    **W16 errors.** Every error is in :mod:`fxworld.errors`: ``Fenced``,
+    ``Conflict``, ``LeaseLost``; ``InvalidSessionId``, ``InvalidEntry``,
+    ``EntryTooLarge`` (also ``ValueError``); ``BackendUnavailable`` (transient,
+    retryable, also ``ConnectionError``); ``ConfigurationError``. Driver exceptions
+    are translated in one module per backend and never leak. Credentials never
+    appear in a repr or a message.
+
+    **W17 capabilities.** A backend that cannot keep a promise says so in
+    ``capabilities`` (see :data:`CAPABILITIES`), and the kit skips exactly the
+    checks that need it and says so.
+    """
+
+    capabilities: frozenset[str]
+    """What this world promises beyond W1-W16; names from :data:`CAPABILITIES`."""
+
+    async def setup(self) -> None:
+        """Create or migrate the schema, buckets or scripts. Idempotent and safe to
+        run from several processes at once."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and background tasks. Idempotent. A pool or client
+        given by the application is left open: the application owns it."""
+        ...
+
+    async def acquire(self, session_id: str) -> Fence:
+        """Take over ``session_id``: append a ``fence`` entry with a new, greater
+        epoch and return its fence (W1). Never waits for the previous holder."""
+        ...
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        """Append ``entries`` (at least one) atomically; return the seq of the last.
+
+        ``fence``: refuse with ``Fenced`` unless it is the newest (W2, W8).
+        ``expect``: refuse with ``Conflict`` unless the last seq is ``expect`` (W5).
+        ``key``: a repeat of a landed call returns its seq and writes nothing (W6).
+        ``wake``: enqueue ``wake(delay=wake)`` in the same atomic step (W7).
+        """
+        ...
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        """The entries with ``seq > after``, in order, at most ``limit`` (W9).
+        An unknown session reads as empty."""
+        ...
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        """Every entry after ``after`` in order, then each new one as it commits (W10)."""
+        ...
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        """Ask that some worker run ``session_id`` in ``delay`` seconds or later;
+        coalesces with a pending wake, keeping the earlier due time (W11)."""
+        ...
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        """Take one due wake under a lease of ``lease`` seconds, or ``None`` if no
+        wake is due now. Never blocks waiting for one (W12)."""
+        ...
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        """Extend a held lease to ``lease`` seconds from now; ``LeaseLost`` if it
+        expired or was taken by another (W12)."""
+        ...
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        """Done with this delivery: remove the wake unless a newer ``wake()``
+        arrived since it was taken (W13); ``LeaseLost`` if the lease is gone."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session's log, keys and wake; refuse its old fences (W14)."""
+        ...

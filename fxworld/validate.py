@@ -1,0 +1,156 @@
+"""Input checks every backend runs before any I/O (W15).
+
+Public so that third-party backends reject exactly what first-party ones reject.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from fxworld.errors import EntryTooLarge, InvalidArgument, InvalidEntry, InvalidSessionId
+from fxworld.types import Fence, NewEntry
+
+__all__ = [
+    "DEFAULT_MAX_ENTRY_BYTES",
+    "RESERVED_KIND_PREFIX",
+    "FENCE_KIND",
+    "session_id",
+    "namespace",
+    "entries",
+    "encode_data",
+    "append_args",
+    "read_args",
+    "delay",
+    "lease",
+]
+
+DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024
+"""The default limit on one entry's encoded data, in bytes (1 MiB)."""
+
+RESERVED_KIND_PREFIX = "fence"
+FENCE_KIND = "fence"
+"""The kind of the entry ``acquire`` appends; callers may not use it or any kind
+starting with it."""
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_NAMESPACE = re.compile(r"[A-Za-z0-9_]{1,48}")
+_MAX_KEY = 256
+
+
+def session_id(value: object) -> str:
+    """Return ``value`` if it is a valid session id, else raise ``InvalidSessionId``."""
+    if not isinstance(value, str) or _SESSION_ID.fullmatch(value) is None:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise InvalidSessionId(f"session id {shown} is not 1..128 characters of [A-Za-z0-9._:-]")
+    return value
+
+
+def namespace(value: object) -> str:
+    """Return ``value`` if it is a valid namespace: 1..48 of ``[A-Za-z0-9_]``.
+
+    Narrower than a session id so that every backend can use it as a schema, key
+    prefix or path segment without quoting.
+    """
+    if not isinstance(value, str) or _NAMESPACE.fullmatch(value) is None:
+        raise InvalidArgument(f"namespace {value!r} is not 1..48 characters of [A-Za-z0-9_]")
+    return value
+
+
+def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> str:
+    """Encode entry data as compact JSON, refusing anything that is not a JSON object
+    that decodes back to itself, or that is over ``max_bytes`` encoded."""
+    if not isinstance(data, dict):
+        raise InvalidEntry(f"entry data must be a JSON object (dict), not {type(data).__name__}")
+    try:
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidEntry(f"entry data is not JSON: {e}") from None
+    try:
+        same = json.loads(text) == data
+    except RecursionError:  # pragma: no cover - absurdly deep data
+        same = False
+    if not same:
+        raise InvalidEntry(
+            "entry data does not survive JSON unchanged (non-string keys or tuples?)"
+        )
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise EntryTooLarge(size, max_bytes)
+    return text
+
+
+def entries(
+    items: Sequence[NewEntry], *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+) -> list[tuple[str, str]]:
+    """Check a batch and return ``(kind, encoded data)`` pairs, or raise before any I/O."""
+    if isinstance(items, (str, bytes, NewEntry)) or not isinstance(items, Sequence):
+        raise InvalidEntry("entries must be a sequence of NewEntry")
+    if not items:
+        raise InvalidEntry("append needs at least one entry")
+    out: list[tuple[str, str]] = []
+    for item in items:
+        if not isinstance(item, NewEntry):
+            raise InvalidEntry(f"entries must be NewEntry values, not {type(item).__name__}")
+        kind = item.kind
+        if not isinstance(kind, str) or not 1 <= len(kind) <= 64:
+            raise InvalidEntry(f"entry kind {kind!r} must be a string of 1..64 characters")
+        if kind.startswith(RESERVED_KIND_PREFIX):
+            raise InvalidEntry(f"entry kind {kind!r} is reserved (kinds starting with 'fence')")
+        out.append((kind, encode_data(item.data, max_bytes=max_bytes)))
+    return out
+
+
+def append_args(
+    sid: str,
+    *,
+    fence: Fence | None,
+    expect: int | None,
+    key: str | None,
+    wake: float | None,
+) -> None:
+    """Check ``append``'s keyword arguments (W15)."""
+    if fence is not None:
+        if not isinstance(fence, Fence):
+            raise InvalidArgument(f"fence must be a Fence, not {type(fence).__name__}")
+        if fence.session_id != sid:
+            raise InvalidArgument(f"fence is for session {fence.session_id!r}, not {sid!r}")
+    if expect is not None and (not _is_int(expect) or expect < 0):
+        raise InvalidArgument(f"expect must be an integer >= 0, not {expect!r}")
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= _MAX_KEY):
+        raise InvalidArgument(f"key must be a string of 1..{_MAX_KEY} characters")
+    if wake is not None:
+        delay(wake)
+
+
+def read_args(after: object, limit: object) -> None:
+    """Check ``read``'s cursor and limit."""
+    if not _is_int(after) or after < 0:  # type: ignore[operator]
+        raise InvalidArgument(f"after must be an integer >= 0, not {after!r}")
+    if not _is_int(limit) or limit < 1:  # type: ignore[operator]
+        raise InvalidArgument(f"limit must be an integer >= 1, not {limit!r}")
+
+
+def delay(value: object) -> float:
+    """Check a wake delay: a finite number of seconds >= 0."""
+    if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type, operator]
+        raise InvalidArgument(f"delay must be a finite number of seconds >= 0, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def lease(value: object) -> float:
+    """Check a lease: a finite number of seconds > 0."""
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type, operator]
+        raise InvalidArgument(f"lease must be a finite number of seconds > 0, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
