@@ -1,0 +1,53 @@
+"""The kit's results: one row per check, grouped by guarantee W1-W17."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Status", "CheckResult", "GUARANTEES"]
+
+Status = Literal["passed", "failed", "skipped"]
+
+GUARANTEES: dict[str, str] = {
+    "W1": "acquire",
+    "W2": "fenced append",
+    "W3": "unfenced append",
+    "W4": "atomic, dense, ordered",
+    "W5": "expect",
+    "W6": "idempotency key",
+    "W7": "append + wake is atomic",
+    "W8": "epoch-monotone log",
+    "W9": "read",
+    "W10": "follow",
+    "W11": "wake coalescing",
+    "W12": "lease",
+    "W13": "finish",
+    "W14": "delete",
+    "W15": "bad input",
+    "W16": "errors",
+    "W17": "capabilities",
+}
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check of one or more guarantees.
+
+    ``detail`` holds, for a failure, the shrunk counterexample or the history
+    excerpt that proves it; for a skip, the missing capability and why.
+    ``examples`` counts Hypothesis examples (tier 1), ``operations`` the world
+    operations the check performed.
+    """
+
+    name: str
+    guarantees: tuple[str, ...]
+    status: Status
+    detail: str = ""
+    examples: int = 0
+    operations: int = 0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
