@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
-__all__ = ["World", "CAPABILITIES"]
+__all__ = ["World", "SessionLister", "CAPABILITIES"]
 
 CAPABILITIES: dict[str, str] = {
     "durable": "acknowledged appends and wakes survive a crash of the process or server",
@@ -204,4 +204,17 @@ class World(Protocol):
 
     async def delete(self, session_id: str) -> None:
         """Remove the session's log, keys and wake; refuse its old fences (W14)."""
+        ...
+
+
+@runtime_checkable
+class SessionLister(Protocol):
+    """Optional: a world that can list its sessions (used by ``fxworld sessions list``).
+
+    Not part of W1-W17; the kit does not require it.
+    """
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, in ascending order, greater than
+        ``after``, at most ``limit``: page with the last id returned."""
         ...

@@ -169,6 +169,10 @@ class MemoryWorld:
         self._wakes.pop(session_id, None)
         self._notify(session_id)
 
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        validate.read_args(0, limit)
+        return sorted(sid for sid, log in self._logs.items() if log.entries and sid > after)[:limit]
+
     # -- internals ----------------------------------------------------------------
 
     def _land(self, sid: str, log: _Log, encoded: list[tuple[str, str]], epoch: int | None) -> int:
