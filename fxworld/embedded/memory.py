@@ -135,18 +135,18 @@ class MemoryWorld:
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         lease = validate.lease(lease)
         now = time.time()
-        for sid, w in self._wakes.items():
-            leased = w.lease_until is not None
-            if (leased and w.lease_until <= now) or (
-                not leased and w.due is not None and w.due <= now
-            ):  # type: ignore[operator]
-                w.attempt += 1
-                w.token = uuid.uuid4().hex
-                w.lease_until = now + lease
-                w.taken_gen = w.gen
-                w.due = None
-                return WakeLease(sid, w.token, w.attempt, _dt(w.lease_until))
-        return None
+        due = [(self._due_at(w), sid) for sid, w in self._wakes.items()]
+        ready = sorted((at, sid) for at, sid in due if at is not None and at <= now)
+        if not ready:
+            return None
+        sid = ready[0][1]
+        w = self._wakes[sid]
+        w.attempt += 1
+        w.token = uuid.uuid4().hex
+        w.lease_until = now + lease
+        w.taken_gen = w.gen
+        w.due = None
+        return WakeLease(sid, w.token, w.attempt, _dt(w.lease_until))
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         lease = validate.lease(lease)
@@ -190,6 +190,11 @@ class MemoryWorld:
             return
         w.gen += 1
         w.due = due if w.due is None else min(w.due, due)
+
+    @staticmethod
+    def _due_at(w: _Wake) -> float | None:
+        """When ``w`` can be taken: its lease's end while leased, else its due time."""
+        return w.lease_until if w.lease_until is not None else w.due
 
     def _held(self, wake: WakeLease) -> _Wake:
         w = self._wakes.get(wake.session_id)
