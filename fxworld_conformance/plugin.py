@@ -1,0 +1,74 @@
+"""The kit's pytest plugin (entry point ``pytest11``: ``fxworld_conformance.plugin``).
+
+Adds ``--fxworld-world=URL|module:factory``, the markers ``fxworld`` (a kit test)
+and ``fxworld_slow`` (a kit test that takes more than a few seconds), and the
+fixture ``fxworld_target``: the :class:`~fxworld_conformance.target.Target` named by
+the option, or a skip when there is none. A kit test class
+(:class:`fxworld_conformance.WorldConformance`) uses that fixture unless a
+subclass overrides it.
+
+This module is loaded by every pytest run where fxworld is installed, so it
+imports nothing heavy (no Hypothesis, no driver) at import time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fxworld_conformance.target import Target
+
+__all__ = ["fxworld_target", "fxworld_profile", "fxworld_seed"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fxworld", "fxworld conformance kit")
+    group.addoption(
+        "--fxworld-world",
+        action="store",
+        default=None,
+        metavar="URL|module:factory",
+        help="the World the conformance kit tests: a URL (a fresh namespace per test) "
+        "or a zero-argument factory 'pkg.module:name'",
+    )
+    group.addoption(
+        "--fxworld-profile",
+        action="store",
+        default="ci",
+        choices=("ci", "thorough"),
+        help="conformance kit profile (default: ci)",
+    )
+    group.addoption(
+        "--fxworld-seed",
+        action="store",
+        type=int,
+        default=0,
+        help="seed of the conformance kit's random choices (default: 0)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fxworld: a test of the fxworld conformance kit")
+    config.addinivalue_line(
+        "markers", "fxworld_slow: a conformance check that takes more than a few seconds"
+    )
+
+
+@pytest.fixture
+def fxworld_target(request: pytest.FixtureRequest) -> Target:
+    """The backend under test, from ``--fxworld-world``; override it in a subclass."""
+    spec = request.config.getoption("--fxworld-world")
+    if not spec:
+        pytest.skip("no --fxworld-world given and the test class does not override fxworld_target")
+    return Target.parse(spec)
+
+
+@pytest.fixture
+def fxworld_profile(request: pytest.FixtureRequest) -> str:
+    """The kit profile, from ``--fxworld-profile`` (``ci`` by default)."""
+    return str(request.config.getoption("--fxworld-profile"))
+
+
+@pytest.fixture
+def fxworld_seed(request: pytest.FixtureRequest) -> int:
+    """The kit seed, from ``--fxworld-seed`` (0 by default)."""
+    return int(request.config.getoption("--fxworld-seed"))
