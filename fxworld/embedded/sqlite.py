@@ -1,0 +1,695 @@
+"""SqliteWorld: the embedded default world, one SQLite file shared by processes.
+
+URL: ``sqlite:///relative/path.db`` (relative to the working directory) or
+``sqlite:////absolute/path.db``, with optional query parameters ``namespace=``,
+``synchronous=normal|full``, ``busy_timeout=`` (seconds) and
+``max_entry_bytes=``. With no URL at all, :func:`fxworld.world` opens
+``sqlite:///.fxworld/world.db``. Missing parent directories are created.
+
+Capabilities: ``durable`` and ``shared``. Every guarantee W1-W17 holds, also when
+several OS processes open the same file at once:
+
+- The file is in WAL mode: readers never block writers nor wait for them. Every
+  write (an append with its key and wake, an acquire, a delete, a wake, taking or
+  finishing a lease) is one short ``BEGIN IMMEDIATE`` transaction, so the
+  per-session seq and epoch are read and allocated under the write lock and two
+  writers can never interleave. A writer that waits longer than ``busy_timeout``
+  for the lock is retried a few times; after that the call raises
+  :class:`~fxworld.errors.BackendUnavailable` (an append may then be retried with
+  the same ``key``). A process killed mid-transaction leaves nothing of it
+  behind (SQLite's atomic commit): no torn batch, and an append's wake is in
+  the same transaction as its entries, so it is never lost.
+- ``follow()`` polls ``PRAGMA data_version`` (a cheap, in-memory check) every
+  20 ms while someone follows, and is woken at once by writes made through the
+  same world object, so new entries arrive well within 100 ms of their commit.
+- SQLite calls run in one dedicated thread per world, never on the event loop.
+- Namespaces are a column of every table: two namespaces in one file share
+  nothing (no entry, key, epoch or wake).
+
+Durability. With the default ``synchronous="normal"`` an acknowledged write
+survives a crash or SIGKILL of any process: WAL + ``synchronous=NORMAL`` never
+loses a committed transaction to an application crash, and never corrupts the
+file. A power loss or operating-system crash can lose the transactions committed
+since the last WAL sync (at most the last few hundred milliseconds to seconds of
+writes, until the next checkpoint); the database stays consistent, every batch
+whole or absent. For durability across power loss, pass ``synchronous="full"``
+(or ``?synchronous=full`` in the URL): every commit is then synced to disk before
+``append`` returns, at the cost of one fsync per write. Do not put the file on a
+network file system: SQLite's locking is not reliable there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from fxworld import validate
+from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
+from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.urls import split_query
+
+__all__ = ["SqliteWorld"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS fx_sessions (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        last_seq   INTEGER NOT NULL,  -- seq of the last entry, 0 for an empty log
+        epoch      INTEGER NOT NULL,  -- newest epoch handed out or burnt by delete
+        PRIMARY KEY (namespace, session_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS fx_entries (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,
+        kind       TEXT    NOT NULL,
+        data       TEXT    NOT NULL,  -- compact JSON object
+        epoch      INTEGER,           -- NULL for an unfenced append
+        at         REAL    NOT NULL,  -- commit time, seconds since the Unix epoch
+        UNIQUE (namespace, session_id, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS fx_keys (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,  -- last seq of the call that used the key
+        PRIMARY KEY (namespace, session_id, key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS fx_wakes (
+        namespace   TEXT    NOT NULL,
+        session_id  TEXT    NOT NULL,
+        due         REAL,             -- NULL: no request beyond the one being handled
+        gen         INTEGER NOT NULL, -- grows with every wake() request
+        attempt     INTEGER NOT NULL, -- deliveries of the current request
+        token       TEXT,             -- the current delivery's token
+        lease_until REAL,             -- NULL when not leased
+        taken_gen   INTEGER NOT NULL, -- gen when the current delivery was taken
+        PRIMARY KEY (namespace, session_id)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS fx_wakes_ready
+        ON fx_wakes (namespace, COALESCE(lease_until, due))""",
+)
+
+_READY = "COALESCE(lease_until, due)"
+_SELECT_DUE = (
+    f"SELECT session_id, attempt FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? "
+    f"ORDER BY {_READY}, session_id LIMIT 1"
+)
+_UPSERT_WAKE = (
+    "INSERT INTO fx_wakes (namespace, session_id, due, gen, attempt, token, lease_until,"
+    " taken_gen) VALUES (?, ?, ?, 1, 0, NULL, NULL, 0)"
+    " ON CONFLICT (namespace, session_id) DO UPDATE SET gen = gen + 1,"
+    " due = CASE WHEN due IS NULL THEN excluded.due ELSE MIN(due, excluded.due) END"
+)
+_UPSERT_SESSION = (
+    "INSERT INTO fx_sessions (namespace, session_id, last_seq, epoch) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (namespace, session_id) DO UPDATE"
+    " SET last_seq = excluded.last_seq, epoch = excluded.epoch"
+)
+_INSERT_ENTRY = (
+    "INSERT INTO fx_entries (namespace, session_id, seq, kind, data, epoch, at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+_SYNCHRONOUS = ("normal", "full")
+_URL_PARAMS = ("namespace", "synchronous", "busy_timeout", "max_entry_bytes")
+
+
+class SqliteWorld:
+    """A World in one SQLite file, shared safely by every process that opens it.
+
+    ``path``: the database file (parent directories are created).
+    ``namespace``: worlds with different namespaces in one file share nothing.
+    ``max_entry_bytes``: the limit on one entry's encoded data (W15).
+    ``synchronous``: ``"normal"`` (default; durable against process crashes) or
+    ``"full"`` (also durable against power loss; one fsync per write).
+    ``busy_timeout``: seconds a writer waits for another process's write lock
+    before a retry; after ``retries`` retries the call raises
+    ``BackendUnavailable``.
+    """
+
+    capabilities: frozenset[str] = frozenset({"durable", "shared"})
+
+    poll_interval: float = 0.02
+    """Seconds between two ``PRAGMA data_version`` checks while someone follows."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        namespace: str = "default",
+        max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
+        synchronous: str = "normal",
+        busy_timeout: float = 5.0,
+        retries: int = 3,
+    ) -> None:
+        self.path = os.fspath(path)
+        if not isinstance(self.path, str) or not self.path or self.path == ":memory:":
+            raise ConfigurationError(
+                f"SqliteWorld needs a file path, not {self.path!r} (use memory:// for a "
+                "world in memory)"
+            )
+        self.namespace = validate.namespace(namespace)
+        if (
+            not isinstance(max_entry_bytes, int)
+            or isinstance(max_entry_bytes, bool)
+            or max_entry_bytes < 1
+        ):
+            raise InvalidArgument(
+                f"max_entry_bytes must be an integer >= 1, not {max_entry_bytes!r}"
+            )
+        self.max_entry_bytes = max_entry_bytes
+        if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
+            raise ConfigurationError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
+            )
+        self.synchronous = synchronous.lower()
+        self.busy_timeout = validate.lease(busy_timeout)
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise InvalidArgument(f"retries must be an integer >= 0, not {retries!r}")
+        self.retries = retries
+        # Only the worker thread touches the connection.
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        # Change notification for follow(): bumped by our own writes and by the poller
+        # when another connection committed (PRAGMA data_version changed).
+        self._generation = 0
+        self._data_version: int | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._poller: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteWorld:
+        """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, with optional
+        ``?namespace=&synchronous=&busy_timeout=&max_entry_bytes=``."""
+        base, params = split_query(url)
+        parts = urlsplit(base)
+        if parts.scheme.lower() != "sqlite":
+            raise ConfigurationError(f"not a sqlite:// URL: {parts.scheme}://...")
+        if parts.netloc:
+            raise ConfigurationError(
+                f"sqlite URL has a host part {parts.netloc!r}; use sqlite:///relative/path "
+                "or sqlite:////absolute/path"
+            )
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if not path:
+            raise ConfigurationError(
+                "sqlite URL has no file path; e.g. sqlite:///.fxworld/world.db"
+            )
+        unknown = sorted(set(params) - set(_URL_PARAMS))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown sqlite URL parameter(s) {', '.join(unknown)}; "
+                f"known: {', '.join(_URL_PARAMS)}"
+            )
+        options: dict[str, Any] = {}
+        if "namespace" in params:
+            options["namespace"] = params["namespace"]
+        if "synchronous" in params:
+            options["synchronous"] = params["synchronous"]
+        try:
+            if "busy_timeout" in params:
+                options["busy_timeout"] = float(params["busy_timeout"])
+            if "max_entry_bytes" in params:
+                options["max_entry_bytes"] = int(params["max_entry_bytes"])
+        except ValueError:
+            raise ConfigurationError(
+                "sqlite URL: busy_timeout must be a number of seconds and max_entry_bytes "
+                "an integer"
+            ) from None
+        return cls(path, **options)
+
+    def __repr__(self) -> str:
+        return (
+            f"SqliteWorld({self.path!r}, namespace={self.namespace!r}, "
+            f"synchronous={self.synchronous!r})"
+        )
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create the file, its directories and the schema (idempotent)."""
+        await self._call("setting up", lambda conn: None)
+
+    async def close(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None and not poller.done():
+            poller.cancel()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(executor, self._disconnect)
+            finally:
+                executor.shutdown(wait=False)
+
+    # -- append-with-fence ---------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> Fence:
+        sid = validate.session_id(session_id)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> Fence:
+            with _write(conn):
+                last, epoch = _session(conn, ns, sid)
+                epoch += 1
+                seq = last + 1
+                conn.execute(
+                    _INSERT_ENTRY,
+                    (
+                        ns,
+                        sid,
+                        seq,
+                        validate.FENCE_KIND,
+                        json.dumps({"epoch": epoch}),
+                        epoch,
+                        time.time(),
+                    ),
+                )
+                conn.execute(_UPSERT_SESSION, (ns, sid, seq, epoch))
+            return Fence(sid, epoch, seq)
+
+        fence = await self._call("acquiring a fence", run)
+        self._bump()
+        return fence
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        sid = validate.session_id(session_id)
+        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(sid, fence=fence, expect=expect, key=key, wake=wake)
+        ns = self.namespace
+        fence_epoch = fence.epoch if fence is not None else None
+        delay = float(wake) if wake is not None else None
+
+        def run(conn: sqlite3.Connection) -> tuple[int, bool]:
+            with _write(conn):
+                if key is not None:
+                    row = conn.execute(
+                        "SELECT seq FROM fx_keys WHERE namespace = ? AND session_id = ?"
+                        " AND key = ?",
+                        (ns, sid, key),
+                    ).fetchone()
+                    if row is not None:
+                        return int(row[0]), False
+                last, epoch = _session(conn, ns, sid)
+                if fence_epoch is not None and fence_epoch != epoch:
+                    raise Fenced(sid, fence_epoch, epoch)
+                if expect is not None and expect != last:
+                    raise Conflict(sid, expect, last)
+                now = time.time()
+                conn.executemany(
+                    _INSERT_ENTRY,
+                    [
+                        (ns, sid, last + i, kind, text, fence_epoch, now)
+                        for i, (kind, text) in enumerate(encoded, start=1)
+                    ],
+                )
+                seq = last + len(encoded)
+                conn.execute(_UPSERT_SESSION, (ns, sid, seq, epoch))
+                if key is not None:
+                    conn.execute(
+                        "INSERT INTO fx_keys (namespace, session_id, key, seq) VALUES (?, ?, ?, ?)",
+                        (ns, sid, key, seq),
+                    )
+                if delay is not None:
+                    conn.execute(_UPSERT_WAKE, (ns, sid, now + delay))
+            return seq, True
+
+        seq, wrote = await self._call("appending", run)
+        if wrote:
+            self._bump()
+        return seq
+
+    # -- read-from-cursor ----------------------------------------------------------
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        sid = validate.session_id(session_id)
+        validate.read_args(after, limit)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> list[Entry]:
+            rows = conn.execute(
+                "SELECT seq, kind, data, epoch, at FROM fx_entries"
+                " WHERE namespace = ? AND session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (ns, sid, after, limit),
+            ).fetchall()
+            return [
+                Entry(sid, seq, kind, json.loads(data), epoch, datetime.fromtimestamp(at, UTC))
+                for seq, kind, data, epoch, at in rows
+            ]
+
+        return await self._call("reading", run)
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        sid = validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return self._follow(sid, after)
+
+    async def _follow(self, sid: str, after: int) -> AsyncIterator[Entry]:
+        cursor = after
+        while True:
+            seen = self._generation  # taken before the read: no change can slip between
+            batch = await self.read(sid, cursor)
+            for entry in batch:
+                cursor = entry.seq
+                yield entry
+            if not batch:
+                await self._changed_since(seen, within=1.0)
+
+    # -- enqueue-wake --------------------------------------------------------------
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        sid = validate.session_id(session_id)
+        seconds = validate.delay(delay)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> None:
+            with _write(conn):
+                conn.execute(_UPSERT_WAKE, (ns, sid, time.time() + seconds))
+
+        await self._call("enqueueing a wake", run)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        seconds = validate.lease(lease)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> WakeLease | None:
+            # A read first, so idle workers polling for wakes never take the write lock.
+            if conn.execute(_SELECT_DUE, (ns, time.time())).fetchone() is None:
+                return None
+            with _write(conn):
+                now = time.time()
+                row = conn.execute(_SELECT_DUE, (ns, now)).fetchone()
+                if row is None:
+                    return None
+                sid, attempt = str(row[0]), int(row[1]) + 1
+                token = uuid.uuid4().hex
+                until = now + seconds
+                conn.execute(
+                    "UPDATE fx_wakes SET attempt = ?, token = ?, lease_until = ?,"
+                    " taken_gen = gen, due = NULL WHERE namespace = ? AND session_id = ?",
+                    (attempt, token, until, ns, sid),
+                )
+            return WakeLease(sid, token, attempt, _dt(until))
+
+        return await self._call("taking a wake", run)
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        seconds = validate.lease(lease)
+        held = _lease_arg(wake)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> WakeLease:
+            with _write(conn):
+                now = time.time()
+                _held(conn, ns, held, now)
+                until = now + seconds
+                conn.execute(
+                    "UPDATE fx_wakes SET lease_until = ? WHERE namespace = ? AND session_id = ?",
+                    (until, ns, held.session_id),
+                )
+            return WakeLease(held.session_id, held.token, held.attempt, _dt(until))
+
+        return await self._call("renewing a lease", run)
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        held = _lease_arg(wake)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> None:
+            with _write(conn):
+                gen, taken_gen = _held(conn, ns, held, time.time())
+                if gen == taken_gen:
+                    conn.execute(
+                        "DELETE FROM fx_wakes WHERE namespace = ? AND session_id = ?",
+                        (ns, held.session_id),
+                    )
+                else:  # a wake() arrived while it ran: the session stays due
+                    conn.execute(
+                        "UPDATE fx_wakes SET token = NULL, lease_until = NULL, attempt = 0"
+                        " WHERE namespace = ? AND session_id = ?",
+                        (ns, held.session_id),
+                    )
+
+        await self._call("finishing a wake", run)
+
+    # -- lifecycle of a session ----------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        sid = validate.session_id(session_id)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> None:
+            with _write(conn):
+                for table in ("fx_entries", "fx_keys", "fx_wakes"):
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE namespace = ? AND session_id = ?", (ns, sid)
+                    )
+                # Burn an epoch so that every fence acquired before is refused (W14).
+                conn.execute(
+                    "UPDATE fx_sessions SET last_seq = 0, epoch = epoch + 1"
+                    " WHERE namespace = ? AND session_id = ?",
+                    (ns, sid),
+                )
+
+        await self._call("deleting a session", run)
+        self._bump()
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of the sessions with a non-empty log, ascending, ``> after``."""
+        validate.read_args(0, limit)
+        if not isinstance(after, str):
+            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT session_id FROM fx_sessions WHERE namespace = ? AND last_seq > 0"
+                " AND session_id > ? ORDER BY session_id LIMIT ?",
+                (ns, after, limit),
+            ).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return await self._call("listing sessions", run)
+
+    # -- the worker thread ---------------------------------------------------------
+
+    async def _call(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="fxworld-sqlite")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run, doing, fn)
+
+    def _run(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """In the worker thread: run ``fn`` with bounded retries on a busy database,
+        translating every driver error (W16)."""
+        attempt = 0
+        while True:
+            try:
+                return fn(self._connect())
+            except sqlite3.Error as e:
+                self._rollback_quietly()
+                if is_busy(e) and attempt < self.retries:
+                    attempt += 1
+                    time.sleep(random.uniform(0.0, 0.01 * 2**attempt))
+                    continue
+                raise translate(e, path=self.path, doing=doing) from None
+            except OSError as e:
+                raise translate_os(e, path=self.path, doing=doing) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            check_same_thread=False,  # one worker thread, but it may be replaced
+            cached_statements=256,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigurationError(
+                    f"sqlite world {self.path!r}: cannot use WAL mode (journal mode is {mode})"
+                )
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            _migrate(conn, self.path)
+            self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _rollback_quietly(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            # The connection is in an unknown state: drop it, the next call reconnects.
+            self._conn = None
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    # -- change notification for follow() ------------------------------------------
+
+    def _bump(self) -> None:
+        """The log may have changed: wake every follower waiting for a change."""
+        self._generation += 1
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            loop = fut.get_loop()
+            if loop.is_closed():
+                continue
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if loop is running:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                loop.call_soon_threadsafe(_resolve, fut)
+
+    async def _changed_since(self, seen: int, *, within: float) -> None:
+        if self._generation != seen:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        if self._poller is None or self._poller.done() or self._poller.get_loop() is not loop:
+            self._poller = loop.create_task(self._poll())
+        try:
+            await asyncio.wait_for(fut, within)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._waiters:
+                self._waiters.remove(fut)
+
+    async def _poll(self) -> None:
+        """While someone waits for a change, check ``PRAGMA data_version`` (it moves
+        when another connection, in any process, commits)."""
+        while self._waiters:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                version = await self._call("polling for changes", _data_version)
+            except Exception:  # a transient error: followers retry on their own
+                continue
+            if version != self._data_version:
+                self._data_version = version
+                self._bump()
+
+
+# -- helpers run in the worker thread ------------------------------------------------
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    """One short write transaction, holding the write lock from its start."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"sqlite world {path!r} has schema version {version}, newer than this "
+            f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
+        )
+    with _write(conn):
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _session(conn: sqlite3.Connection, ns: str, sid: str) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT last_seq, epoch FROM fx_sessions WHERE namespace = ? AND session_id = ?",
+        (ns, sid),
+    ).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def _held(conn: sqlite3.Connection, ns: str, wake: WakeLease, now: float) -> tuple[int, int]:
+    """``(gen, taken_gen)`` of the wake if ``wake`` is its current, unexpired lease;
+    else ``LeaseLost``."""
+    row = conn.execute(
+        "SELECT token, lease_until, gen, taken_gen FROM fx_wakes"
+        " WHERE namespace = ? AND session_id = ?",
+        (ns, wake.session_id),
+    ).fetchone()
+    if row is None or row[0] != wake.token or row[1] is None or row[1] <= now:
+        raise LeaseLost(
+            f"session {wake.session_id!r}: the lease {wake.token[:8]} is no longer held"
+        )
+    return int(row[2]), int(row[3])
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _lease_arg(wake: object) -> WakeLease:
+    if not isinstance(wake, WakeLease):
+        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    return wake
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
