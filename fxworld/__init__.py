@@ -5,9 +5,26 @@ value types in :mod:`fxworld.types`, its errors in :mod:`fxworld.errors`.
 Importing fxworld imports no database driver and no model SDK.
 """
 
+from typing import TYPE_CHECKING
+
 from fxworld._select import open_world, world
+from fxworld.engine import (
+    Accepted,
+    Agent,
+    Session,
+    StreamEvent,
+    Tool,
+    ToolContext,
+    Turn,
+    TurnFailed,
+    tool,
+)
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
+
+if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
+    from fxworld.embedded.memory import MemoryWorld
+    from fxworld.embedded.sqlite import SqliteWorld
 
 __all__ = [
     "World",
@@ -19,6 +36,15 @@ __all__ = [
     "open_world",
     "MemoryWorld",
     "SqliteWorld",
+    "Agent",
+    "Session",
+    "StreamEvent",
+    "Turn",
+    "TurnFailed",
+    "Accepted",
+    "Tool",
+    "ToolContext",
+    "tool",
 ]
 
 
