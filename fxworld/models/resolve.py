@@ -1,14 +1,86 @@
-"""Model strings: ``Agent(model="provider/model")`` to a :class:`Model`."""
+"""Model strings: ``Agent(model="provider/model")`` to a :class:`Model`.
+
+1. A gateway, when configured (``gateway_url=``/``gateway_key=`` or the
+   environment's ``FXWORLD_GATEWAY_URL`` and ``FXWORLD_GATEWAY_KEY``): every model
+   string goes through it as an OpenAI-compatible endpoint, the whole string
+   being the model id (``"anthropic/claude-opus-5.5"``).
+2. Otherwise the provider prefix chooses the adapter: ``anthropic/…`` is
+   :class:`~fxworld.models.anthropic.AnthropicModel`, ``openai/…`` is
+   :class:`~fxworld.models.openai.OpenAIModel`; each SDK reads its own standard
+   variables (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY``,
+   ``OPENAI_BASE_URL``: the latter covers vLLM, Ollama, a LiteLLM proxy).
+
+Everything that can be wrong (an unknown provider, a missing extra, a missing
+key) raises :class:`~fxworld.errors.ConfigurationError` here, when the agent is
+built, with what to install or set; never in the middle of a turn. The SDKs are
+imported here, on use, never by ``import fxworld``.
+"""
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
 
-__all__ = ["resolve_model"]
+__all__ = ["resolve_model", "PROVIDERS", "GATEWAY_URL_ENV", "GATEWAY_KEY_ENV"]
+
+GATEWAY_URL_ENV = "FXWORLD_GATEWAY_URL"
+GATEWAY_KEY_ENV = "FXWORLD_GATEWAY_KEY"
+PROVIDERS = ("anthropic", "openai")
 
 
-def resolve_model(name: str) -> Model:
-    """The model a string names. Raises ``ConfigurationError`` when it cannot be
-    built (unknown provider, missing extra, missing key), at agent build time."""
-    raise ConfigurationError(f"model {name!r}: no provider adapters are built yet")
+def resolve_model(
+    name: str,
+    *,
+    gateway_url: str | None = None,
+    gateway_key: str | None = None,
+    **options: Any,
+) -> Model:
+    """The model a string names.
+
+    ``options`` go to the adapter's constructor (``api_key``, ``base_url``,
+    ``max_tokens``, ``temperature``, ``timeout``, ``retry``, ...). Raises
+    ``ConfigurationError`` when it cannot be built (unknown provider, missing
+    extra, missing key).
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(
+            "a model string is 'provider/model', e.g. 'anthropic/claude-opus-5.5'"
+        )
+    url = gateway_url or os.environ.get(GATEWAY_URL_ENV) or None
+    key = gateway_key or os.environ.get(GATEWAY_KEY_ENV) or None
+    if url is not None:
+        if key is None:
+            raise ConfigurationError(
+                f"model {name!r}: a gateway is configured but has no key: set "
+                f"{GATEWAY_KEY_ENV} (or pass gateway_key=)"
+            )
+        from fxworld.models.openai import OpenAIModel
+
+        return OpenAIModel(name, api_key=key, base_url=url, name=name, **options)
+    if key is not None:
+        raise ConfigurationError(
+            f"model {name!r}: {GATEWAY_KEY_ENV} is set but {GATEWAY_URL_ENV} is not: set "
+            "the gateway's URL too (or unset the key to call the provider directly)"
+        )
+    provider, sep, model = name.partition("/")
+    if not sep or not provider or not model:
+        raise ConfigurationError(
+            f"model {name!r}: a model string is 'provider/model' (providers: "
+            f"{', '.join(PROVIDERS)}), e.g. 'anthropic/claude-opus-5.5'"
+        )
+    if provider == "anthropic":
+        from fxworld.models.anthropic import AnthropicModel
+
+        return AnthropicModel(model, name=name, **options)
+    if provider == "openai":
+        from fxworld.models.openai import OpenAIModel
+
+        return OpenAIModel(model, name=name, **options)
+    raise ConfigurationError(
+        f"model {name!r}: unknown provider {provider!r} (known: {', '.join(PROVIDERS)}); "
+        f"to reach any other model, set {GATEWAY_URL_ENV} and {GATEWAY_KEY_ENV} to an "
+        "OpenAI-compatible gateway"
+    )

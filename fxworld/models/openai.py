@@ -1,0 +1,367 @@
+"""OpenAIModel: chat completions on any OpenAI-compatible endpoint.
+
+Covers OpenAI itself and everything that speaks its chat-completions API: AI
+gateways, OpenRouter, vLLM, Ollama, a LiteLLM proxy. Uses the ``openai`` SDK's
+async client (extra ``fxworld[openai]``), imported when a model is built, never
+when fxworld is imported.
+
+- Streams text (``delta.content``) as :class:`TextDelta`; assembles parallel tool
+  calls from their ``tool_calls`` deltas (by ``index``); asks for usage with
+  ``stream_options={"include_usage": true}`` (turn off with ``stream_usage=False``
+  for a server that refuses it).
+- Credentials and endpoint: ``api_key=`` / ``base_url=``, else the SDK's
+  ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+- The SDK's own retries are off; :mod:`fxworld.models._retry` retries instead.
+- Tool results go as ``role: "tool"`` messages with their text as is; an error
+  result (``is_error``) is prefixed with ``"Error: "``, since the API has no flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fxworld.errors import ConfigurationError
+from fxworld.models._retry import (
+    RetryableModelError,
+    RetryPolicy,
+    provider_message,
+    retry_after_seconds,
+    scrub,
+    should_retry_status,
+    stream_with_retries,
+)
+from fxworld.models.base import (
+    Message,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from fxworld.urls import mask
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIModel", "to_openai_messages"]
+
+_FATAL_KINDS = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "permission_denied",
+        "not_found_error",
+        "invalid_api_key",
+        "model_not_found",
+        "context_length_exceeded",
+    }
+)
+
+
+def _import_sdk() -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise ConfigurationError(
+            "the OpenAI adapter needs the openai SDK: pip install 'fxworld[openai]'"
+        ) from None
+    return openai
+
+
+class OpenAIModel:
+    """A model behind an OpenAI-compatible chat-completions endpoint.
+
+    ``model`` is the id the endpoint knows (``"gpt-5"``, or for a gateway the
+    whole ``"anthropic/claude-…"`` string); ``name`` is what fxworld records
+    (default: ``"openai/" + model``). ``max_tokens`` and ``temperature`` are
+    sent only when given; ``extra_body`` is merged into each request.
+    Raises :class:`ConfigurationError` when the SDK is missing or no key is set.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        name: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        stream_usage: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            raise ConfigurationError("OpenAIModel needs a model id")
+        self._sdk = _import_sdk()
+        self.model = model
+        self.name = name or f"openai/{model}"
+        key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if key is None:
+            raise ConfigurationError(
+                f"model {self.name!r}: no API key: set OPENAI_API_KEY (or pass api_key=; "
+                "for a local server that needs none, any value will do)"
+            )
+        self._api_key = key
+        self._base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._timeout = timeout
+        self._retry = retry or RetryPolicy()
+        self._headers = dict(default_headers or {})
+        self._stream_usage = stream_usage
+        self._extra_body = dict(extra_body or {})
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
+
+    def __repr__(self) -> str:
+        where = mask(self._base_url) if self._base_url else "default endpoint"
+        return f"OpenAIModel(name={self.name!r}, model={self.model!r}, base_url={where!r})"
+
+    @property
+    def base_url(self) -> str | None:
+        """The endpoint, credentials masked; ``None`` for the SDK's default."""
+        return mask(self._base_url) if self._base_url else None
+
+    def _client(self) -> AsyncOpenAI:
+        # An httpx client belongs to one event loop: keep one client per loop.
+        loop = asyncio.get_running_loop()
+        held = self._clients.get(id(loop))
+        if held is not None and held[0] is loop:
+            return held[1]
+        for key, (old_loop, _) in list(self._clients.items()):
+            if old_loop.is_closed():
+                del self._clients[key]
+        client: AsyncOpenAI = self._sdk.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout,
+            max_retries=0,
+            default_headers=self._headers or None,
+        )
+        self._clients[id(loop)] = (loop, client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop, if any."""
+        held = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if held is not None:
+            await held[1].close()
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body this model sends for ``request``."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(request),
+            "stream": True,
+        }
+        if self._stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
+        if self._max_tokens is not None:
+            body["max_tokens"] = self._max_tokens
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return stream_with_retries(lambda: self._attempt(request), self._retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        client = self._client()
+        body = self.params(request)
+        model = body.pop("model")
+        messages = body.pop("messages")
+        create: Any = client.chat.completions.create
+        try:
+            stream = await create(
+                model=model, messages=messages, extra_body=self._extra_body or None, **body
+            )
+        except Exception as e:
+            raise self._translate(e) from None
+        text: list[str] = []
+        calls: dict[int, _PartialCall] = {}
+        usage: Usage | None = None
+        finish: str | None = None
+        reply_id: str | None = None
+        reply_model: str | None = None
+        try:
+            async with stream:
+                async for chunk in stream:
+                    reply_id = reply_id or chunk.id
+                    reply_model = reply_model or chunk.model
+                    if chunk.usage is not None:
+                        usage = Usage(
+                            input_tokens=chunk.usage.prompt_tokens or 0,
+                            output_tokens=chunk.usage.completion_tokens or 0,
+                        )
+                    for choice in chunk.choices:
+                        if choice.index != 0:
+                            continue
+                        delta = choice.delta
+                        piece = delta.content or getattr(delta, "refusal", None)
+                        if piece:
+                            text.append(piece)
+                            yield TextDelta(piece)
+                        for tc in delta.tool_calls or ():
+                            call = calls.setdefault(tc.index, _PartialCall())
+                            call.add(tc.id, tc.function)
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+        except ModelError:
+            raise
+        except Exception as e:
+            raise self._translate(e) from None
+        if finish is None:
+            raise RetryableModelError(
+                f"{self.name}: the stream ended before the reply was complete"
+            )
+        tool_calls = tuple(calls[i].finish(self.name) for i in sorted(calls))
+        extra = {k: v for k, v in (("id", reply_id), ("model", reply_model)) if v}
+        yield ModelResponse(
+            text="".join(text),
+            tool_calls=tool_calls,
+            usage=usage,
+            stop_reason=finish,
+            extra=extra,
+        )
+
+    def _translate(self, e: BaseException) -> ModelError:
+        """The one boundary where openai SDK and transport errors become ModelError."""
+        sdk = self._sdk
+        secrets = (self._api_key,)
+        if isinstance(e, ModelError):
+            return e
+        if isinstance(e, sdk.APIStatusError):
+            headers = e.response.headers
+            kind, detail = provider_message(e.body, e.message)
+            label = f"HTTP {e.status_code}" + (f" {kind}" if kind else "")
+            message = scrub(f"{self.name}: {label}: {detail}", secrets)
+            if should_retry_status(e.status_code, headers):
+                return RetryableModelError(
+                    message, status=e.status_code, retry_after=retry_after_seconds(headers)
+                )
+            return ModelError(message, retryable=False, status=e.status_code)
+        if isinstance(e, sdk.APIConnectionError):
+            where = mask(self._base_url) if self._base_url else "the OpenAI API"
+            return RetryableModelError(
+                scrub(f"{self.name}: could not reach {where}: {e.message}", secrets)
+            )
+        if isinstance(e, sdk.APIError):
+            # An error object inside a 200 stream.
+            kind, detail = provider_message(e.body, e.message)
+            code = getattr(e, "code", None)
+            message = scrub(f"{self.name}: error in stream ({kind or code}): {detail}", secrets)
+            fatal = kind in _FATAL_KINDS or (
+                isinstance(code, int | str)
+                and str(code).isdigit()
+                and not should_retry_status(int(code), None)
+            )
+            if fatal:
+                return ModelError(message, retryable=False)
+            return RetryableModelError(message)
+        if isinstance(e, ValueError):  # json.JSONDecodeError: a malformed chunk
+            return RetryableModelError(
+                scrub(f"{self.name}: malformed chunk in the stream: {e}", secrets)
+            )
+        if isinstance(e, OSError | EOFError) or _is_transport_error(e):
+            return RetryableModelError(
+                scrub(f"{self.name}: the stream broke: {type(e).__name__}: {e}", secrets)
+            )
+        return ModelError(
+            scrub(f"{self.name}: unexpected {type(e).__name__}: {e}", secrets), retryable=False
+        )
+
+
+def _is_transport_error(e: BaseException) -> bool:
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover - the SDK depends on it
+        return False
+    return isinstance(e, httpx2.TransportError | httpx2.StreamError)
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def add(self, call_id: str | None, function: Any) -> None:
+        if call_id and not self.id:
+            self.id = call_id
+        if function is None:
+            return
+        name = getattr(function, "name", None)
+        if name and name != self.name:
+            self.name = name if not self.name else self.name + name
+        arguments = getattr(function, "arguments", None)
+        if arguments:
+            self.arguments += arguments
+
+    def finish(self, model: str) -> ToolCall:
+        if not self.name:
+            raise RetryableModelError(f"{model}: a tool call in the stream had no name")
+        try:
+            parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            raise RetryableModelError(
+                f"{model}: the arguments of tool call {self.name!r} are not valid JSON"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise RetryableModelError(
+                f"{model}: the arguments of tool call {self.name!r} are not a JSON object"
+            )
+        return ToolCall(id=self.id or f"call_{uuid.uuid4().hex[:24]}", name=self.name, input=parsed)
+
+
+def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The chat-completions ``messages`` for ``request``."""
+    out: list[dict[str, Any]] = []
+    if request.instructions:
+        out.append({"role": "system", "content": request.instructions})
+    for m in request.messages:
+        out.extend(_message(m))
+    return out
+
+
+def _message(m: Message) -> list[dict[str, Any]]:
+    if m.role == "user":
+        return [{"role": "user", "content": m.text}]
+    if m.role == "assistant":
+        if not m.text and not m.tool_calls:
+            return []
+        msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+        if m.tool_calls:
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.input)},
+                }
+                for c in m.tool_calls
+            ]
+        return [msg]
+    content = f"Error: {m.text}" if m.is_error else m.text
+    return [{"role": "tool", "tool_call_id": m.tool_call_id or "", "content": content}]
