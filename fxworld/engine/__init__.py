@@ -1,0 +1,30 @@
+"""The turn engine: agents, sessions, turns and the worker that runs them.
+
+Durable by construction: a prompt is saved before it is acknowledged, and every
+step of a turn is appended to the session's log (with the worker's fence) before
+the next one begins, so any process can continue a turn from the log. The engine
+reaches storage only through the :class:`~fxworld.protocol.World` protocol and
+:func:`fxworld.world`.
+"""
+
+from .agent import Agent
+from .cursor import decode_cursor, encode_cursor
+from .replay import conversation
+from .session import Session, StreamEvent
+from .tools import Tool, ToolContext, tool
+from .turn import Accepted, Turn, TurnFailed
+
+__all__ = [
+    "Agent",
+    "Session",
+    "StreamEvent",
+    "Turn",
+    "TurnFailed",
+    "Accepted",
+    "Tool",
+    "ToolContext",
+    "tool",
+    "conversation",
+    "encode_cursor",
+    "decode_cursor",
+]

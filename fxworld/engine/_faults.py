@@ -1,0 +1,32 @@
+"""Deterministic crash points for tests: ``FXWORLD_TEST_CRASH_AT=<point>[#n]``.
+
+When the variable names a point, the process SIGKILLs itself the n-th time (first
+by default) it reaches that point. Points the engine passes: ``after-turn-started``,
+``after-chunk``, ``before-message``, ``after-message``, ``after-tool-started``,
+``after-tool-finished``, ``before-turn-finished``. Tools in tests call
+:func:`crash_point` themselves (``fxworld.testing.crash_point``) to die inside a tool.
+Unset (always, outside tests) it costs one dict lookup per point.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["crash_point", "ENV_VAR"]
+
+ENV_VAR = "FXWORLD_TEST_CRASH_AT"
+_hits: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``FXWORLD_TEST_CRASH_AT`` names this point (and hit)."""
+    wanted = os.environ.get(ENV_VAR)
+    if not wanted:
+        return
+    point, _, nth = wanted.partition("#")
+    if point != name:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)

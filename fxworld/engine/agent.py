@@ -1,0 +1,152 @@
+"""The Agent: a model, its tools and instructions, bound to a world."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fxworld.errors import ConfigurationError
+from fxworld.models.base import Model
+from fxworld.protocol import World
+
+from .session import Session
+from .tools import Tool, tool
+
+__all__ = ["Agent"]
+
+_setup_done: dict[int, asyncio.Task[None]] = {}
+
+
+class Agent:
+    """One agent for your server: what runs each session's turns.
+
+    ``model`` is a :class:`~fxworld.models.base.Model` or a model string such as
+    ``"anthropic/claude-opus-5.5"``, resolved here, at build time, by
+    :func:`fxworld.models.resolve.resolve_model` (a bad string fails now with
+    ``ConfigurationError``, not at the first turn). ``tools`` are :class:`Tool`
+    values (``@tool``) or plain functions (made non-idempotent tools).
+    ``world`` is a World, a URL, or ``None``: the process's world,
+    :func:`fxworld.world`, looked up at use time.
+
+    ``model_retries``: how many times a retryable ``ModelError`` is retried (with
+    backoff) before the turn fails. ``text_chunk_chars`` / ``text_chunk_interval``:
+    streamed text is saved whenever this many characters or seconds have gathered.
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str = "",
+        world: World | str | None = None,
+        *,
+        model_retries: int = 3,
+        text_chunk_chars: int = 200,
+        text_chunk_interval: float = 0.05,
+    ) -> None:
+        if isinstance(model, str):
+            from fxworld.models.resolve import resolve_model
+
+            model = resolve_model(model)
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"model must be a Model or a model string, not {type(model).__name__}"
+            )
+        self.model: Model = model
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            made = t if isinstance(t, Tool) else tool(t)
+            if made.name in self.tools:
+                raise ConfigurationError(f"two tools are named {made.name!r}")
+            self.tools[made.name] = made
+        self.instructions = instructions
+        self._world = world
+        self.model_retries = model_retries
+        self.text_chunk_chars = text_chunk_chars
+        self.text_chunk_interval = text_chunk_interval
+        self._workers: set[Any] = set()
+
+    def __repr__(self) -> str:
+        return f"Agent(model={getattr(self.model, 'name', '?')!r}, tools={list(self.tools)})"
+
+    @property
+    def world(self) -> World:
+        """The world this agent uses: the one given, else :func:`fxworld.world()`."""
+        if isinstance(self._world, str):
+            from fxworld._select import open_world
+
+            self._world = open_world(self._world)
+        if self._world is not None:
+            return self._world
+        from fxworld._select import world
+
+        return world()
+
+    async def _ready_world(self) -> World:
+        """The world, with ``setup()`` run once per world object in this process."""
+        w = self.world
+        task = _setup_done.get(id(w))
+        if task is None:
+            task = asyncio.ensure_future(w.setup())
+            _setup_done[id(w)] = task
+        try:
+            await asyncio.shield(task)
+        except BaseException:
+            if task.done():
+                _setup_done.pop(id(w), None)
+            raise
+        return w
+
+    def session(self, id: str | None = None) -> Session:
+        """A handle on session ``id`` (a new random id when ``None``)."""
+        return Session(self, id)
+
+    async def work(
+        self,
+        *,
+        concurrency: int = 8,
+        lease: float = 15.0,
+        deadline: float | None = None,
+        until_idle: bool = False,
+        handle_signals: bool = False,
+        poll_interval: float = 0.25,
+    ) -> None:
+        """Run as a worker: take wakes and run the sessions' turns.
+
+        ``concurrency``: how many sessions this process runs at once.
+        ``lease``: the lease (seconds) wakes are taken under; it is renewed while a
+        session runs, and a worker that dies is replaced once it runs out.
+        ``deadline``: a time budget in SECONDS from this call (e.g. the time limit
+        of a serverless invocation), not an absolute time. Before a step that could
+        outrun it, a running turn appends ``turn.yielded`` with a wake and stops,
+        so the next invocation continues it; no new session is taken once it is
+        close; ``work()`` returns when the budget is spent.
+        ``until_idle``: return as soon as no wake is due and nothing runs (a wake
+        handler or a serverless invocation uses it, with a ``deadline``).
+        ``handle_signals``: on SIGTERM/SIGINT, stop at the next step boundary and
+        hand every running session back at once (``fxworld worker`` sets it).
+        ``poll_interval``: the longest wait between two looks for due wakes.
+        Otherwise it runs until :meth:`stop` is called.
+        """
+        from .worker import Worker
+
+        worker = Worker(
+            self,
+            concurrency=concurrency,
+            lease=lease,
+            deadline=deadline,
+            until_idle=until_idle,
+            poll_interval=poll_interval,
+        )
+        self._workers.add(worker)
+        try:
+            await worker.run(handle_signals=handle_signals)
+        finally:
+            self._workers.discard(worker)
+
+    def stop(self) -> None:
+        """Ask every ``work()`` of this agent in this process to stop: running
+        sessions stop at their next step boundary and are handed back at once."""
+        for w in list(self._workers):
+            w.stop()

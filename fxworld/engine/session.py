@@ -1,0 +1,134 @@
+"""A session as the application sees it: prompt it, stream it, from any process."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from fxworld import validate
+from fxworld.errors import InvalidArgument
+from fxworld.models.base import Message
+from fxworld.types import Entry, JSONObject
+
+from . import log
+from .cursor import decode_cursor, encode_cursor
+from .replay import conversation
+from .turn import Turn
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["Session", "StreamEvent"]
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One entry of a session's log, as a stream consumer sees it.
+
+    ``cursor`` is opaque: give it back to ``stream()`` to continue right after this
+    event, with no gap and no duplicate. ``kind`` and ``data`` follow
+    ``docs/log-format.md`` (``kind`` is e.g. ``prompt``, ``text``, ``message``,
+    ``tool.started``, ``turn.finished``; ignore kinds you do not know).
+    """
+
+    cursor: str
+    kind: str
+    data: JSONObject
+
+
+class Session:
+    """A handle on one session. Cheap: it holds no connection and no state.
+
+    Made by ``agent.session(id)``; a new random id when ``id`` is ``None``.
+    """
+
+    def __init__(self, agent: Agent, id: str | None = None) -> None:
+        self.agent = agent
+        self.id: str = validate.session_id(id) if id is not None else f"s-{uuid.uuid4().hex}"
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r})"
+
+    def prompt(self, text: str, *, key: str | None = None) -> Turn:
+        """Send a prompt; returns a :class:`Turn` at once (needs a running event loop).
+
+        The prompt is appended unfenced with ``wake=0`` and an idempotency key
+        (``key``, or a new random one): sending it again with the same key never
+        doubles it. Prompts sent while a turn runs are answered after it, in order.
+        """
+        if not isinstance(text, str):
+            raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
+        return Turn(self, text, key if key is not None else uuid.uuid4().hex)
+
+    async def _append_prompt(self, text: str, key: str) -> int:
+        w = await self.agent._ready_world()
+        return await w.append(
+            self.id, [log.entry(log.PROMPT, text=text, key=key)], key=f"prompt:{key}", wake=0.0
+        )
+
+    def _event(self, e: Entry) -> StreamEvent:
+        return StreamEvent(encode_cursor(self.id, e.seq), e.kind, e.data)
+
+    async def read(self, cursor: str | None = None, *, limit: int = 1000) -> list[StreamEvent]:
+        """The events after ``cursor`` that are in the log now, at most ``limit``;
+        does not wait for more."""
+        after = decode_cursor(self.id, cursor)
+        w = await self.agent._ready_world()
+        return [self._event(e) for e in await w.read(self.id, after, limit=limit)]
+
+    async def stream(
+        self, cursor: str | None = None, *, until: Literal["turn"] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Every event after ``cursor`` (``None``: from the start), in order, then new
+        ones as they are saved. Works from any process; a consumer that reconnects
+        with the last cursor it saw continues with no gap and no duplicate.
+
+        ``until=None`` follows forever (until the consumer stops iterating).
+        ``until="turn"`` stops after the event that ends a turn (``turn.finished``
+        or ``turn.failed``): when ``cursor`` is a prompt's cursor
+        (:attr:`Accepted.cursor`), the turn that answers that prompt; otherwise the
+        first turn to end after the cursor (a consumer that reconnects in the
+        middle of a turn gets the rest of that turn).
+
+        Raises :class:`~fxworld.errors.InvalidCursor` for a malformed cursor.
+        """
+        if until not in (None, "turn"):
+            raise InvalidArgument(f"until must be None or 'turn', not {until!r}")
+        after = decode_cursor(self.id, cursor)
+        w = await self.agent._ready_world()
+        target: int | None = None
+        if until == "turn" and after > 0:
+            at = await w.read(self.id, after - 1, limit=1)
+            if at and at[0].seq == after and at[0].kind == log.PROMPT:
+                target = after
+        follower = w.follow(self.id, after)
+        try:
+            async for e in follower:
+                yield self._event(e)
+                if until == "turn" and e.kind in log.TURN_END_KINDS:
+                    if target is None or e.data.get("prompt") == target:
+                        return
+        finally:
+            aclose = getattr(follower, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def messages(self) -> list[Message]:
+        """The conversation so far, as the model hears it."""
+        w = await self.agent._ready_world()
+        entries: list[Entry] = []
+        after = 0
+        while True:
+            batch = await w.read(self.id, after)
+            if not batch:
+                break
+            entries.extend(batch)
+            after = batch[-1].seq
+        return conversation(entries)
+
+    async def delete(self) -> None:
+        """Remove the session's log and pending wake (W14)."""
+        w = await self.agent._ready_world()
+        await w.delete(self.id)

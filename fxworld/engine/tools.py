@@ -1,0 +1,182 @@
+"""Tools: functions the model may call, marked idempotent or not.
+
+``@tool`` turns a function into a :class:`Tool`. Its input schema comes from the
+function's signature (through pydantic, imported on first use) unless given
+explicitly. A parameter named ``ctx`` is not part of the input: it receives a
+:class:`ToolContext` whose ``execution_id`` stays the same each time that call
+runs, so a tool can pass it to a service as an idempotency key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from fxworld.models.base import ToolSpec
+
+__all__ = ["Tool", "ToolContext", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool call may know about itself.
+
+    ``execution_id`` identifies the call: the same value every time this call runs
+    (an idempotent call that is run again after a crash keeps it). ``attempt`` is
+    1 the first time, 2 on the first re-run, and so on.
+    """
+
+    execution_id: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model can call.
+
+    ``idempotent``: safe to run twice. A call that was started but not finished
+    when its worker died runs again on resume if and only if this is true;
+    otherwise the model is told it may have partly run.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: Callable[..., Any]
+    idempotent: bool = False
+    _takes_ctx: bool = field(default=False, repr=False)
+    _model: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it."""
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+    async def call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
+        """Validate ``input`` and run the function (a sync function runs in a thread)."""
+        kwargs: dict[str, Any]
+        if self._model is not None:
+            parsed = self._model.model_validate(input)
+            kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        else:
+            kwargs = dict(input)
+        if self._takes_ctx:
+            kwargs["ctx"] = ctx
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**kwargs)
+        result = await asyncio.to_thread(self.fn, **kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+def render_output(value: Any) -> str:
+    """A tool's return value as the text the model reads: a str as is, else JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_default)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    idempotent: bool,
+    input_schema: dict[str, Any] | None,
+) -> Tool:
+    sig = inspect.signature(fn)
+    takes_ctx = "ctx" in sig.parameters
+    model = None
+    if input_schema is None:
+        model = _signature_model(fn, sig)
+        input_schema = model.model_json_schema()
+        input_schema.pop("title", None)
+    doc = inspect.getdoc(fn) or ""
+    return Tool(
+        name=name or fn.__name__,
+        description=description if description is not None else doc,
+        input_schema=input_schema,
+        fn=fn,
+        idempotent=idempotent,
+        _takes_ctx=takes_ctx,
+        _model=model,
+    )
+
+
+def _signature_model(fn: Callable[..., Any], sig: inspect.Signature) -> Any:
+    import typing
+
+    import pydantic
+
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if pname == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(pname, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, default)
+    return pydantic.create_model(f"{fn.__name__}_input", **fields)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    input_schema: dict[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    input_schema: dict[str, Any] | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(idempotent=True)``.
+
+    The description defaults to the docstring; the input schema to the JSON Schema
+    of the function's parameters (``ctx`` excluded). Given ``input_schema``, the
+    input is passed as keyword arguments without validation.
+    """
+    if fn is not None:
+        return _build(
+            fn, name=name, description=description, idempotent=idempotent, input_schema=input_schema
+        )
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return _build(
+            f, name=name, description=description, idempotent=idempotent, input_schema=input_schema
+        )
+
+    return wrap

@@ -1,0 +1,85 @@
+"""A turn as the prompting side sees it: accepted once saved, done once answered."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fxworld.errors import WorldError
+
+from . import log
+from .cursor import encode_cursor
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["Accepted", "Turn", "TurnFailed"]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The prompt is durably saved: it will be answered even if this process dies.
+
+    ``cursor`` stands at the prompt itself: ``session.stream(cursor)`` yields what
+    came after it (the turn that answers it, and anything later), and
+    ``session.stream(cursor, until="turn")`` stops after that turn ends.
+    """
+
+    session_id: str
+    cursor: str
+
+
+class TurnFailed(WorldError):
+    """The turn ended with ``turn.failed`` (e.g. the model refused the request for
+    good); ``error`` is the message saved in the log."""
+
+    def __init__(self, session_id: str, error: str) -> None:
+        self.session_id = session_id
+        self.error = error
+        super().__init__(f"session {session_id!r}: turn failed: {error}")
+
+
+class Turn:
+    """What ``Session.prompt`` returns, at once.
+
+    ``await turn.accepted`` gives :class:`Accepted` once the prompt is appended
+    (unfenced, with a wake and an idempotency key). ``await turn`` gives the
+    turn's final text once some worker (any process running ``agent.work()``)
+    has answered it, or raises :class:`TurnFailed`. Awaiting is optional: the turn
+    runs whether or not anyone waits for it.
+    """
+
+    def __init__(self, session: Session, text: str, key: str) -> None:
+        self.session = session
+        self.text = text
+        self.key = key
+        """The prompt's idempotency key: prompting again with it never doubles it."""
+        self._seq: int | None = None
+        self.accepted: asyncio.Task[Accepted] = asyncio.ensure_future(self._accept())
+        """An awaitable of :class:`Accepted`."""
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    async def _accept(self) -> Accepted:
+        self._seq = await self.session._append_prompt(self.text, self.key)
+        return Accepted(self.session.id, encode_cursor(self.session.id, self._seq))
+
+    async def result(self) -> str:
+        """Wait for the end of the turn answering this prompt; its final text."""
+        accepted = await self.accepted
+        async for event in self.session.stream(accepted.cursor):
+            if event.kind in log.TURN_END_KINDS and event.data.get("prompt") == self._seq:
+                if event.kind == log.TURN_FAILED:
+                    raise TurnFailed(self.session.id, str(event.data.get("error", "")))
+                return str(event.data.get("text", ""))
+        raise AssertionError("unreachable: stream() without until never ends")  # pragma: no cover
+
+    def __await__(self) -> Generator[Any, None, str]:
+        return self.result().__await__()
+
+    def __repr__(self) -> str:
+        return f"Turn(session_id={self.session.id!r}, key={self.key!r})"

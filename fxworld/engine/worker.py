@@ -1,0 +1,512 @@
+"""The worker: takes wakes and runs sessions' turns, one fenced step at a time.
+
+For each wake it takes, a worker ``acquire``s the session (a new fence; any older
+holder is refused from then on), rebuilds the state by reading the log
+(:mod:`fxworld.engine.replay`), and then repeats: decide the next step from the
+state, do it, append what happened with its fence. The lease is renewed in the
+background. ``Fenced`` means another worker replaced this one: it stops at once,
+with no further write and no further side effect. ``BackendUnavailable`` is retried
+with backoff; a fenced append whose outcome is unknown is checked by reading the
+log (only this fence writes entries of its epoch), so nothing is doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
+from fxworld.models.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from fxworld.protocol import World
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+
+from . import log
+from ._faults import crash_point
+from .replay import (
+    CallModel,
+    DiscardText,
+    FinishTurn,
+    Idle,
+    InterruptTool,
+    Replay,
+    RunTool,
+    StartTurn,
+    Step,
+    interrupted_message,
+    next_step,
+)
+from .tools import ToolContext, render_output
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger("fxworld.worker")
+T = TypeVar("T")
+
+_BACKOFF_START = 0.1
+_BACKOFF_MAX = 2.0
+_UNAVAILABLE_GIVE_UP = 60.0
+
+
+class _Stop(Exception):
+    """This run must stop now (replaced, lease lost, storage gone too long)."""
+
+
+class _Handover(Exception):
+    """Abort the model stream: the worker is shutting down."""
+
+
+class Worker:
+    """One ``agent.work()`` loop. See :meth:`fxworld.engine.agent.Agent.work`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        concurrency: int,
+        lease: float,
+        deadline: float | None,
+        until_idle: bool,
+        poll_interval: float,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if lease <= 0:
+            raise ValueError("lease must be > 0 seconds")
+        self.agent = agent
+        self.concurrency = concurrency
+        self.lease = lease
+        self.budget = deadline
+        self.until_idle = until_idle
+        self.poll_interval = poll_interval
+        self.deadline_at: float | None = None  # time.monotonic() based
+        self.stopping = asyncio.Event()
+        self.longest_step = 0.0
+
+    def stop(self) -> None:
+        """Stop at the next step boundary and hand running sessions back."""
+        self.stopping.set()
+
+    def time_left(self) -> float | None:
+        if self.deadline_at is None:
+            return None
+        return self.deadline_at - time.monotonic()
+
+    async def run(self, *, handle_signals: bool = False) -> None:
+        if self.budget is not None:
+            self.deadline_at = time.monotonic() + self.budget
+        world = await self.agent._ready_world()
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self._on_signal)
+                    installed.append(sig)
+        tasks: set[asyncio.Task[None]] = set()
+        wait = 0.01
+        try:
+            while not self.stopping.is_set():
+                left = self.time_left()
+                if left is not None and left <= 0:
+                    break
+                took = False
+                if len(tasks) < self.concurrency and (left is None or left > 0.5):
+                    try:
+                        wl = await world.take_wake(lease=self.lease)
+                    except BackendUnavailable as e:
+                        logger.warning("take_wake failed, retrying: %s", e)
+                        wl = None
+                    if wl is not None:
+                        took = True
+                        run = _SessionRun(self, world, wl)
+                        task = asyncio.create_task(run.go(), name=f"fxworld:{wl.session_id}")
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+                        wait = 0.01
+                        continue
+                    if self.until_idle and not tasks:
+                        break
+                if not took:
+                    await self._pause(tasks, wait)
+                    wait = min(wait * 2, self.poll_interval)
+        finally:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self) -> None:
+        if self.stopping.is_set():  # a second signal: leave now
+            raise SystemExit(130)
+        logger.info("signal received: handing sessions back at the next step boundary")
+        self.stop()
+
+    async def _pause(self, tasks: set[asyncio.Task[None]], seconds: float) -> None:
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self.stopping.wait())]
+        if len(tasks) >= self.concurrency:
+            waiters.extend(tasks)
+        else:
+            waiters.append(asyncio.ensure_future(asyncio.sleep(seconds)))
+        _done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for f in pending:
+            if f not in tasks:
+                f.cancel()
+
+
+class _SessionRun:
+    """One delivery of one session's wake: acquire, replay, steps, hand back."""
+
+    def __init__(self, worker: Worker, world: World, wake: WakeLease) -> None:
+        self.worker = worker
+        self.agent = worker.agent
+        self.world = world
+        self.wake = wake
+        self.sid = wake.session_id
+        self.fence: Fence | None = None
+        self.state = Replay()
+        self.lease_lost = False
+
+    async def go(self) -> None:
+        renewer = asyncio.create_task(self._renew())
+        try:
+            await self._go()
+        except _Stop as e:
+            logger.info("session %s: stopped: %s", self.sid, e)
+        except Fenced:
+            logger.info("session %s: replaced by another worker; stopping", self.sid)
+        except Exception:
+            logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    async def _go(self) -> None:
+        self.fence = await self._retry(lambda: self.world.acquire(self.sid))
+        await self._catch_up()
+        idempotent = {name: t.idempotent for name, t in self.agent.tools.items()}
+        while True:
+            if self.lease_lost:
+                raise _Stop("lease lost")
+            step = next_step(self.state, idempotent)
+            if isinstance(step, Idle):
+                break
+            reason = self._must_yield(step)
+            if reason is not None:
+                await self._yield(reason)
+                return
+            await self._do(step)
+        await self._finish_wake()
+
+    # -- the steps ---------------------------------------------------------------------
+
+    def _must_yield(self, step: Step) -> str | None:
+        if self.worker.stopping.is_set():
+            return "handover"
+        left = self.worker.time_left()
+        if left is None:
+            return None
+        needs = 0.0
+        if isinstance(step, (CallModel, RunTool)):
+            needs = max(self.worker.longest_step, 0.5)
+        return "deadline" if left <= needs else None
+
+    async def _yield(self, reason: str) -> None:
+        cur = self.state.current
+        if cur is not None:
+            await self._append(
+                [log.entry(log.TURN_YIELDED, prompt=cur.prompt, turn=cur.turn, reason=reason)],
+                wake=0.0,
+            )
+        else:
+            await self._retry(lambda: self.world.wake(self.sid, delay=0.0))
+        await self._finish_wake()
+
+    async def _do(self, step: Step) -> None:
+        cur = self.state.current
+        if isinstance(step, StartTurn):
+            await self._append(
+                [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=uuid.uuid4().hex[:16])]
+            )
+            crash_point("after-turn-started")
+            return
+        assert cur is not None
+        if isinstance(step, DiscardText):
+            await self._append([log.entry(log.TEXT_DISCARDED, call=step.call, reason="cut")])
+        elif isinstance(step, InterruptTool):
+            c = step.call
+            await self._append(
+                [
+                    log.entry(
+                        log.TOOL_INTERRUPTED,
+                        execution_id=c.execution_id,
+                        call_id=c.id,
+                        name=c.name,
+                        message=interrupted_message(c.name, c.execution_id),
+                    )
+                ]
+            )
+        elif isinstance(step, RunTool):
+            started = time.monotonic()
+            await self._run_tool(step)
+            self._note_step(started)
+        elif isinstance(step, CallModel):
+            started = time.monotonic()
+            await self._call_model(cur.prompt, cur.turn)
+            self._note_step(started)
+        elif isinstance(step, FinishTurn):
+            crash_point("before-turn-finished")
+            await self._append(
+                [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=step.text)]
+            )
+
+    def _note_step(self, started: float) -> None:
+        self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
+
+    async def _run_tool(self, step: RunTool) -> None:
+        c = step.call
+        t = self.agent.tools.get(c.name)
+        if t is None:
+            await self._append(
+                [
+                    log.entry(
+                        log.TOOL_FINISHED,
+                        execution_id=c.execution_id,
+                        call_id=c.id,
+                        name=c.name,
+                        output=f"unknown tool {c.name!r}; available: {sorted(self.agent.tools)}",
+                        is_error=True,
+                    )
+                ]
+            )
+            return
+        await self._append(
+            [
+                log.entry(
+                    log.TOOL_STARTED,
+                    execution_id=c.execution_id,
+                    call_id=c.id,
+                    name=c.name,
+                    input=c.input,
+                    attempt=step.attempt,
+                )
+            ]
+        )
+        crash_point("after-tool-started")
+        ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, step.attempt)
+        try:
+            output = render_output(await t.call(c.input, ctx))
+            is_error = False
+        except Exception as e:  # a tool that raises is a result the model sees
+            output = f"{type(e).__name__}: {e}"
+            is_error = True
+        await self._append(
+            [
+                log.entry(
+                    log.TOOL_FINISHED,
+                    execution_id=c.execution_id,
+                    call_id=c.id,
+                    name=c.name,
+                    output=output,
+                    is_error=is_error,
+                )
+            ]
+        )
+        crash_point("after-tool-finished")
+
+    async def _call_model(self, prompt: int, turn: str) -> None:
+        request = ModelRequest(
+            instructions=self.agent.instructions,
+            messages=tuple(self.state.messages),
+            tools=tuple(t.spec for t in self.agent.tools.values()),
+        )
+        attempt = 0
+        while True:
+            attempt += 1
+            call = uuid.uuid4().hex[:16]
+            wrote_text = False
+            try:
+                _response, wrote_text = await self._stream_model(request, call)
+            except _Handover:
+                await self._append([log.entry(log.TEXT_DISCARDED, call=call, reason="handover")])
+                return  # the loop sees the stop flag and yields
+            except ModelError as e:
+                if wrote_text or (self.state.current and self.state.current.open_call == call):
+                    await self._append(
+                        [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {e}")]
+                    )
+                if e.retryable and attempt <= self.agent.model_retries:
+                    await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+                    continue
+                await self._append(
+                    [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=str(e))]
+                )
+                return
+            except (Fenced, _Stop, BackendUnavailable):
+                raise
+            except Exception as e:  # an adapter bug must not crash-loop the session
+                logger.exception("session %s: model call raised", self.sid)
+                if self.state.current and self.state.current.open_call == call:
+                    await self._append(
+                        [log.entry(log.TEXT_DISCARDED, call=call, reason="model error")]
+                    )
+                await self._append(
+                    [
+                        log.entry(
+                            log.TURN_FAILED,
+                            prompt=prompt,
+                            turn=turn,
+                            error=f"{type(e).__name__}: {e}",
+                        )
+                    ]
+                )
+                return
+            return
+
+    async def _stream_model(self, request: ModelRequest, call: str) -> tuple[ModelResponse, bool]:
+        buf: list[str] = []
+        size = 0
+        last_flush = time.monotonic()
+        response: ModelResponse | None = None
+        wrote = False
+        stream = self.agent.model.stream(request)
+        try:
+            async for event in stream:
+                if self.worker.stopping.is_set():
+                    raise _Handover()
+                if isinstance(event, TextDelta):
+                    if not event.text:
+                        continue
+                    buf.append(event.text)
+                    size += len(event.text)
+                    now = time.monotonic()
+                    if (
+                        size >= self.agent.text_chunk_chars
+                        or now - last_flush >= self.agent.text_chunk_interval
+                    ):
+                        await self._append([log.entry(log.TEXT, call=call, text="".join(buf))])
+                        wrote = True
+                        buf, size, last_flush = [], 0, now
+                        crash_point("after-chunk")
+                elif isinstance(event, ModelResponse):
+                    response = event
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        if response is None:
+            raise ModelError("the model's stream ended without a response")
+        crash_point("before-message")
+        entries: list[NewEntry] = []
+        if buf:
+            entries.append(log.entry(log.TEXT, call=call, text="".join(buf)))
+        usage = response.usage
+        entries.append(
+            log.entry(
+                log.MESSAGE,
+                call=call,
+                model=getattr(self.agent.model, "name", ""),
+                text=response.text,
+                tool_calls=[
+                    {
+                        "id": tc.id,
+                        "name": tc.name,
+                        "input": tc.input,
+                        "execution_id": uuid.uuid4().hex,
+                    }
+                    for tc in response.tool_calls
+                ],
+                usage=None
+                if usage is None
+                else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+                stop_reason=response.stop_reason,
+            )
+        )
+        await self._append(entries)
+        crash_point("after-message")
+        return response, wrote
+
+    # -- the world, carefully ----------------------------------------------------------
+
+    async def _append(self, entries: Sequence[NewEntry], *, wake: float | None = None) -> int:
+        """Append with this run's fence; apply what landed to the state.
+
+        On ``BackendUnavailable`` the outcome is unknown: read the log, and if
+        entries of this fence's epoch are there past what we knew, it landed.
+        """
+        fence = self.fence
+        assert fence is not None
+        started = time.monotonic()
+        delay = _BACKOFF_START
+        while True:
+            try:
+                seq = await self.world.append(self.sid, entries, fence=fence, wake=wake)
+                break
+            except BackendUnavailable as e:
+                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
+                    raise _Stop(f"storage unavailable for too long: {e}") from e
+                logger.warning("session %s: append failed (%s); checking and retrying", self.sid, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+                with contextlib.suppress(BackendUnavailable):
+                    landed = await self.world.read(self.sid, self.state.last_seq)
+                    if any(x.epoch == fence.epoch for x in landed):
+                        await self._catch_up()
+                        return self.state.last_seq
+        if seq == self.state.last_seq + len(entries):
+            now = datetime.now(UTC)
+            first = seq - len(entries) + 1
+            for i, ne in enumerate(entries):
+                self.state.apply(Entry(self.sid, first + i, ne.kind, ne.data, fence.epoch, now))
+        else:  # prompts landed in between: read them in order
+            await self._catch_up()
+        return seq
+
+    async def _catch_up(self) -> None:
+        while True:
+            batch = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
+            if not batch:
+                return
+            self.state.apply_all(batch)
+
+    async def _retry(self, op: Callable[[], Awaitable[T]]) -> T:
+        started = time.monotonic()
+        delay = _BACKOFF_START
+        while True:
+            try:
+                return await op()
+            except BackendUnavailable as e:
+                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
+                    raise _Stop(f"storage unavailable for too long: {e}") from e
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+
+    async def _renew(self) -> None:
+        interval = max(self.worker.lease / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.wake = await self.world.renew_wake(self.wake, lease=self.worker.lease)
+            except LeaseLost:
+                self.lease_lost = True
+                return
+            except BackendUnavailable as e:
+                logger.warning("session %s: lease renewal failed: %s", self.sid, e)
+
+    async def _finish_wake(self) -> None:
+        try:
+            await self._retry(lambda: self.world.finish_wake(self.wake))
+        except LeaseLost:
+            logger.info("session %s: lease already gone at finish; it is delivered again", self.sid)
