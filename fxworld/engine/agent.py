@@ -150,3 +150,19 @@ class Agent:
         sessions stop at their next step boundary and are handed back at once."""
         for w in list(self._workers):
             w.stop()
+
+    def wake_handler(
+        self,
+        secret: str | bytes | None = None,
+        *,
+        time_limit: float = 60.0,
+        margin: float = 5.0,
+        lease: float = 15.0,
+    ) -> Any:
+        """An ASGI endpoint that runs due turns on a signed request (push queues, cron,
+        serverless functions); see :class:`fxworld.web.WakeHandler`. Needs the
+        ``web`` extra. ``secret`` defaults to ``$FXWORLD_WAKE_SECRET``; an unsigned or
+        stale request gets 401 and runs nothing."""
+        from fxworld.web import WakeHandler
+
+        return WakeHandler(self, secret=secret, time_limit=time_limit, margin=margin, lease=lease)
