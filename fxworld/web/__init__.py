@@ -1,0 +1,53 @@
+"""Serve sessions over HTTP (extra ``web``: Starlette and uvicorn).
+
+- :func:`create_app` / :func:`routes`: ``POST /sessions``,
+  ``POST /sessions/{id}/prompts`` and ``GET /sessions/{id}/stream`` (Server-Sent
+  Events, resumable with ``Last-Event-ID`` or ``?cursor=``), as an ASGI app to
+  mount in FastAPI, Starlette or any ASGI server.
+- :class:`WakeHandler` (``agent.wake_handler(secret=...)``): an endpoint for push
+  queues, cron and serverless functions that runs due turns on a signed request.
+- :func:`signed_headers`: the headers that sign a wake request's body.
+
+``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers.
+"""
+
+from __future__ import annotations
+
+try:
+    import starlette  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on the install
+    from fxworld.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"fxworld.web needs Starlette ({e}); install it with: pip install 'fxworld[web]'"
+    ) from None
+
+from ._app import MAX_PROMPT_BYTES, Action, Authorize, HTTPError, create_app, routes
+from ._signing import (
+    REPLAY_WINDOW,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    sign,
+    signed_headers,
+    verify,
+)
+from ._sse import HEARTBEAT
+from ._wake import SECRET_ENV, WakeHandler
+
+__all__ = [
+    "create_app",
+    "routes",
+    "Authorize",
+    "Action",
+    "HTTPError",
+    "MAX_PROMPT_BYTES",
+    "HEARTBEAT",
+    "WakeHandler",
+    "SECRET_ENV",
+    "sign",
+    "signed_headers",
+    "verify",
+    "REPLAY_WINDOW",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+]

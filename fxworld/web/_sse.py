@@ -1,0 +1,87 @@
+"""Server-Sent Events framing, with heartbeats and a buffer of one event.
+
+The stream pulls the next event from its source only once the previous frame was
+handed to the server, and the ASGI server's ``send`` waits while the client's
+socket buffer is full (uvicorn's flow control), so a slow client slows the reading
+of the log down instead of making the server buffer: at most one event is held
+per connection, plus what the kernel's socket buffers hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+__all__ = ["HEARTBEAT", "RETRY_MS", "frame", "comment", "retry", "heartbeats"]
+
+HEARTBEAT = 15.0
+"""Seconds of silence after which the stream sends a comment line, so proxies and
+load balancers do not close an idle connection and a dead client is noticed."""
+
+RETRY_MS = 1000
+"""The reconnection delay the stream asks an ``EventSource`` to use, in ms."""
+
+
+def _field(value: str) -> str:
+    # A field value cannot hold a line break: it would end the field (and let a
+    # value inject fields). Cursors and kinds have none; this keeps it so.
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+def frame(cursor: str, kind: str, data: Any) -> bytes:
+    """One event: ``id: <cursor>``, ``event: <kind>``, ``data: <json>``, blank line.
+
+    The JSON is compact and on one line (``json.dumps`` escapes line breaks inside
+    strings), so the frame has exactly one ``data`` line.
+    """
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {_field(cursor)}\nevent: {_field(kind)}\ndata: {payload}\n\n".encode()
+
+
+def comment(text: str = "") -> bytes:
+    """A comment line: ignored by ``EventSource``, keeps the connection alive."""
+    return f": {_field(text)}\n\n".encode()
+
+
+def retry(ms: int = RETRY_MS) -> bytes:
+    """The ``retry:`` field: how long an ``EventSource`` waits before reconnecting."""
+    return f"retry: {int(ms)}\n\n".encode()
+
+
+async def heartbeats(
+    frames: AsyncIterator[bytes], *, every: float = HEARTBEAT
+) -> AsyncIterator[bytes]:
+    """Yield ``frames`` as they come, and a comment whenever ``every`` seconds pass
+    without one.
+
+    Only one pull of ``frames`` is ever pending: a heartbeat does not start a second
+    one, so no frame is read ahead of the client. Closing this iterator (the client
+    went away) cancels the pending pull and closes ``frames``.
+    """
+    pending: asyncio.Task[bytes] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(frames))
+            done, _ = await asyncio.wait({pending}, timeout=every)
+            if not done:
+                yield comment("heartbeat")
+                continue
+            task, pending = pending, None
+            try:
+                item = task.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        aclose = getattr(frames, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()

@@ -1,0 +1,168 @@
+"""The wake handler: an ASGI endpoint that runs due turns when a signed request
+arrives, for push-style queues, cron jobs and serverless functions.
+
+A request is accepted only if it carries a valid HMAC-SHA256 signature of its
+body and timestamp (see :mod:`fxworld.web._signing`) no older than five minutes;
+anything else is answered 401 and runs nothing. An accepted request runs the
+agent as a worker with ``until_idle=True`` and a time budget: the invocation's
+time limit less a safety margin. A turn still running when the budget nears stops
+at a step boundary, appends a wake, and continues at the next invocation (the
+next queue delivery or cron tick), in this process or another.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from fxworld import validate
+from fxworld.errors import ConfigurationError, InvalidSessionId
+
+from . import _signing
+
+if TYPE_CHECKING:
+    from fxworld.engine import Agent
+
+__all__ = ["WakeHandler", "SECRET_ENV", "MAX_BODY_BYTES"]
+
+logger = logging.getLogger("fxworld.web")
+
+SECRET_ENV = "FXWORLD_WAKE_SECRET"
+"""The environment variable the handler reads its secret from when none is given."""
+
+MAX_BODY_BYTES = 64 * 1024
+_MIN_SECRET_BYTES = 16
+
+
+def _refuse(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+class WakeHandler:
+    """An ASGI app answering ``POST`` with a signed body; see the module docstring.
+
+    ``secret``: the shared HMAC key (str or bytes, at least 16 bytes), else the
+    ``FXWORLD_WAKE_SECRET`` environment variable. ``time_limit``: the seconds an
+    invocation may run (your platform's function time limit); ``margin``: the
+    seconds kept free before it, to hand the session back and answer. ``lease``
+    and ``concurrency`` are passed to ``agent.work()``.
+
+    The body is the queue's message, signed as is: JSON, optionally naming the
+    session (``{"session_id": ...}``), which is logged. Wakes are taken from the
+    world, so every due session runs (the named one among them), each at most
+    once at a time across all invocations.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        secret: str | bytes | None = None,
+        time_limit: float = 60.0,
+        margin: float = 5.0,
+        lease: float = 15.0,
+        concurrency: int = 8,
+        replay_window: float = _signing.REPLAY_WINDOW,
+    ) -> None:
+        if secret is None:
+            secret = os.environ.get(SECRET_ENV) or None
+        if secret is None:
+            raise ConfigurationError(
+                f"the wake handler needs a secret: pass secret=... or set ${SECRET_ENV}"
+            )
+        key = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(key) < _MIN_SECRET_BYTES:
+            raise ConfigurationError(
+                f"the wake handler's secret must be at least {_MIN_SECRET_BYTES} bytes"
+            )
+        if not time_limit > margin >= 0:
+            raise ConfigurationError("time_limit must be greater than margin, margin >= 0")
+        self.agent = agent
+        self._key = key
+        self.time_limit = float(time_limit)
+        self.margin = float(margin)
+        self.lease = lease
+        self.concurrency = concurrency
+        self.replay_window = replay_window
+
+    def __repr__(self) -> str:  # never the secret
+        return f"WakeHandler(agent={self.agent!r}, time_limit={self.time_limit})"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # mounted as a whole app: nothing to set up
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        started = time.monotonic()
+        request = Request(scope, receive)
+        try:
+            response = await self._handle(request, started)
+        except Exception:
+            logger.exception("wake handler failed")
+            response = _refuse(500, "internal", "internal server error")
+        await response(scope, receive, send)
+
+    async def _handle(self, request: Request, started: float) -> JSONResponse:
+        if request.method != "POST":
+            return _refuse(405, "method_not_allowed", "POST a signed wake request")
+        body = await self._body(request)
+        if body is None:
+            return _refuse(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
+        if not _signing.verify(self._key, body, request.headers, window=self.replay_window):
+            return _refuse(401, "unauthorized", "missing, invalid or expired signature")
+        session_id = _named_session(body)
+        budget = self.time_limit - self.margin - (time.monotonic() - started)
+        if budget <= 0:
+            return JSONResponse({"status": "deadline", "ran": 0.0}, status_code=200)
+        logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
+        began = time.monotonic()
+        await self.agent.work(
+            deadline=budget,
+            until_idle=True,
+            lease=self.lease,
+            concurrency=self.concurrency,
+        )
+        ran = time.monotonic() - began
+        # "deadline": the budget ran out, and a turn may go on at the next invocation.
+        status = "deadline" if ran >= budget - 0.01 else "idle"
+        return JSONResponse({"status": status, "ran": round(ran, 3)}, status_code=200)
+
+    @staticmethod
+    async def _body(request: Request) -> bytes | None:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _named_session(body: bytes) -> str | None:
+    try:
+        message: Any = json.loads(body) if body else None
+    except ValueError:
+        return None
+    if isinstance(message, dict):
+        try:
+            return validate.session_id(message.get("session_id"))
+        except InvalidSessionId:
+            return None
+    return None
