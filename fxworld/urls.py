@@ -36,7 +36,10 @@ def split_query(url: str) -> tuple[str, dict[str, str]]:
     """
     parts = urlsplit(url)
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), params
+    # Cut the text rather than urlunsplit(): for a scheme urllib does not know,
+    # urlunsplit drops the empty authority, so sqlite:////abs/path came back as
+    # sqlite://abs/path (a host named "abs").
+    return url.split("#", 1)[0].split("?", 1)[0], params
 
 
 def _secret(name: str) -> bool:
