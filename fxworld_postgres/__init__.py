@@ -1,22 +1,38 @@
-"""PostgresWorld: the PostgreSQL backend of fxworld. Not built yet."""
+"""PostgresWorld: the PostgreSQL backend of fxworld (``pip install 'fxworld[postgres]'``).
+
+URL: ``postgresql://user:password@host:port/db?namespace=ns`` (also ``postgres://``
+and ``postgresql+asyncpg://``); optional ``max_entry_bytes=`` and ``pool_size=``.
+Or the application's own SQLAlchemy ``AsyncEngine`` (asyncpg driver), which
+``close()`` leaves open::
+
+    from fxworld import world
+    from fxworld_postgres import PostgresWorld
+
+    w = world(PostgresWorld("postgresql://app@db/app", namespace="prod"))
+    await w.setup()            # or: fxworld setup --world postgresql://app@db/app
+
+Capabilities: ``durable``, ``shared``, ``push_follow``.
+
+How it keeps the contract:
+
+* Each namespace is a Postgres schema ``fxworld_<namespace>``, created and migrated
+  by ``setup()`` (numbered, idempotent migrations under an advisory lock).
+* append, acquire, take_wake, renew_wake, finish_wake, wake and delete are each one
+  plpgsql function call: one round trip. The per-session position is allocated
+  under the session row's lock in the same transaction that inserts the entries, so
+  a reader never sees a hole filled later (W9). Entries are stored as ``jsonb``.
+* ``follow()`` is pushed by LISTEN/NOTIFY on one listener connection per world,
+  with polling as the fallback; appends NOTIFY only for sessions somebody follows.
+* Wakes are rows keyed by session, taken with ``FOR UPDATE SKIP LOCKED`` on the
+  server's clock; ``take_wakes(lease=, limit=)`` takes a batch.
+* Driver errors are translated in ``_errors``: a lost connection is
+  ``BackendUnavailable``; calls that never reached the server, and idempotent ones,
+  are retried inside the world first.
+* ``list_sessions()`` pages through sessions (the optional ``SessionLister``).
+"""
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from fxworld.errors import ConfigurationError
+from fxworld_postgres._world import PostgresWorld
 
 __all__ = ["PostgresWorld"]
-
-_MESSAGE = "the PostgreSQL backend (PostgresWorld) is not built yet in this version of fxworld"
-
-
-class PostgresWorld:
-    """Placeholder: raises ConfigurationError when built."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise ConfigurationError(_MESSAGE)
-
-    @classmethod
-    def from_url(cls, url: str) -> NoReturn:
-        raise ConfigurationError(_MESSAGE)

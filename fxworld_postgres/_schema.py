@@ -1,0 +1,278 @@
+"""The PostgreSQL schema of one namespace, as numbered idempotent migrations.
+
+Every namespace is its own Postgres schema, ``fxworld_<namespace>``, holding:
+
+``sessions``  one row per session ever used: the newest ``epoch`` handed out (or burnt
+              by a delete) and the ``last_seq`` of its log. Every write to a session
+              locks this row first, so appends of one session are serialised and a
+              seq is allocated under the fence check, in the same transaction that
+              inserts the entries: a reader never sees seq n+1 before seq n (W9).
+``entries``   the logs, keyed ``(session_id, seq)``; data in ``jsonb`` (``raw`` holds
+              the JSON text instead for the rare data jsonb refuses: ``\\u0000``).
+``keys``      idempotency keys (bytea: a key may hold any character) -> last seq.
+``wakes``     at most one row per session (W11): ``due``, ``lease_until``, ``gen``
+              (bumped by every wake request), ``taken_gen``, ``attempt``, ``token``;
+              ``ready_at`` = ``coalesce(lease_until, due)`` is when it can be taken.
+``follows``   sessions some process follows right now, with the listener's backend
+              pid: an append sends NOTIFY only for those (a NOTIFY in every commit
+              serialises commits server-wide).
+``migrations`` the versions applied.
+
+The hot path runs as plpgsql functions (``fx_append``, ``fx_acquire``,
+``fx_take_wakes``, ``fx_finish_wake``, ...): one statement, one round trip. Refusals
+raise custom SQLSTATEs (``FX001`` fenced, ``FX002`` conflict, ``FX003`` lease lost)
+so the whole call rolls back and nothing is written; ``_errors`` turns them into
+fxworld errors.
+
+:func:`migrate` applies what is missing under a transaction-scoped advisory lock, so
+any number of processes may run ``setup()`` at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "schema_name", "channel_name", "migration_sql"]
+
+FENCED = "FX001"
+CONFLICT = "FX002"
+LEASE_LOST = "FX003"
+
+
+def schema_name(namespace: str) -> str:
+    """The Postgres schema of ``namespace`` (already validated: ``[A-Za-z0-9_]{1,48}``)."""
+    return f"fxworld_{namespace}"
+
+
+def channel_name(namespace: str) -> str:
+    """The LISTEN/NOTIFY channel of ``namespace``."""
+    return f"fxworld_{namespace}"
+
+
+def qualified(namespace: str) -> str:
+    """The quoted schema name, for SQL text."""
+    return '"' + schema_name(namespace) + '"'
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]  # templates: {s} = quoted schema, {channel} = NOTIFY channel
+
+
+_V1_TABLES = (
+    """CREATE TABLE IF NOT EXISTS {s}.sessions (
+        session_id text COLLATE "C" PRIMARY KEY,
+        epoch bigint NOT NULL DEFAULT 0,
+        last_seq bigint NOT NULL DEFAULT 0
+    )""",
+    """CREATE INDEX IF NOT EXISTS sessions_nonempty ON {s}.sessions (session_id)
+        WHERE last_seq > 0""",
+    """CREATE TABLE IF NOT EXISTS {s}.entries (
+        session_id text NOT NULL,
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        data jsonb,
+        raw text,
+        epoch bigint,
+        at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (session_id, seq),
+        CHECK ((data IS NULL) <> (raw IS NULL))
+    )""",
+    """CREATE TABLE IF NOT EXISTS {s}.keys (
+        session_id text NOT NULL,
+        key bytea NOT NULL,
+        seq bigint NOT NULL,
+        PRIMARY KEY (session_id, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS {s}.wakes (
+        session_id text PRIMARY KEY,
+        due timestamptz,
+        lease_until timestamptz,
+        ready_at timestamptz GENERATED ALWAYS AS (coalesce(lease_until, due)) STORED,
+        gen bigint NOT NULL DEFAULT 1,
+        taken_gen bigint NOT NULL DEFAULT 0,
+        attempt integer NOT NULL DEFAULT 0,
+        token text
+    )""",
+    """CREATE INDEX IF NOT EXISTS wakes_ready ON {s}.wakes (ready_at)
+        WHERE ready_at IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS {s}.follows (
+        session_id text NOT NULL,
+        pid integer NOT NULL,
+        PRIMARY KEY (session_id, pid)
+    )""",
+)
+
+_V1_FUNCTIONS = (
+    # -- a wake request: coalesce with a pending one, keep the earlier due (W11)
+    """CREATE OR REPLACE FUNCTION {s}.fx_wake(p_sid text, p_delay double precision)
+    RETURNS void LANGUAGE sql AS $fx$
+        INSERT INTO {s}.wakes AS w (session_id, due)
+        VALUES (p_sid, now() + make_interval(secs => p_delay))
+        ON CONFLICT (session_id) DO UPDATE
+            SET gen = w.gen + 1, due = least(w.due, EXCLUDED.due)
+    $fx$""",
+    # -- lock (creating if needed) the session row; returns (epoch, last_seq)
+    """CREATE OR REPLACE FUNCTION {s}.fx_lock(p_sid text, OUT l_epoch bigint, OUT l_last bigint)
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        SELECT epoch, last_seq INTO l_epoch, l_last
+            FROM {s}.sessions WHERE session_id = p_sid FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.sessions (session_id) VALUES (p_sid) ON CONFLICT DO NOTHING;
+            SELECT epoch, last_seq INTO l_epoch, l_last
+                FROM {s}.sessions WHERE session_id = p_sid FOR UPDATE;
+        END IF;
+    END
+    $fx$""",
+    # -- tell followers, only when somebody follows this session
+    """CREATE OR REPLACE FUNCTION {s}.fx_changed(p_sid text) RETURNS void
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM {s}.follows WHERE session_id = p_sid) THEN
+            PERFORM pg_notify('{channel}', p_sid);
+        END IF;
+    END
+    $fx$""",
+    # -- append (W2-W7): key first, then fence, then expect; returns the last seq
+    """CREATE OR REPLACE FUNCTION {s}.fx_append(
+        p_sid text, p_kinds text[], p_datas text[], p_raws text[],
+        p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision)
+    RETURNS bigint LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_epoch bigint; v_last bigint; v_seq bigint; v_n integer;
+    BEGIN
+        SELECT l_epoch, l_last INTO v_epoch, v_last FROM {s}.fx_lock(p_sid);
+        IF p_key IS NOT NULL THEN
+            SELECT seq INTO v_seq FROM {s}.keys WHERE session_id = p_sid AND key = p_key;
+            IF FOUND THEN
+                RETURN v_seq;
+            END IF;
+        END IF;
+        IF p_epoch IS NOT NULL AND p_epoch <> v_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX001', MESSAGE = 'fenced', DETAIL = v_epoch::text;
+        END IF;
+        IF p_expect IS NOT NULL AND p_expect <> v_last THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX002', MESSAGE = 'conflict', DETAIL = v_last::text;
+        END IF;
+        v_n := cardinality(p_kinds);
+        INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
+            SELECT p_sid, v_last + i, p_kinds[i], p_datas[i]::jsonb, p_raws[i], p_epoch
+            FROM generate_series(1, v_n) AS i;
+        v_seq := v_last + v_n;
+        UPDATE {s}.sessions SET last_seq = v_seq WHERE session_id = p_sid;
+        IF p_key IS NOT NULL THEN
+            INSERT INTO {s}.keys (session_id, key, seq) VALUES (p_sid, p_key, v_seq);
+        END IF;
+        IF p_wake IS NOT NULL THEN
+            PERFORM {s}.fx_wake(p_sid, p_wake);
+        END IF;
+        PERFORM {s}.fx_changed(p_sid);
+        RETURN v_seq;
+    END
+    $fx$""",
+    # -- acquire (W1): a new, greater epoch and its fence entry; returns (epoch, seq)
+    """CREATE OR REPLACE FUNCTION {s}.fx_acquire(
+        p_sid text, OUT o_epoch bigint, OUT o_seq bigint)
+    LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_epoch bigint; v_last bigint;
+    BEGIN
+        SELECT l_epoch, l_last INTO v_epoch, v_last FROM {s}.fx_lock(p_sid);
+        o_epoch := v_epoch + 1;
+        o_seq := v_last + 1;
+        INSERT INTO {s}.entries (session_id, seq, kind, data, epoch)
+            VALUES (p_sid, o_seq, 'fence', jsonb_build_object('epoch', o_epoch), o_epoch);
+        UPDATE {s}.sessions SET epoch = o_epoch, last_seq = o_seq WHERE session_id = p_sid;
+        PERFORM {s}.fx_changed(p_sid);
+    END
+    $fx$""",
+    # -- delete (W14): drop log, keys, wake; burn an epoch so old fences are refused
+    """CREATE OR REPLACE FUNCTION {s}.fx_delete(p_sid text) RETURNS void
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        UPDATE {s}.sessions SET epoch = epoch + 1, last_seq = 0 WHERE session_id = p_sid;
+        IF FOUND THEN
+            DELETE FROM {s}.entries WHERE session_id = p_sid;
+            DELETE FROM {s}.keys WHERE session_id = p_sid;
+            PERFORM {s}.fx_changed(p_sid);
+        END IF;
+        DELETE FROM {s}.wakes WHERE session_id = p_sid;
+    END
+    $fx$""",
+    # -- take up to p_limit due wakes under a lease (W12), skipping rows others hold
+    """CREATE OR REPLACE FUNCTION {s}.fx_take_wakes(p_lease double precision, p_limit integer)
+    RETURNS TABLE (session_id text, token text, attempt integer, expires_at timestamptz)
+    LANGUAGE sql AS $fx$
+        WITH ready AS (
+            SELECT w.session_id FROM {s}.wakes w
+            WHERE w.ready_at <= now()
+            ORDER BY w.ready_at
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE {s}.wakes w
+            SET attempt = w.attempt + 1,
+                token = gen_random_uuid()::text,
+                lease_until = now() + make_interval(secs => p_lease),
+                taken_gen = w.gen,
+                due = NULL
+        FROM ready WHERE w.session_id = ready.session_id
+        RETURNING w.session_id, w.token, w.attempt, w.lease_until
+    $fx$""",
+    # -- renew a held lease (W12)
+    """CREATE OR REPLACE FUNCTION {s}.fx_renew_wake(
+        p_sid text, p_token text, p_lease double precision)
+    RETURNS timestamptz LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_until timestamptz;
+    BEGIN
+        UPDATE {s}.wakes SET lease_until = now() + make_interval(secs => p_lease)
+            WHERE session_id = p_sid AND token = p_token AND lease_until > now()
+            RETURNING lease_until INTO v_until;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX003', MESSAGE = 'lease lost';
+        END IF;
+        RETURN v_until;
+    END
+    $fx$""",
+    # -- finish (W13): delete unless a wake() arrived since the take
+    """CREATE OR REPLACE FUNCTION {s}.fx_finish_wake(p_sid text, p_token text) RETURNS void
+    LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_gen bigint; v_taken bigint;
+    BEGIN
+        SELECT gen, taken_gen INTO v_gen, v_taken FROM {s}.wakes
+            WHERE session_id = p_sid AND token = p_token AND lease_until > now()
+            FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX003', MESSAGE = 'lease lost';
+        END IF;
+        IF v_gen = v_taken THEN
+            DELETE FROM {s}.wakes WHERE session_id = p_sid;
+        ELSE
+            UPDATE {s}.wakes SET token = NULL, lease_until = NULL, attempt = 0
+                WHERE session_id = p_sid;
+        END IF;
+    END
+    $fx$""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tables and hot-path functions", _V1_TABLES + _V1_FUNCTIONS),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def migration_sql(migration: Migration, namespace: str) -> list[str]:
+    """The statements of ``migration`` for ``namespace``, ready to execute."""
+    s = qualified(namespace)
+    channel = channel_name(namespace)
+    return [stmt.replace("{s}", s).replace("{channel}", channel) for stmt in migration.statements]
+
+
+def lock_key(namespace: str) -> str:
+    """The text whose ``hashtext`` is the advisory-lock key of ``namespace``'s migrations."""
+    return f"fxworld.migrate:{namespace}"

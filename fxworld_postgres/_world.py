@@ -1,0 +1,598 @@
+"""PostgresWorld: see the package docstring for URL, options and capabilities."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from fxworld import validate
+from fxworld.errors import ConfigurationError, InvalidArgument
+from fxworld.follow import poll_follow
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.urls import mask, split_query
+from fxworld_postgres import _errors, _schema
+
+__all__ = ["PostgresWorld"]
+
+_SCHEMES = {"postgresql", "postgres", "postgresql+asyncpg"}
+_RETRIES = 3
+_BACKOFF = (0.05, 0.2, 0.5)
+_Fetch = Literal["val", "row", "all", "exec"]
+
+
+class PostgresWorld:
+    """A World on PostgreSQL: durable, shared by any number of processes, push follow.
+
+    ``dsn`` is a ``postgresql://``, ``postgres://`` or ``postgresql+asyncpg://`` URL,
+    or the application's own SQLAlchemy ``AsyncEngine`` on the asyncpg driver (left
+    open by :meth:`close`: the application owns it). ``namespace`` selects the
+    Postgres schema ``fxworld_<namespace>``; worlds with different namespaces share
+    nothing. ``pool_size`` sizes the engine this world creates (ignored for an
+    engine given). Run :meth:`setup` once (or ``fxworld setup --world URL``).
+    """
+
+    capabilities: frozenset[str] = frozenset({"durable", "shared", "push_follow"})
+
+    def __init__(
+        self,
+        dsn: str | AsyncEngine,
+        *,
+        namespace: str = "default",
+        max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
+        pool_size: int = 10,
+        follow_poll: float = 1.0,
+    ) -> None:
+        self.namespace = validate.namespace(namespace)
+        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
+            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        self.max_entry_bytes = max_entry_bytes
+        self.follow_poll = float(follow_poll)
+        if isinstance(dsn, AsyncEngine):
+            if dsn.dialect.driver != "asyncpg":
+                raise ConfigurationError(
+                    f"PostgresWorld needs an AsyncEngine on the asyncpg driver, "
+                    f"not {dsn.dialect.name}+{dsn.dialect.driver}"
+                )
+            self._engine = dsn
+            self._owns_engine = False
+        elif isinstance(dsn, str):
+            self._engine = create_async_engine(
+                _engine_url(dsn),
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_timeout=10,
+                connect_args={"timeout": 10, "command_timeout": 60},
+            )
+            self._owns_engine = True
+        else:
+            raise ConfigurationError(
+                f"PostgresWorld takes a URL or an AsyncEngine, not {type(dsn).__name__}"
+            )
+        self._url = mask(self._engine.url.render_as_string(hide_password=False))
+        self._sql = _Statements(_schema.qualified(self.namespace))
+        self._listener: _Listener | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresWorld:
+        """``postgresql://user:password@host:port/db?namespace=ns&max_entry_bytes=n&pool_size=n``
+        (also ``postgres://`` and ``postgresql+asyncpg://``)."""
+        base, params = split_query(url)
+        kwargs: dict[str, Any] = {}
+        if "namespace" in params:
+            kwargs["namespace"] = params.pop("namespace")
+        for name in ("max_entry_bytes", "pool_size"):
+            if name in params:
+                try:
+                    kwargs[name] = int(params.pop(name))
+                except ValueError:
+                    raise ConfigurationError(f"{name} must be an integer in {mask(url)}") from None
+        if params:
+            base = base + "?" + "&".join(f"{k}={v}" for k, v in params.items())
+        return cls(base, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"PostgresWorld({self._url!r}, namespace={self.namespace!r})"
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine this world uses."""
+        return self._engine
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create or migrate this namespace's schema. Idempotent; safe from several
+        processes at once (a transaction-scoped advisory lock serialises them)."""
+        for attempt in range(_RETRIES):
+            try:
+                async with self._engine.begin() as conn:
+                    await _migrate(conn, self.namespace)
+                return
+            except Exception as e:
+                if attempt + 1 < _RETRIES and _errors.retry_safe(e, sent=True, idempotent=True):
+                    await asyncio.sleep(_BACKOFF[attempt])
+                    continue
+                raise _errors.translate(e, what="setup") from None
+
+    async def close(self) -> None:
+        """Stop the listener and, if this world created it, dispose of the engine."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    # -- append-with-fence ------------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> Fence:
+        validate.session_id(session_id)
+        row = await self._call(
+            "acquire", "row", self._sql.acquire, session_id, session_id=session_id
+        )
+        return Fence(session_id, int(row[0]), int(row[1]))
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        validate.session_id(session_id)
+        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        kinds = [_kind_out(kind) for kind, _ in encoded]
+        datas: list[str | None] = []
+        raws: list[str | None] | None = None
+        for i, (_, data) in enumerate(encoded):
+            if _jsonb_safe(data):
+                datas.append(data)
+                if raws is not None:
+                    raws.append(None)
+            else:
+                datas.append(None)
+                if raws is None:
+                    raws = [None] * i
+                raws.append(data)
+        epoch = fence.epoch if fence is not None else None
+        seq = await self._call(
+            "append",
+            "val",
+            self._sql.append,
+            session_id,
+            kinds,
+            datas,
+            raws,
+            epoch,
+            expect,
+            key.encode("utf-8", "surrogatepass") if key is not None else None,
+            float(wake) if wake is not None else None,
+            idempotent=key is not None,
+            session_id=session_id,
+            epoch=epoch,
+            expected=expect,
+        )
+        return int(seq)
+
+    # -- read-from-cursor ---------------------------------------------------------------
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, limit)
+        rows = await self._call(
+            "read", "all", self._sql.read, session_id, after, limit, idempotent=True
+        )
+        return [
+            Entry(session_id, row[0], _kind_in(row[1]), json.loads(row[2]), row[3], row[4])
+            for row in rows
+        ]
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return self._follow(session_id, after)
+
+    async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
+        if self._listener is None:
+            self._listener = _Listener(self)
+        listener = self._listener
+        await listener.subscribe(session_id)
+        try:
+            seen = listener.version(session_id)
+
+            async def read(sid: str, cursor: int) -> list[Entry]:
+                nonlocal seen
+                seen = listener.version(sid)
+                return await self.read(sid, cursor)
+
+            async def changed() -> None:
+                await listener.wait(session_id, seen)
+
+            async for entry in poll_follow(read, session_id, after, changed=changed):
+                yield entry
+        finally:
+            listener.unsubscribe(session_id)
+
+    # -- enqueue-wake ------------------------------------------------------------------
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        validate.session_id(session_id)
+        seconds = validate.delay(delay)
+        await self._call("wake", "exec", self._sql.wake, session_id, seconds, idempotent=True)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self.take_wakes(lease=lease, limit=1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Take up to ``limit`` due wakes at once, each under its own lease (W12).
+
+        Not part of the World protocol: a batch for workers that run several
+        sessions side by side. Earliest due first; rows other takers hold are
+        skipped, never waited for.
+        """
+        seconds = validate.lease(lease)
+        validate.read_args(0, limit)
+        rows = await self._call("take_wake", "all", self._sql.take, seconds, limit)
+        return [WakeLease(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        seconds = validate.lease(lease)
+        _check_lease(wake)
+        until = await self._call(
+            "renew_wake",
+            "val",
+            self._sql.renew,
+            wake.session_id,
+            wake.token,
+            seconds,
+            idempotent=True,
+            session_id=wake.session_id,
+        )
+        return WakeLease(wake.session_id, wake.token, wake.attempt, until)
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        _check_lease(wake)
+        await self._call(
+            "finish_wake",
+            "exec",
+            self._sql.finish,
+            wake.session_id,
+            wake.token,
+            session_id=wake.session_id,
+        )
+
+    # -- lifecycle of sessions ----------------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        validate.session_id(session_id)
+        await self._call("delete", "exec", self._sql.delete, session_id, idempotent=True)
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, ascending, greater than ``after``."""
+        if not isinstance(after, str):
+            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+        validate.read_args(0, limit)
+        rows = await self._call(
+            "list_sessions", "all", self._sql.sessions, after, limit, idempotent=True
+        )
+        return [r[0] for r in rows]
+
+    # -- the one way to the server -------------------------------------------------------
+
+    async def _call(
+        self,
+        what: str,
+        fetch: _Fetch,
+        sql: str,
+        *args: Any,
+        idempotent: bool = False,
+        session_id: str | None = None,
+        epoch: int | None = None,
+        expected: int | None = None,
+    ) -> Any:
+        """Run one statement on a pooled connection's asyncpg driver: one round trip.
+
+        Retries what ``_errors.retry_safe`` allows, then translates the error.
+        """
+        attempt = 0
+        while True:
+            sent = False
+            try:
+                async with self._engine.connect() as conn:
+                    driver = (await conn.get_raw_connection()).driver_connection
+                    assert driver is not None
+                    if driver.is_closed():
+                        await conn.invalidate()
+                        raise _errors.NotSent()
+                    sent = True
+                    try:
+                        if fetch == "val":
+                            return await driver.fetchval(sql, *args)
+                        if fetch == "row":
+                            return await driver.fetchrow(sql, *args)
+                        if fetch == "all":
+                            return await driver.fetch(sql, *args)
+                        return await driver.execute(sql, *args)
+                    except BaseException as e:
+                        if _errors.connection_broken(e):
+                            with contextlib.suppress(Exception):
+                                await conn.invalidate()
+                        raise
+            except Exception as e:
+                if attempt + 1 < _RETRIES and _errors.retry_safe(
+                    e, sent=sent, idempotent=idempotent
+                ):
+                    await asyncio.sleep(_BACKOFF[attempt])
+                    attempt += 1
+                    continue
+                raise _errors.translate(
+                    e, what=what, session_id=session_id, epoch=epoch, expected=expected
+                ) from None
+
+    async def _driver_session(self) -> tuple[AsyncConnection, asyncpg.Connection]:
+        """A pooled connection held outside the pool's accounting (the listener)."""
+        conn = await self._engine.connect()
+        try:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            return conn, driver
+        except BaseException:
+            await conn.close()
+            raise
+
+
+class _Statements:
+    """The SQL of one namespace, built once (asyncpg caches the prepared statements)."""
+
+    def __init__(self, s: str) -> None:
+        self.append = f"SELECT {s}.fx_append($1, $2, $3, $4, $5, $6, $7, $8)"
+        self.acquire = f"SELECT o_epoch, o_seq FROM {s}.fx_acquire($1)"
+        self.read = (
+            f"SELECT seq, kind, coalesce(raw, data::text), epoch, at FROM {s}.entries "
+            "WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        )
+        self.wake = f"SELECT {s}.fx_wake($1, $2)"
+        self.take = f"SELECT session_id, token, attempt, expires_at FROM {s}.fx_take_wakes($1, $2)"
+        self.renew = f"SELECT {s}.fx_renew_wake($1, $2, $3)"
+        self.finish = f"SELECT {s}.fx_finish_wake($1, $2)"
+        self.delete = f"SELECT {s}.fx_delete($1)"
+        self.sessions = (
+            f"SELECT session_id FROM {s}.sessions WHERE last_seq > 0 AND session_id > $1 "
+            "ORDER BY session_id LIMIT $2"
+        )
+        self.follow_add = (
+            f"INSERT INTO {s}.follows (session_id, pid) SELECT unnest($1::text[]), "
+            "pg_backend_pid() ON CONFLICT DO NOTHING"
+        )
+        self.follow_remove = (
+            f"DELETE FROM {s}.follows WHERE session_id = $1 AND pid = pg_backend_pid()"
+        )
+        self.follow_gc = (
+            f"DELETE FROM {s}.follows WHERE pid = pg_backend_pid() "
+            "OR pid NOT IN (SELECT pid FROM pg_stat_activity)"
+        )
+
+
+async def _migrate(conn: AsyncConnection, namespace: str) -> None:
+    """Apply the missing migrations of ``namespace`` in the caller's transaction."""
+    s = _schema.qualified(namespace)
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _schema.lock_key(namespace)}
+    )
+    await conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+    await conn.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {s}.migrations (version integer PRIMARY KEY, "
+        "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    result = await conn.exec_driver_sql(f"SELECT coalesce(max(version), 0) FROM {s}.migrations")
+    current = int(result.scalar_one())
+    if current > _schema.SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"namespace {namespace!r} is at schema version {current}, newer than this "
+            f"fxworld knows ({_schema.SCHEMA_VERSION}): upgrade fxworld"
+        )
+    for migration in _schema.MIGRATIONS:
+        if migration.version <= current:
+            continue
+        for statement in _schema.migration_sql(migration, namespace):
+            await conn.exec_driver_sql(statement)
+        await conn.execute(
+            text(f"INSERT INTO {s}.migrations (version, description) VALUES (:v, :d)"),
+            {"v": migration.version, "d": migration.description},
+        )
+
+
+class _Listener:
+    """One LISTEN connection per world: wakes local followers when an append to a
+    session they follow commits. Records the followed sessions in ``follows`` (with
+    its backend pid) so that appends notify only for those. Reconnects on loss;
+    while it is down, followers poll quickly."""
+
+    def __init__(self, world: PostgresWorld) -> None:
+        self._world = world
+        self._channel = _schema.channel_name(world.namespace)
+        self._subs: dict[str, int] = {}
+        self._versions: dict[str, int] = {}
+        self._events: dict[str, asyncio.Event] = {}
+        self._lock = asyncio.Lock()
+        self._connected = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._driver: asyncpg.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._chores: set[asyncio.Task[None]] = set()
+
+    async def subscribe(self, sid: str) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="fxworld-postgres-listener")
+        self._subs[sid] = self._subs.get(sid, 0) + 1
+        if self._subs[sid] > 1:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), timeout=5.0)
+        await self._locked(self._world._sql.follow_add, [sid])
+
+    def unsubscribe(self, sid: str) -> None:
+        left = self._subs.get(sid, 0) - 1
+        if left > 0:
+            self._subs[sid] = left
+            return
+        self._subs.pop(sid, None)
+        self._versions.pop(sid, None)
+        with contextlib.suppress(RuntimeError):  # no running loop: the row is GC'd later
+            task = asyncio.get_running_loop().create_task(self._forget(sid))
+            self._chores.add(task)
+            task.add_done_callback(self._chores.discard)
+
+    def version(self, sid: str) -> int:
+        return self._versions.get(sid, 0)
+
+    async def wait(self, sid: str, seen: int) -> None:
+        """Return when ``sid`` may have changed since version ``seen``, or after the
+        polling fallback's interval (short while the listener is down)."""
+        if self.version(sid) != seen:
+            return
+        timeout = self._world.follow_poll if self._connected.is_set() else 0.1
+        event = self._events.setdefault(sid, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=timeout)
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._chores) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._task = None
+
+    # -- internals --------------------------------------------------------------------
+
+    async def _forget(self, sid: str) -> None:
+        if sid in self._subs:
+            return
+        with contextlib.suppress(Exception):
+            await self._locked(self._world._sql.follow_remove, sid)
+
+    async def _locked(self, sql: str, *args: Any) -> None:
+        async with self._lock:
+            driver = self._driver
+            if driver is None or driver.is_closed() or not self._connected.is_set():
+                return  # registered again by _run when it reconnects
+            with contextlib.suppress(Exception):
+                await driver.execute(sql, *args)
+
+    def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        sid = str(payload)
+        if sid in self._subs:
+            self._bump(sid)
+
+    def _bump(self, sid: str) -> None:
+        self._versions[sid] = self._versions.get(sid, 0) + 1
+        event = self._events.pop(sid, None)
+        if event is not None:
+            event.set()
+
+    def _bump_all(self) -> None:
+        for sid in list(self._subs):
+            self._bump(sid)
+
+    def _terminated(self, _conn: object) -> None:
+        self._connected.clear()
+        self._lost.set()
+        self._bump_all()
+
+    async def _run(self) -> None:
+        delay = 0.1
+        while True:
+            conn: AsyncConnection | None = None
+            try:
+                conn, driver = await self._world._driver_session()
+                self._lost.clear()
+                driver.add_termination_listener(self._terminated)
+                await driver.add_listener(self._channel, self._notified)
+                async with self._lock:
+                    await driver.execute(self._world._sql.follow_gc)
+                    await driver.execute(self._world._sql.follow_add, list(self._subs))
+                    self._driver = driver
+                    self._connected.set()
+                self._bump_all()  # anything missed while down: re-read
+                delay = 0.1
+                await self._lost.wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            finally:
+                self._connected.clear()
+                self._driver = None
+                if conn is not None:
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(_discard(conn))
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    """Close the listener's connection for good (it must not return to the pool
+    still listening)."""
+    await conn.invalidate()
+    await conn.close()
+
+
+def _engine_url(dsn: str) -> URL:
+    try:
+        url = make_url(dsn)
+    except ArgumentError:
+        raise ConfigurationError(f"not a PostgreSQL URL: {mask(dsn)}") from None
+    if url.drivername not in _SCHEMES:
+        raise ConfigurationError(
+            f"PostgresWorld takes postgresql://, postgres:// or postgresql+asyncpg:// URLs, "
+            f"not {url.drivername}:// ({mask(dsn)})"
+        )
+    return url.set(drivername="postgresql+asyncpg")
+
+
+def _check_lease(wake: WakeLease) -> None:
+    if not isinstance(wake, WakeLease):
+        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    validate.session_id(wake.session_id)
+
+
+def _jsonb_safe(data: str) -> bool:
+    """Whether jsonb gives ``data`` back unchanged: it refuses ``\\u0000`` and turns
+    floats with a positive exponent (``1e+23``) into integers."""
+    return "\\u0000" not in data and "e+" not in data
+
+
+_KIND_ESCAPE = re.compile(r"[\\\x00\ud800-\udfff]")
+_KIND_UNESCAPE = re.compile(r"\\(\\|u[0-9a-f]{4})")
+
+
+def _kind_out(kind: str) -> str:
+    """A kind as stored: PostgreSQL text holds no NUL and no lone surrogate."""
+    if _KIND_ESCAPE.search(kind) is None:
+        return kind
+    return _KIND_ESCAPE.sub(lambda m: "\\\\" if m[0] == "\\" else f"\\u{ord(m[0]):04x}", kind)
+
+
+def _kind_in(stored: str) -> str:
+    if "\\" not in stored:
+        return stored
+    return _KIND_UNESCAPE.sub(lambda m: "\\" if m[1] == "\\" else chr(int(m[1][1:], 16)), stored)
