@@ -1,16 +1,244 @@
-"""`fxworld serve`: not built yet."""
+"""`fxworld serve module:agent`: serve an agent's sessions over HTTP, with workers.
+
+Routes (see :mod:`fxworld.web`): ``POST /sessions``, ``POST /sessions/{id}/prompts``
+and ``GET /sessions/{id}/stream`` (Server-Sent Events, resumable). With
+``--workers N`` (default 1) the same process also runs N workers that take wakes
+and run turns; ``--workers 0`` serves only, for a deployment whose workers run
+elsewhere (``fxworld worker``). The routes refuse to start without
+``--authorize module:callable`` or an explicit ``--allow-anyone``.
+
+``--static DIR`` serves a directory at ``/`` (e.g. ``examples/chat``), and
+``--wake-path PATH`` mounts the signed wake handler there (its secret is read from
+``$FXWORLD_WAKE_SECRET``). SIGTERM or Ctrl-C stops serving, and running sessions
+are handed back at the next step boundary.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+from fxworld.cli import add_world_option
+from fxworld.errors import ConfigurationError
+
+logger = logging.getLogger("fxworld.serve")
 
 
 def register(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("serve", help="(not built yet)")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="serve an agent's sessions over HTTP (and run workers)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "agent",
+        metavar="module:agent",
+        help="where the Agent is: app:agent, pkg.mod:agent or path/to/file.py:agent",
+    )
+    add_world_option(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="in-process workers running turns (1); 0 serves only",
+    )
+    parser.add_argument(
+        "--lease", type=float, default=15.0, metavar="S", help="workers' wake lease in seconds"
+    )
+    parser.add_argument(
+        "--allow-anyone",
+        action="store_true",
+        help="serve every session to anyone who asks (demos, or behind your own gateway)",
+    )
+    parser.add_argument(
+        "--authorize",
+        metavar="module:callable",
+        default=None,
+        help="authorize(request, session_id, action) -> bool (may be async)",
+    )
+    parser.add_argument("--static", metavar="DIR", default=None, help="serve DIR at /")
+    parser.add_argument(
+        "--wake-path",
+        metavar="PATH",
+        default=None,
+        help="mount the signed wake handler at PATH (secret from $FXWORLD_WAKE_SECRET)",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds between keep-alive comments on idle streams (15)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
     parser.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    print("fxworld serve: not built yet")
-    return 1
+def load_object(target: str) -> Any:
+    """The object ``module:attribute`` names; the module may be a ``.py`` file path.
+    The current directory is importable."""
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(f"expected module:name, e.g. app:agent, not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None or not path.is_file():
+                raise ConfigurationError(f"no Python file at {module_name!r}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigurationError(f"cannot import {module_name!r}: {e}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_agent(target: str) -> Any:
+    """The Agent ``target`` names (a zero-argument factory is called)."""
+    from fxworld.engine import Agent
+
+    obj = load_object(target)
+    if callable(obj) and not isinstance(obj, Agent):
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise ConfigurationError(f"{target} is a {type(obj).__name__}, not an fxworld Agent")
+    return obj
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, leaving signals to ``fxworld serve`` (which also stops
+        the workers) instead of re-raising them once the server has stopped."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server
+
+
+def build_app(args: argparse.Namespace, agent: Any) -> Any:
+    """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
+    from starlette.routing import BaseRoute, Mount
+    from starlette.staticfiles import StaticFiles
+
+    from fxworld.web import create_app
+
+    authorize = load_object(args.authorize) if args.authorize else None
+    if authorize is None and not args.allow_anyone:
+        raise ConfigurationError(
+            "refusing to serve sessions to anyone: pass --authorize module:callable, "
+            "or --allow-anyone to serve every session to whoever asks"
+        )
+    extra: list[BaseRoute] = []
+    if args.wake_path:
+        path = "/" + args.wake_path.strip("/")
+        extra.append(Mount(path, app=agent.wake_handler()))
+    if args.static:
+        directory = Path(args.static)
+        if not directory.is_dir():
+            raise ConfigurationError(f"--static {args.static!r} is not a directory")
+        extra.append(Mount("/", app=StaticFiles(directory=directory, html=True)))
+    return create_app(
+        agent,
+        authorize=authorize,
+        allow_anyone=args.allow_anyone,
+        heartbeat=args.heartbeat,
+        extra_routes=extra,
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    import fxworld
+
+    try:
+        import uvicorn
+    except ImportError:
+        raise ConfigurationError(
+            "fxworld serve needs uvicorn; install it with: pip install 'fxworld[web]'"
+        ) from None
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s[%(process)d] %(message)s",
+    )
+    if args.workers < 0:
+        raise ConfigurationError("--workers must be 0 or more")
+    if args.world:
+        fxworld.world(args.world)
+    agent = load_agent(args.agent)
+    app = build_app(args, agent)
+    await agent._ready_world()  # fail now on a bad world, not at the first request
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info" if args.verbose else "warning",
+        access_log=args.verbose,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
+    )
+    server = _server_class()(config)
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if server.should_exit:  # a second signal: stop waiting for connections
+            server.force_exit = True
+        server.should_exit = True
+        agent.stop()  # running sessions are handed back at their next step boundary
+
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+    workers = [
+        asyncio.create_task(agent.work(lease=args.lease), name=f"fxworld-worker-{i}")
+        for i in range(args.workers)
+    ]
+    print(
+        f"fxworld serve: http://{args.host}:{args.port} "
+        f"({args.workers} worker{'s' if args.workers != 1 else ''})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await server.serve()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        agent.stop()
+        if workers:
+            done, pending = await asyncio.wait(workers, timeout=10)
+            for task in pending:
+                task.cancel()
+            for task in done | pending:
+                with contextlib.suppress(BaseException):
+                    await task
+    return 0
