@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -15,7 +15,8 @@ from .tools import Tool, tool
 
 __all__ = ["Agent"]
 
-_setup_done: dict[int, asyncio.Task[None]] = {}
+_setup_done: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_setup_done_ids: set[int] = set()  # for worlds that take no weak reference
 
 
 class Agent:
@@ -86,16 +87,16 @@ class Agent:
     async def _ready_world(self) -> World:
         """The world, with ``setup()`` run once per world object in this process."""
         w = self.world
-        task = _setup_done.get(id(w))
-        if task is None:
-            task = asyncio.ensure_future(w.setup())
-            _setup_done[id(w)] = task
         try:
-            await asyncio.shield(task)
-        except BaseException:
-            if task.done():
-                _setup_done.pop(id(w), None)
-            raise
+            done = _setup_done.get(w, False)
+        except TypeError:
+            done = id(w) in _setup_done_ids
+        if not done:
+            await w.setup()  # idempotent: two first calls at once are harmless
+            try:
+                _setup_done[w] = True
+            except TypeError:
+                _setup_done_ids.add(id(w))
         return w
 
     def session(self, id: str | None = None) -> Session:

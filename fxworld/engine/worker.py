@@ -115,6 +115,12 @@ class Worker:
                     installed.append(sig)
         tasks: set[asyncio.Task[None]] = set()
         wait = 0.01
+        logger.info(
+            "worker ready: taking wakes (concurrency %d, lease %.1fs%s)",
+            self.concurrency,
+            self.lease,
+            "" if self.budget is None else f", deadline in {self.budget:.1f}s",
+        )
         try:
             while not self.stopping.is_set():
                 left = self.time_left()
@@ -339,7 +345,10 @@ class _SessionRun:
             try:
                 _response, wrote_text = await self._stream_model(request, call)
             except _Handover:
-                await self._append([log.entry(log.TEXT_DISCARDED, call=call, reason="handover")])
+                if self.state.current and self.state.current.open_call == call:
+                    await self._append(
+                        [log.entry(log.TEXT_DISCARDED, call=call, reason="handover")]
+                    )
                 return  # the loop sees the stop flag and yields
             except ModelError as e:
                 if wrote_text or (self.state.current and self.state.current.open_call == call):

@@ -1,0 +1,135 @@
+"""Fixtures for the engine's tests: the world under test, and worker processes.
+
+``engine_world_url`` is THE world the process tests run against: a fresh SQLite
+file per test by default. Another backend runs the same tests by adding an entry
+to :data:`ENGINE_WORLDS` (a function of the test's fixture ``request`` and
+``tmp_path`` returning the URL of a fresh, empty world that several processes can
+open; it may use ``request.getfixturevalue`` to start a server) and naming it in
+``FXWORLD_ENGINE_WORLDS=sqlite,postgres``, e.g.
+``ENGINE_WORLDS["postgres"] = lambda request, tmp: request.getfixturevalue("pg_url")``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
+
+ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
+    "sqlite": lambda request, tmp: f"sqlite:///{tmp}/world.db",
+}
+"""Worlds the engine's process tests run on: name -> ((request, tmp_path) -> URL)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine_world_url" in metafunc.fixturenames:
+        names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
+        chosen = [n for n in names.split(",") if n] or ["sqlite"]
+        metafunc.parametrize("engine_world_name", chosen)
+
+
+@pytest.fixture
+def engine_world_url(engine_world_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of a fresh world the test and its worker processes share."""
+    if engine_world_name not in ENGINE_WORLDS:
+        pytest.skip(f"no engine world named {engine_world_name!r}")
+    return ENGINE_WORLDS[engine_world_name](request, tmp_path)
+
+
+class Proc:
+    """A worker subprocess running tests/engine/crash_agent.py."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log: Path) -> None:
+        self.popen = popen
+        self.log = log
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait_for_log(self, needle: str, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while needle not in self.text():
+            if self.popen.poll() is not None:
+                raise AssertionError(f"worker exited ({self.popen.returncode}):\n{self.text()}")
+            if time.monotonic() > end:
+                raise AssertionError(f"worker never logged {needle!r}:\n{self.text()}")
+            time.sleep(0.02)
+
+    async def wait(self, limit: float = 60.0) -> int:
+        end = time.monotonic() + limit
+        while self.popen.poll() is None:
+            if time.monotonic() > end:
+                raise AssertionError(f"worker {self.pid} did not exit:\n{self.text()}")
+            await asyncio.sleep(0.02)
+        return self.popen.returncode
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.kill(self.pid, sig)
+
+
+@pytest.fixture
+def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    """Start ``fxworld worker crash_agent:agent`` against the test's world."""
+    procs: list[Proc] = []
+
+    def start(
+        *, lease: float = 1.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    ) -> Proc:
+        full = dict(os.environ)
+        full.pop("FXWORLD_TEST_CRASH_AT", None)
+        full["ENGINE_TEST_DIR"] = str(tmp_path)
+        full["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), full.get("PYTHONPATH", "")])
+        full.update(env or {})
+        log = tmp_path / f"worker-{len(procs)}.log"
+        with open(log, "wb") as out:
+            popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fxworld.cli",
+                    "worker",
+                    "crash_agent:agent",
+                    "--world",
+                    engine_world_url,
+                    "--lease",
+                    str(lease),
+                    "-v",
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=full,
+                cwd=tmp_path,
+            )
+        p = Proc(popen, log)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.popen.poll() is None:
+            p.popen.send_signal(signal.SIGKILL)
+            p.popen.wait(10)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]

@@ -1,0 +1,80 @@
+"""The agent the engine's process tests run in worker subprocesses.
+
+Configured by environment, so every process builds the same agent:
+- ``ENGINE_TEST_DIR``: where tools record each run (``runs.jsonl``) and the model
+  records each request (``model.jsonl``);
+- ``ENGINE_TEST_TEXT_DELAY``: seconds between streamed text pieces (default 0.05);
+- ``ENGINE_TEST_BLOCK``: ``tool:seconds``, that tool sleeps that long after it
+  recorded its run (so a test can stop the process inside it);
+- ``FXWORLD_TEST_CRASH_AT``: the engine's crash points, and ``in-tool:<name>``.
+
+The script: look up order A (idempotent), charge it (not idempotent), answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from fxworld import Agent, ToolContext, tool
+from fxworld.testing import ScriptedModel, crash_point
+
+DIR = Path(os.environ.get("ENGINE_TEST_DIR", "."))
+FINAL = "Order A is charged. All done, thank you for waiting."
+SCRIPT = [
+    {"tool": "lookup", "input": {"id": "A"}},
+    {"tool": "charge", "input": {"id": "A", "cents": 1250}},
+    FINAL,
+]
+
+
+def _record(name: str, ctx: ToolContext) -> None:
+    line = {
+        "tool": name,
+        "execution_id": ctx.execution_id,
+        "attempt": ctx.attempt,
+        "pid": os.getpid(),
+        "at": time.time(),
+    }
+    with open(DIR / "runs.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _block(name: str) -> None:
+    spec = os.environ.get("ENGINE_TEST_BLOCK", "")
+    tool_name, _, seconds = spec.partition(":")
+    if tool_name == name:
+        time.sleep(float(seconds))
+
+
+@tool(idempotent=True)
+def lookup(id: str, ctx: ToolContext) -> dict[str, str]:
+    """Look up an order."""
+    _record("lookup", ctx)
+    crash_point("in-tool:lookup")
+    _block("lookup")
+    return {"id": id, "status": "unpaid"}
+
+
+@tool
+def charge(id: str, cents: int, ctx: ToolContext) -> str:
+    """Charge an order (not idempotent)."""
+    _record("charge", ctx)
+    crash_point("in-tool:charge")
+    _block("charge")
+    return f"charged {cents} cents for order {id}"
+
+
+agent = Agent(
+    ScriptedModel(
+        SCRIPT,
+        record_to=DIR / "model.jsonl",
+        pieces=5,
+        delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
+    ),
+    tools=[lookup, charge],
+    instructions="You handle orders.",
+    text_chunk_interval=0.0,  # every streamed piece is saved as its own chunk
+)

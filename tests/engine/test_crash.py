@@ -1,0 +1,153 @@
+"""A worker SIGKILLed at every step boundary: the turn still ends correctly.
+
+Each case runs a real ``fxworld worker`` process that kills itself (SIGKILL) at a
+chosen point, then a second worker that continues after the lease runs out. A
+reader follows the stream throughout, drops its connection part-way and reconnects
+from its last cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import crash_agent
+import pytest
+from conftest import read_jsonl
+
+import fxworld
+from fxworld import Agent, StreamEvent
+from fxworld.engine import decode_cursor
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def client(url: str) -> Agent:
+    """An agent handle in the test process: it prompts and reads, runs nothing."""
+    return Agent(
+        crash_agent.agent.model,
+        tools=list(crash_agent.agent.tools.values()),
+        world=fxworld.open_world(url),
+    )
+
+
+async def read_with_reconnect(agent: Agent, sid: str, drop_after: int) -> list[StreamEvent]:
+    """Follow the stream until the turn ends, reconnecting once from a cursor."""
+    seen: list[StreamEvent] = []
+    async for ev in agent.session(sid).stream(until="turn"):
+        seen.append(ev)
+        if len(seen) == drop_after:
+            break  # the connection drops
+    if seen and seen[-1].kind not in ("turn.finished", "turn.failed"):
+        async for ev in agent.session(sid).stream(seen[-1].cursor, until="turn"):
+            seen.append(ev)
+    return seen
+
+
+def assert_no_gap_no_dup(sid: str, seen: list[StreamEvent], stored: list[StreamEvent]) -> None:
+    seqs = [decode_cursor(sid, e.cursor) for e in seen]
+    assert seqs == list(range(1, len(seqs) + 1)), f"gap or duplicate in {seqs}"
+    assert [(e.kind, e.data) for e in seen] == [(e.kind, e.data) for e in stored[: len(seen)]]
+
+
+CASES = {
+    # point: what the second worker must see and do
+    "after-turn-started": "nothing of the turn lost",
+    "before-message": "the model is asked again; nothing ran",
+    "after-message": "the saved message is used; tools run once",
+    "in-tool:lookup": "idempotent: runs again with the same execution_id",
+    "in-tool:charge": "not idempotent: never runs again; the model hears it",
+    "after-tool-finished": "the finished tool is not run again",
+    "after-chunk#2": "text cut mid-stream is discarded and the call made again",
+}
+
+
+@pytest.mark.parametrize("point", list(CASES))
+async def test_crash_at_step_boundary(
+    point: str, engine_world_url: str, start_worker, tmp_path: Path
+) -> None:
+    agent = client(engine_world_url)
+    turn = agent.session().prompt("Please charge order A.")
+    accepted = await turn.accepted
+    sid = accepted.session_id
+    reader = asyncio.create_task(read_with_reconnect(agent, sid, drop_after=4))
+
+    first = start_worker(env={"FXWORLD_TEST_CRASH_AT": point})
+    assert await first.wait() == -signal.SIGKILL, first.text()
+    second = start_worker()
+    final = await asyncio.wait_for(turn, 60)
+    seen = await asyncio.wait_for(reader, 30)
+    second.signal(signal.SIGTERM)
+    assert await second.wait() == 0, second.text()
+
+    # The turn ended correctly, once.
+    assert final == crash_agent.FINAL
+    stored = await agent.session(sid).read()
+    kinds = [e.kind for e in stored]
+    assert kinds.count("turn.finished") == 1 and "turn.failed" not in kinds
+    assert_no_gap_no_dup(sid, seen, stored)
+    assert seen[-1].kind == "turn.finished"
+    assert kinds.count("fence") == 2  # one takeover per worker
+
+    runs = read_jsonl(tmp_path / "runs.jsonl")
+    charges = [r for r in runs if r["tool"] == "charge"]
+    lookups = [r for r in runs if r["tool"] == "lookup"]
+    assert len(charges) == 1, "a non-idempotent tool never runs twice"
+    heard = read_jsonl(tmp_path / "model.jsonl")
+    last_request_tools = [m for m in heard[-1]["messages"] if m["role"] == "tool"]
+
+    if point == "in-tool:lookup":
+        assert len(lookups) == 2
+        assert lookups[0]["execution_id"] == lookups[1]["execution_id"]
+        assert [r["attempt"] for r in lookups] == [1, 2]
+        assert lookups[0]["pid"] == first.pid and lookups[1]["pid"] == second.pid
+        started = [e for e in stored if e.kind == "tool.started" and e.data["name"] == "lookup"]
+        assert [e.data["attempt"] for e in started] == [1, 2]
+    else:
+        assert len(lookups) == 1
+
+    if point == "in-tool:charge":
+        assert charges[0]["pid"] == first.pid
+        interrupted = [e for e in stored if e.kind == "tool.interrupted"]
+        assert len(interrupted) == 1
+        assert interrupted[0].data["execution_id"] == charges[0]["execution_id"]
+        # the model heard of the partial run, as an error result of that call
+        charge_result = last_request_tools[-1]
+        assert charge_result["is_error"] is True
+        assert "may have partly run" in charge_result["text"]
+        assert charges[0]["execution_id"] in charge_result["text"]
+    else:
+        assert "tool.interrupted" not in kinds
+        assert all(not m["is_error"] for m in last_request_tools)
+
+    model_calls = len(heard)
+    if point == "before-message":
+        assert model_calls == 4  # the first request is asked again
+        assert heard[0]["messages"] == heard[1]["messages"]
+    elif point == "after-chunk#2":
+        assert model_calls == 4  # the final text is asked for again
+        discarded = [e for e in stored if e.kind == "text.discarded"]
+        assert len(discarded) == 1
+        cut = discarded[0].data["call"]
+        cut_chunks = [e for e in stored if e.kind == "text" and e.data["call"] == cut]
+        assert len(cut_chunks) == 2
+        message = [e for e in stored if e.kind == "message"][-1]
+        kept = [
+            e.data["text"]
+            for e in stored
+            if e.kind == "text" and e.data["call"] == message.data["call"]
+        ]
+        assert "".join(kept) == crash_agent.FINAL == message.data["text"]
+        # the reader saw the cut text, then its discard mark, then the new text
+        seen_kinds = [e.kind for e in seen]
+        assert seen_kinds.index("text.discarded") > seen_kinds.index("text")
+    else:
+        assert model_calls == 3
+    # what the model heard never contains discarded text
+    assert all(
+        m["text"] in ("", crash_agent.FINAL)
+        for h in heard
+        for m in h["messages"]
+        if m["role"] == "assistant"
+    )
