@@ -1,16 +1,40 @@
-"""`fxworld setup`: not built yet."""
+"""`fxworld setup --world URL`: create or migrate a world's storage.
+
+Calls the world's ``setup()``: tables, schemas, buckets or scripts, whatever the
+backend needs. Idempotent, and safe to run from several processes at once (a
+deploy step and a worker starting together). Works for any world URL.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
+
+from fxworld.cli import add_world_option
 
 
 def register(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("setup", help="(not built yet)")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "setup",
+        help="create or migrate a world's storage (idempotent)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_world_option(parser)
     parser.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    print("fxworld setup: not built yet")
-    return 1
+async def _run(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld._select import DEFAULT_URL, ENV_VAR
+    from fxworld.urls import mask
+
+    url = args.world or os.environ.get(ENV_VAR) or DEFAULT_URL
+    world = open_world(url)
+    try:
+        await world.setup()
+    finally:
+        await world.close()
+    print(f"fxworld setup: {mask(url)} is ready")
+    return 0

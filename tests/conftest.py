@@ -1,0 +1,6 @@
+"""Fixtures shared by the whole test suite."""
+
+from __future__ import annotations
+
+# A real PostgreSQL server (session-scoped) and fresh namespaces on it.
+from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F401
