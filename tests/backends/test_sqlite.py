@@ -1,0 +1,192 @@
+"""SqliteWorld keeps every guarantee W1-W17, plus what only a file can show:
+durability across reopening, sharing between world objects, URL parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from fxworld import NewEntry, SqliteWorld, World, open_world
+from fxworld.errors import BackendUnavailable, ConfigurationError, Fenced, InvalidArgument
+from tests.guarantees import GuaranteeTests
+
+
+class TestSqliteWorld(GuaranteeTests):
+    @pytest.fixture
+    async def world(self, tmp_path: Path) -> AsyncIterator[World]:
+        w = SqliteWorld(tmp_path / "world.db")
+        await w.setup()
+        yield w
+        await w.close()
+
+
+def e(**data: object) -> NewEntry:
+    return NewEntry("msg", dict(data))
+
+
+async def test_acknowledged_writes_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "world.db"
+    w1 = SqliteWorld(path)
+    f = await w1.acquire("s")
+    await w1.append("s", [e(n=1), e(n=2)], fence=f, key="k", wake=0)
+    await w1.close()
+    w2 = SqliteWorld(path)
+    try:
+        assert [x.data for x in await w2.read("s")] == [{"epoch": f.epoch}, {"n": 1}, {"n": 2}]
+        assert await w2.append("s", [e(n=9)], key="k") == 3  # the key survived
+        lease = await w2.take_wake(lease=5)  # the wake survived
+        assert lease is not None and lease.session_id == "s"
+        f2 = await w2.acquire("s")  # and the epoch
+        assert f2.epoch > f.epoch
+    finally:
+        await w2.close()
+
+
+async def test_two_world_objects_on_one_file_share_everything(tmp_path: Path) -> None:
+    a, b = SqliteWorld(tmp_path / "w.db"), SqliteWorld(tmp_path / "w.db")
+    try:
+        fa = await a.acquire("s")
+        fb = await b.acquire("s")
+        with pytest.raises(Fenced):
+            await a.append("s", [e()], fence=fa)
+        # b's follower is woken by a's commit (PRAGMA data_version), not by b.
+        it = b.follow("s", fb.seq)
+        nxt = asyncio.ensure_future(asyncio.wait_for(anext(it), 10))
+        await asyncio.sleep(0.05)
+        await a.append("s", [e(n=1)])
+        got = await nxt
+        assert (got.seq, got.data) == (fb.seq + 1, {"n": 1})
+        await it.aclose()  # type: ignore[attr-defined]
+        await a.wake("s")
+        lease = await b.take_wake(lease=5)
+        assert lease is not None
+        assert await a.take_wake(lease=5) is None
+        await a.finish_wake(lease)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_namespaces_in_one_file_share_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    a, b = SqliteWorld(path, namespace="a"), SqliteWorld(path, namespace="b")
+    try:
+        fa = await a.acquire("s")
+        await a.append("s", [e(n=1)], fence=fa, key="k", wake=0)
+        assert await b.read("s") == []
+        assert await b.take_wake(lease=5) is None
+        assert await b.list_sessions() == []
+        fb = await b.acquire("s")
+        assert (fb.epoch, fb.seq) == (1, 1)  # epochs are not shared either
+        assert await b.append("s", [e(n=2)], key="k") == 2  # nor keys
+        await b.delete("s")
+        assert len(await a.read("s")) == 2
+        assert await a.append("s", [e(n=3)], fence=fa) == 3
+        assert await a.list_sessions() == ["s"]
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    rel = open_world("sqlite:///data/w.db?namespace=t1")
+    assert isinstance(rel, SqliteWorld)
+    assert (rel.path, rel.namespace, rel.synchronous) == ("data/w.db", "t1", "normal")
+    absolute = open_world(f"sqlite:///{tmp_path}/x/w.db?synchronous=full&busy_timeout=2.5")
+    assert isinstance(absolute, SqliteWorld)
+    assert absolute.path == f"{tmp_path}/x/w.db"
+    assert (absolute.synchronous, absolute.busy_timeout) == ("full", 2.5)
+    assert SqliteWorld.from_url("sqlite:////abs/w.db").path == "/abs/w.db"
+    limited = SqliteWorld.from_url("sqlite:///w.db?max_entry_bytes=100")
+    assert limited.max_entry_bytes == 100
+    for bad in (
+        "sqlite://host/w.db",
+        "sqlite:///",
+        "sqlite:///w.db?synchronous=off",
+        "sqlite:///w.db?busy_timeout=soon",
+        "sqlite:///w.db?nmespace=x",
+        "sqlite:///:memory:",
+    ):
+        with pytest.raises(ConfigurationError):
+            open_world(bad)
+    with pytest.raises(InvalidArgument):
+        open_world("sqlite:///w.db?namespace=no-dashes")
+    assert "SqliteWorld('data/w.db', namespace='t1'" in repr(rel)
+    assert "durable" in rel.capabilities and "shared" in rel.capabilities
+
+
+async def test_full_sync_and_parent_directories(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "c" / "w.db"
+    w = open_world(f"sqlite:///{path}?synchronous=full")
+    try:
+        await w.append("s", [e(n=1)])
+    finally:
+        await w.close()
+    assert path.exists()
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        raw.close()
+    w2 = SqliteWorld(path)
+    try:
+        assert len(await w2.read("s")) == 1
+    finally:
+        await w2.close()
+
+
+async def test_locked_beyond_retries_is_backend_unavailable_and_loop_keeps_running(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.db"
+    w = SqliteWorld(path, busy_timeout=0.3, retries=1)
+    await w.append("s", [e(n=1)])
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    tick_task = asyncio.ensure_future(ticker())
+    try:
+        with pytest.raises(BackendUnavailable) as info:
+            await w.append("s", [e(n=2)], key="k", wake=0)
+        assert "locked" in str(info.value)
+        assert not isinstance(info.value, sqlite3.Error)
+        assert ticks >= 10  # the event loop ran while SQLite waited for the lock
+        assert len(await w.read("s")) == 1  # readers are never blocked (WAL)
+    finally:
+        tick_task.cancel()
+        raw.execute("ROLLBACK")
+        raw.close()
+    assert await w.append("s", [e(n=2)], key="k", wake=0) == 2  # nothing had landed
+    assert await w.take_wake(lease=5) is not None
+    await w.close()
+
+
+async def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    w = SqliteWorld(path)
+    with pytest.raises(ConfigurationError, match="not an fxworld SQLite database"):
+        await w.setup()
+    await w.close()
+    assert path.read_bytes() == b"this is not sqlite" * 100
+
+
+async def test_close_is_idempotent_and_the_world_reopens(tmp_path: Path) -> None:
+    w = SqliteWorld(tmp_path / "w.db")
+    await w.append("s", [e()])
+    await w.close()
+    await w.close()
+    assert len(await w.read("s")) == 1
+    await w.close()
