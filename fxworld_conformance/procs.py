@@ -1,23 +1,1060 @@
 """Tier 2: real OS processes race on shared sessions under crashes and cut connections.
 
-Stub: the harness is being written; the entry point's signature is fixed.
+:func:`run_process_checks` runs a seeded workload (see
+:mod:`fxworld_conformance._child` for the roles: writers taking sessions over and
+appending fenced batches, prompters appending keyed prompts, followers that
+reconnect, readers, wake workers with short leases, pokers) against the world under
+test while it injects faults at seeded moments:
+
+``kill``
+    ``SIGKILL`` a process (a crashed worker); a fresh one takes its place.
+``stop``
+    ``SIGSTOP`` a process for longer than a lease, then ``SIGCONT``: a zombie
+    writer or worker that wakes up after its successor wrote, and must be refused.
+``cut`` / ``stall``
+    abort every connection (refusing new ones for a moment) or hold every byte for
+    a while, through :class:`~fxworld_conformance.proxy.TcpProxy`, for worlds
+    reached over TCP (a URL with ``host:port``, or an ``endpoint_url`` with one).
+``restart``
+    crash-restart the server through ``Target.restart`` (capability
+    ``restartable``).
+
+Processes open the world by URL with one shared namespace when the world has the
+capability ``shared`` and the target is a URL. Otherwise (``memory://``, or a world
+given only by a factory, which makes a fresh world per call) the same workload runs
+as concurrent tasks in this process on one world; crashes are then cancelled tasks
+and freezes hold a task between two operations.
+
+After the workload the kit waits for every lease and due time, takes every wake
+left (the *drain*), runs a few deterministic probes (a wake asked for during a
+lease, a delayed wake, a lease left to expire and its worker's old fence, a second
+take during a lease, a stale writer), drains again and reads every log. The
+checkers of :mod:`fxworld_conformance.history` then judge the whole history, one
+report row each. With ``restartable`` a last check writes, restarts the server and
+verifies that acknowledged appends, fences and pending wakes survived.
 """
 
 from __future__ import annotations
 
-from fxworld_conformance.report import CheckResult
-from fxworld_conformance.target import Target
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any, TypeVar
 
-__all__ = ["run_process_checks"]
+from fxworld.errors import Fenced
+from fxworld.protocol import World
+from fxworld.types import Fence, NewEntry, WakeLease
+from fxworld_conformance._child import Gate, Spec, run_role
+from fxworld_conformance.history import (
+    CHECKS,
+    Done,
+    EntryDict,
+    History,
+    ListSink,
+    Recorder,
+    Violation,
+    entry_dict,
+    load_records,
+    read_record_file,
+)
+from fxworld_conformance.proxy import TcpProxy, proxied_url, upstream_of
+from fxworld_conformance.report import CheckResult
+from fxworld_conformance.target import Target, with_namespace
+
+__all__ = ["run_process_checks", "PROFILES", "Profile", "ProcessRun", "run_workload"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How hard the process tier pushes."""
+
+    duration: float
+    """Seconds of racing workload."""
+    sessions: int
+    roles: dict[str, int]
+    """Role -> how many processes play it."""
+    lease: float
+    op_timeout: float
+    pace: float
+    fault_gap: tuple[float, float]
+    """Seconds between two faults: uniform in this range."""
+    rounds: int = 1
+
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile(
+        duration=4.0,
+        sessions=2,
+        roles={"writer": 2, "prompter": 1, "follower": 1, "reader": 1, "worker": 2, "poker": 1},
+        lease=0.6,
+        op_timeout=3.0,
+        pace=0.03,
+        fault_gap=(0.5, 1.2),
+    ),
+    "ci": Profile(
+        duration=12.0,
+        sessions=3,
+        roles={"writer": 3, "prompter": 1, "follower": 1, "reader": 1, "worker": 2, "poker": 1},
+        lease=0.8,
+        op_timeout=3.0,
+        pace=0.03,
+        fault_gap=(0.6, 1.4),
+    ),
+    "thorough": Profile(
+        duration=40.0,
+        sessions=4,
+        roles={"writer": 4, "prompter": 2, "follower": 2, "reader": 2, "worker": 3, "poker": 1},
+        lease=1.0,
+        op_timeout=4.0,
+        pace=0.02,
+        fault_gap=(0.4, 1.2),
+        rounds=2,
+    ),
+}
+"""``ci`` is the default in CI; ``thorough`` runs longer with more processes;
+``quick`` is a smoke run for the kit's own tests."""
+
+ROW = "processes: "
+"""Prefix of every row name of this tier."""
+
+_PROBE_SESSIONS = (
+    "kit-probe-finish",
+    "kit-probe-early",
+    "kit-probe-lease",
+    "kit-probe-twice",
+    "kit-probe-stale",
+)
+
+
+@dataclass
+class ProcessRun:
+    """What one workload produced: the history and what was done to it."""
+
+    history: History
+    mode: str
+    """``processes`` or ``tasks``."""
+    faults: Counter[str] = field(default_factory=Counter)
+    processes: int = 0
+    """Processes (or tasks) started, replacements included."""
+    crashed: list[str] = field(default_factory=list)
+    """Processes that exited on their own with an error (kit or environment
+    trouble), with the end of their stderr."""
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
 
 def run_process_checks(target: Target, *, profile: str, seed: int) -> list[CheckResult]:
-    """Run the process tier against ``target``; one :class:`CheckResult` per check."""
-    return [
-        CheckResult(
-            name="processes",
-            guarantees=("W1", "W2", "W4", "W8", "W9", "W10", "W11", "W12", "W13"),
-            status="skipped",
-            detail="process tier not implemented yet",
+    """Run the process tier against ``target``; one :class:`CheckResult` per check.
+
+    Synchronous: runs its own event loop (in a helper thread if the caller's thread
+    already runs one). ``profile`` is ``ci``, ``thorough`` or ``quick``; ``seed``
+    makes the workload and the fault schedule repeatable.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
+    return _run_sync(_process_checks(target, PROFILES[profile], seed))
+
+
+async def _process_checks(target: Target, prof: Profile, seed: int) -> list[CheckResult]:
+    started = time.monotonic()
+    rows: list[CheckResult] = []
+    probe = await target.open()
+    caps = frozenset(probe.capabilities) | target.extra_capabilities
+    with contextlib.suppress(Exception):
+        await probe.close()
+    runs: list[ProcessRun] = []
+    for k in range(prof.rounds):
+        runs.append(await run_workload(target, prof, seed + 7919 * k, caps))
+    mode = runs[0].mode
+    faults: Counter[str] = Counter()
+    for run in runs:
+        faults.update(run.faults)
+    ops = sum(len(run.history.ops) for run in runs)
+    extra: dict[str, Any] = {
+        "mode": mode,
+        "seed": seed,
+        "faults": dict(faults),
+        "processes": sum(run.processes for run in runs),
+        "notes": [n for run in runs for n in run.notes],
+    }
+    seconds = time.monotonic() - started
+    for check in CHECKS:
+        violations: list[tuple[History, Violation]] = []
+        for run in runs:
+            if check.needs_drain and not run.history.drained:
+                continue
+            violations.extend((run.history, v) for v in check.run(run.history))
+        rows.append(_row(check.name, check.guarantees, violations, ops, seconds, extra, seed))
+    rows.append(_progress_row(runs, ops, seconds, extra))
+    rows.extend(_skipped_rows(target, caps, mode))
+    if target.restart is not None and "restartable" in caps:
+        rows.append(await _restart_check(target, prof, seed))
+    elif "restartable" in caps:
+        rows.append(
+            CheckResult(
+                ROW + "acknowledged appends and pending wakes survive a restart",
+                ("W4", "W7", "W12"),
+                "skipped",
+                "capability 'restartable' declared but the target has no restart()",
+            )
         )
-    ]
+    return rows
+
+
+def _row(
+    name: str,
+    guarantees: tuple[str, ...],
+    found: list[tuple[History, Violation]],
+    ops: int,
+    seconds: float,
+    extra: dict[str, Any],
+    seed: int,
+) -> CheckResult:
+    if not found:
+        return CheckResult(ROW + name, guarantees, "passed", "", 0, ops, seconds, dict(extra))
+    shown = [v.render(h.t0) for h, v in found[:3]]
+    more = f"\n... and {len(found) - 3} more" if len(found) > 3 else ""
+    detail = (
+        f"{len(found)} violation(s) in a {extra['mode']} run, seed {seed} "
+        f"(replay: run_process_checks(target, profile=..., seed={seed})); times in seconds "
+        "from the start of the run:\n" + "\n".join(shown) + more
+    )
+    broken = sorted({v.guarantee for _, v in found}, key=lambda g: int(g[1:]))
+    row_extra = dict(extra)
+    row_extra["violated"] = broken
+    return CheckResult(ROW + name, guarantees, "failed", detail, 0, ops, seconds, row_extra)
+
+
+def _progress_row(
+    runs: list[ProcessRun], ops: int, seconds: float, extra: dict[str, Any]
+) -> CheckResult:
+    """Safety checks pass vacuously on a world that does nothing: make sure every
+    role got work done, and no process died on its own."""
+    problems: list[str] = []
+    for run in runs:
+        h = run.history
+        ok = Counter(
+            (op.process.split("-", 1)[0], op.op)
+            for op in h.ops
+            if op.outcome == "ok" and (op.op != "take_wake" or op.result)
+        )
+        follows = sum(len(op.result or []) for op in h.ops if op.op == "follow")
+        wants = {
+            ("writer", "acquire"): "W1: no writer ever acquired a session",
+            ("writer", "append"): "W2: no fenced append of a writer succeeded",
+            ("prompter", "append"): "W3: no unfenced prompt was accepted",
+            ("reader", "read"): "W9: no read succeeded",
+            ("worker", "take_wake"): "W12: no worker ever took a wake",
+        }
+        for key, why in wants.items():
+            if ok[key] == 0:
+                problems.append(why)
+        if follows == 0:
+            problems.append("W10: no follower ever saw an entry")
+        for crash in run.crashed:
+            problems.append(f"a process exited on its own: {crash}")
+    if problems:
+        return CheckResult(
+            ROW + "every role made progress",
+            ("W1", "W3", "W10", "W12"),
+            "failed",
+            "\n".join(dict.fromkeys(problems)),
+            0,
+            ops,
+            seconds,
+            dict(extra),
+        )
+    return CheckResult(
+        ROW + "every role made progress",
+        ("W1", "W3", "W10", "W12"),
+        "passed",
+        "",
+        0,
+        ops,
+        seconds,
+        dict(extra),
+    )
+
+
+def _skipped_rows(target: Target, caps: frozenset[str], mode: str) -> list[CheckResult]:
+    rows = []
+    if mode == "tasks":
+        why = (
+            "world lacks capability 'shared'"
+            if "shared" not in caps
+            else "world given by a factory (a fresh world per call), not a URL"
+        )
+        rows.append(
+            CheckResult(
+                ROW + "racing OS processes, SIGKILL and SIGSTOP",
+                ("W2", "W4", "W8", "W12"),
+                "skipped",
+                f"{why}: the workload ran as concurrent tasks in one process "
+                "(crashes simulated by cancelling tasks, freezes by pausing them)",
+            )
+        )
+    if target.url is None or upstream_of(target.url) is None or mode == "tasks":
+        rows.append(
+            CheckResult(
+                ROW + "cut and stalled connections",
+                ("W4", "W6", "W16"),
+                "skipped",
+                "the world is not reached over TCP by URL (no host:port in the URL): "
+                "there is no connection to cut",
+            )
+        )
+    if target.restart is None and "restartable" not in caps:
+        rows.append(
+            CheckResult(
+                ROW + "acknowledged appends and pending wakes survive a restart",
+                ("W4", "W7", "W12"),
+                "skipped",
+                "needs capability 'restartable' (a Target.restart that crash-restarts the server)",
+            )
+        )
+    return rows
+
+
+# -- the workload ---------------------------------------------------------------------
+
+
+async def run_workload(
+    target: Target, prof: Profile, seed: int, caps: frozenset[str] | None = None
+) -> ProcessRun:
+    """Run one seeded workload with faults; return its history, drained and read."""
+    rng = random.Random(seed)
+    namespace = target.fresh_namespace()
+    world = await target.open(namespace)
+    if caps is None:
+        caps = frozenset(world.capabilities) | target.extra_capabilities
+    use_processes = target.url is not None and "shared" in caps
+    sessions = [f"kit-s{k}" for k in range(prof.sessions)]
+    t0 = time.time()
+    sink = ListSink()
+    run = ProcessRun(History([], {}, t0), "processes" if use_processes else "tasks")
+    schedule = _schedule(rng, prof, can_cut=False, can_restart=False)
+    tmp = tempfile.mkdtemp(prefix="fxk-procs-")
+    record_files: list[str] = []
+    try:
+        if use_processes:
+            assert target.url is not None
+            url = with_namespace(target.url, namespace)
+            upstream = upstream_of(url)
+            proxy = TcpProxy(*upstream) if upstream is not None else None
+            child_url = url
+            if proxy is not None:
+                child_url = proxied_url(url, await proxy.start())
+            schedule = _schedule(
+                rng,
+                prof,
+                can_cut=proxy is not None,
+                can_restart=target.restart is not None and "restartable" in caps,
+            )
+            harness: _Harness = _ProcessHarness(child_url, tmp, record_files, proxy, target)
+        else:
+            schedule = _schedule(
+                rng,
+                prof,
+                can_cut=False,
+                can_restart=target.restart is not None and "restartable" in caps,
+            )
+            harness = _TaskHarness(world, sink, target)
+        start = time.time() + harness.startup
+        deadline = start + prof.duration
+        slots = [(role, k) for role, count in prof.roles.items() for k in range(count)]
+        for n, (role, k) in enumerate(slots):
+            spec = Spec(
+                role,
+                f"{role}-{k}",
+                sessions,
+                seed * 1000 + n,
+                deadline,
+                prof.lease,
+                prof.op_timeout,
+                prof.pace,
+            )
+            await harness.spawn(spec)
+        await _apply_faults(harness, schedule, start, deadline, rng, run)
+        await harness.finish(deadline + prof.op_timeout + 2.0, run)
+        run.processes = harness.started
+    finally:
+        records = list(sink.records)
+        for path in record_files:
+            records.extend(read_record_file(path))
+        shutil.rmtree(tmp, ignore_errors=True)
+    ops = load_records(records)
+    if use_processes:  # a fresh, direct connection (the server may have restarted)
+        with contextlib.suppress(Exception):
+            await world.close()
+        world = await _reopen(target, namespace, prof.op_timeout)
+    kit_sink = ListSink()
+    kit = Recorder("kit", kit_sink)
+    # Leases of killed workers expire, delayed wakes come due; then take what is left.
+    await asyncio.sleep(prof.lease + 0.7)
+    drained = await _drain(world, kit, prof)
+    await _probes(world, kit, prof)
+    await asyncio.sleep(max(prof.lease, 0.8) + 0.3)
+    drained = await _drain(world, kit, prof) and drained
+    final: dict[str, list[EntryDict]] = {}
+    for sid in [*sessions, *_PROBE_SESSIONS]:
+        final[sid] = await _read_all(world, sid, prof.op_timeout)
+    with contextlib.suppress(Exception):
+        await world.close()
+    ops.extend(load_records(kit_sink.records))
+    ops.sort(key=lambda o: (o.start, o.id))
+    run.history = History(ops, final, t0, drained)
+    run.seconds = time.time() - t0
+    return run
+
+
+@dataclass(frozen=True)
+class _Fault:
+    at: float
+    kind: str
+    pick: int
+    seconds: float
+
+
+def _schedule(
+    rng: random.Random, prof: Profile, *, can_cut: bool, can_restart: bool
+) -> list[_Fault]:
+    kinds = ["kill", "kill", "stop", "stop"] + (["cut", "stall"] if can_cut else [])
+    faults: list[_Fault] = []
+    t = rng.uniform(*prof.fault_gap)
+    while t < prof.duration - 0.5:
+        kind = rng.choice(kinds)
+        if kind == "stop":
+            seconds = rng.uniform(prof.lease * 1.3, prof.lease * 2.5)
+        elif kind == "stall":
+            seconds = rng.uniform(0.2, prof.op_timeout * 1.2)
+        elif kind == "cut":
+            seconds = rng.choice([0.0, 0.0, rng.uniform(0.1, 0.6)])
+        else:
+            seconds = 0.0
+        faults.append(_Fault(t, kind, rng.randrange(1 << 30), seconds))
+        t += rng.uniform(*prof.fault_gap)
+    if can_restart:
+        faults.append(_Fault(prof.duration * 0.6, "restart", 0, 0.0))
+        faults.sort(key=lambda f: f.at)
+    return faults
+
+
+async def _apply_faults(
+    harness: _Harness,
+    schedule: list[_Fault],
+    start: float,
+    deadline: float,
+    rng: random.Random,
+    run: ProcessRun,
+) -> None:
+    for fault in schedule:
+        wait = start + fault.at - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if time.time() >= deadline:
+            break
+        try:
+            if await harness.inject(fault):
+                run.faults[fault.kind] += 1
+        except Exception as e:  # a fault that could not be applied is noted, not fatal
+            run.notes.append(f"fault {fault.kind} at {fault.at:.2f}s not applied: {e!r}")
+    rest = deadline - time.time()
+    if rest > 0:
+        await asyncio.sleep(rest)
+
+
+class _Harness:
+    """Runs role players (processes or tasks) and applies faults to them."""
+
+    startup = 0.0
+    started = 0
+
+    async def spawn(self, spec: Spec) -> None:
+        raise NotImplementedError
+
+    async def inject(self, fault: _Fault) -> bool:
+        raise NotImplementedError
+
+    async def finish(self, hard_stop: float, run: ProcessRun) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class _Player:
+    spec: Spec
+    incarnation: int = 0
+    handle: Any = None
+    gate: Gate | None = None
+    stderr: str = ""
+
+
+def _victims(players: list[_Player], fault: _Fault, kinds: tuple[str, ...]) -> _Player | None:
+    pool = [p for p in players if p.spec.role in kinds] or players
+    return pool[fault.pick % len(pool)] if pool else None
+
+
+_STOP_ROLES = ("writer", "worker")
+
+
+class _ProcessHarness(_Harness):
+    startup = 1.5
+
+    def __init__(
+        self,
+        url: str,
+        tmp: str,
+        record_files: list[str],
+        proxy: TcpProxy | None,
+        target: Target,
+    ) -> None:
+        self.url = url
+        self.tmp = tmp
+        self.record_files = record_files
+        self.proxy = proxy
+        self.target = target
+        self.players: list[_Player] = []
+        self.env = dict(os.environ)
+        path = [p or os.getcwd() for p in sys.path]
+        self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+        self.exited: list[tuple[_Player, subprocess.Popen[bytes]]] = []
+
+    def _launch(self, player: _Player) -> None:
+        spec = player.spec
+        base = spec.name.split(".", 1)[0]
+        spec.name = f"{base}.{player.incarnation}" if player.incarnation else base
+        spec.seed = spec.seed * 31 + player.incarnation
+        spec.url = self.url
+        spec.records = os.path.join(self.tmp, f"{spec.name}.jsonl")
+        self.record_files.append(spec.records)
+        spec_path = os.path.join(self.tmp, f"{spec.name}.json")
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump(asdict(spec), f)
+        err_path = os.path.join(self.tmp, f"{spec.name}.err")
+        with open(err_path, "wb") as err:
+            player.handle = subprocess.Popen(
+                [sys.executable, "-m", "fxworld_conformance._child", spec_path],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=self.env,
+                start_new_session=True,
+            )
+        player.stderr = err_path
+        self.started += 1
+
+    async def spawn(self, spec: Spec) -> None:
+        player = _Player(spec)
+        self.players.append(player)
+        self._launch(player)
+
+    async def inject(self, fault: _Fault) -> bool:
+        if fault.kind == "kill":
+            victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
+            if victim is None:
+                return False
+            proc: subprocess.Popen[bytes] = victim.handle
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.to_thread(proc.wait)
+            victim.incarnation += 1
+            self._launch(victim)
+            return True
+        if fault.kind == "stop":
+            victim = _victims(self.players, fault, _STOP_ROLES)
+            if victim is None or victim.handle.poll() is not None:
+                return False
+            pid = victim.handle.pid
+            os.kill(pid, signal.SIGSTOP)
+            asyncio.get_running_loop().call_later(fault.seconds, _cont, victim.handle)
+            return True
+        if fault.kind == "cut" and self.proxy is not None:
+            self.proxy.cut(refuse_for=fault.seconds)
+            return True
+        if fault.kind == "stall" and self.proxy is not None:
+            self.proxy.stall(fault.seconds)
+            return True
+        if fault.kind == "restart" and self.target.restart is not None:
+            await self.target.restart()
+            return True
+        return False
+
+    async def finish(self, hard_stop: float, run: ProcessRun) -> None:
+        for p in self.players:
+            _cont(p.handle)
+        await asyncio.to_thread(_wait_all, [p.handle for p in self.players], hard_stop)
+        for p in self.players:
+            if p.handle.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.handle.pid, signal.SIGKILL)
+                await asyncio.to_thread(p.handle.wait)
+            elif p.handle.returncode not in (0, -signal.SIGKILL):
+                run.crashed.append(f"{p.spec.name} (exit {p.handle.returncode}): {_tail(p.stderr)}")
+        if self.proxy is not None:
+            await self.proxy.close()
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]], until: float) -> None:
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.01, until - time.time()))
+
+
+def _cont(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+
+
+def _tail(path: str, size: int = 800) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace").strip() or "(no stderr)"
+    except OSError:
+        return "(no stderr)"
+
+
+class _TaskHarness(_Harness):
+    startup = 0.05
+
+    def __init__(self, world: World, sink: ListSink, target: Target) -> None:
+        self.world = world
+        self.sink = sink
+        self.target = target
+        self.players: list[_Player] = []
+
+    def _launch(self, player: _Player) -> None:
+        spec = player.spec
+        base = spec.name.split(".", 1)[0]
+        spec.name = f"{base}.{player.incarnation}" if player.incarnation else base
+        spec.seed = spec.seed * 31 + player.incarnation
+        player.gate = Gate()
+        rec = Recorder(spec.name, self.sink)
+        player.handle = asyncio.create_task(run_role(self.world, spec, rec, player.gate))
+        self.started += 1
+
+    async def spawn(self, spec: Spec) -> None:
+        player = _Player(spec)
+        self.players.append(player)
+        self._launch(player)
+
+    async def inject(self, fault: _Fault) -> bool:
+        if fault.kind == "kill":
+            victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
+            if victim is None:
+                return False
+            task: asyncio.Task[None] = victim.handle
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            victim.incarnation += 1
+            self._launch(victim)
+            return True
+        if fault.kind == "stop":
+            victim = _victims(self.players, fault, _STOP_ROLES)
+            if victim is None or victim.gate is None:
+                return False
+            victim.gate.freeze()
+            asyncio.get_running_loop().call_later(fault.seconds, victim.gate.thaw)
+            return True
+        if fault.kind == "restart" and self.target.restart is not None:
+            await self.target.restart()
+            return True
+        return False
+
+    async def finish(self, hard_stop: float, run: ProcessRun) -> None:
+        for p in self.players:
+            if p.gate is not None:
+                p.gate.thaw()
+        tasks = [p.handle for p in self.players]
+        _, pending = await asyncio.wait(tasks, timeout=max(0.0, hard_stop - time.time()))
+        for task in pending:
+            task.cancel()
+        for p in self.players:
+            task = p.handle
+            with contextlib.suppress(BaseException):
+                await task
+            if not task.cancelled() and task.exception() is not None:
+                run.crashed.append(f"{p.spec.name}: {task.exception()!r}")
+
+
+# -- after the workload ---------------------------------------------------------------
+
+
+async def _reopen(target: Target, namespace: str, op_timeout: float) -> World:
+    """Open the world directly (not through the proxy), retrying while the server
+    comes back."""
+    give_up = time.time() + 30.0
+    while True:
+        try:
+            return await asyncio.wait_for(target.open(namespace), op_timeout * 2)
+        except Exception:
+            if time.time() > give_up:
+                raise
+            await asyncio.sleep(0.3)
+
+
+def _lease_result(w: WakeLease | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "session": w.session_id,
+        "token": w.token,
+        "attempt": w.attempt,
+        "expires": w.expires_at.timestamp(),
+    }
+
+
+def _fence_result(f: Fence) -> dict[str, int]:
+    return {"epoch": f.epoch, "seq": f.seq}
+
+
+async def _call(
+    rec: Recorder,
+    op: str,
+    session: str | None,
+    args: dict[str, Any],
+    call: Callable[[], Awaitable[Any]],
+    prof: Profile,
+    encode: Callable[[Any], Any] = lambda v: v,
+    op_id: str | None = None,
+) -> Done:
+    return await rec.run(
+        op, session, args, call, within=prof.op_timeout * 2, encode=encode, op_id=op_id
+    )
+
+
+async def _drain(world: World, rec: Recorder, prof: Profile) -> bool:
+    """Take and finish every due wake; True when none is left."""
+    give_up = time.time() + 20.0
+    while time.time() < give_up:
+        got = await _call(
+            rec,
+            "take_wake",
+            None,
+            {"lease": 10.0},
+            partial(world.take_wake, lease=10.0),
+            prof,
+            _lease_result,
+        )
+        if got.outcome != "ok":
+            await asyncio.sleep(0.2)
+            continue
+        if got.value is None:
+            return True
+        held: WakeLease = got.value
+        await _call(
+            rec,
+            "finish_wake",
+            held.session_id,
+            {"token": held.token},
+            partial(world.finish_wake, held),
+            prof,
+        )
+    return False
+
+
+async def _take(
+    world: World, rec: Recorder, prof: Profile, lease: float, want: str
+) -> WakeLease | None:
+    """Take wakes until ``want``'s; finish any other taken on the way."""
+    for _ in range(20):
+        got = await _call(
+            rec,
+            "take_wake",
+            None,
+            {"lease": lease},
+            partial(world.take_wake, lease=lease),
+            prof,
+            _lease_result,
+        )
+        if got.outcome != "ok" or got.value is None:
+            return None
+        held: WakeLease = got.value
+        if held.session_id == want:
+            return held
+        await _call(
+            rec,
+            "finish_wake",
+            held.session_id,
+            {"token": held.token},
+            partial(world.finish_wake, held),
+            prof,
+        )
+    return None
+
+
+async def _append(
+    world: World,
+    rec: Recorder,
+    prof: Profile,
+    sid: str,
+    *,
+    fence: Fence | None = None,
+    lease: str | None = None,
+    n: int = 1,
+    key: str | None = None,
+    wake: float | None = None,
+) -> Done:
+    tag = rec.next_id()
+    entries = [NewEntry("probe", {"b": tag, "i": i, "n": n, "p": rec.process}) for i in range(n)]
+    args: dict[str, Any] = {"tag": tag, "n": n}
+    if fence is not None:
+        args["fence"] = fence.epoch
+    if lease is not None:
+        args["lease"] = lease
+    if key is not None:
+        args["key"] = key
+    if wake is not None:
+        args["wake"] = wake
+    return await _call(
+        rec,
+        "append",
+        sid,
+        args,
+        partial(world.append, sid, entries, fence=fence, key=key, wake=wake),
+        prof,
+        op_id=tag,
+    )
+
+
+async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
+    """Deterministic scenarios the random workload may or may not hit."""
+    # A wake asked for while a lease is held survives that lease's finish (W13).
+    sid = "kit-probe-finish"
+    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    held = await _take(world, rec, prof, 5.0, sid)
+    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    if held is not None:
+        await _call(
+            rec, "finish_wake", sid, {"token": held.token}, partial(world.finish_wake, held), prof
+        )
+    # A delayed wake is not delivered before its time (W11).
+    sid = "kit-probe-early"
+    await _call(rec, "wake", sid, {"delay": 0.8}, partial(world.wake, sid, delay=0.8), prof)
+    early = await _take(world, rec, prof, 5.0, sid)
+    if early is not None:
+        await _call(
+            rec, "finish_wake", sid, {"token": early.token}, partial(world.finish_wake, early), prof
+        )
+    # A second take while the lease lasts does not get the same session (W12).
+    sid = "kit-probe-twice"
+    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    first = await _take(world, rec, prof, 5.0, sid)
+    second = await _take(world, rec, prof, 5.0, sid)
+    for held_twice in (first, second):
+        if held_twice is not None:
+            await _call(
+                rec,
+                "finish_wake",
+                sid,
+                {"token": held_twice.token},
+                partial(world.finish_wake, held_twice),
+                prof,
+            )
+    # A lease left to expire is delivered again; the new worker's takeover refuses
+    # the old worker's fence; the old lease can no longer be renewed (W12, W2).
+    sid = "kit-probe-lease"
+    short = 0.4
+    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    old = await _take(world, rec, prof, short, sid)
+    if old is not None:
+        got = await _call(
+            rec,
+            "acquire",
+            sid,
+            {"lease": old.token},
+            partial(world.acquire, sid),
+            prof,
+            _fence_result,
+        )
+        if got.outcome == "ok":
+            old_fence: Fence = got.value
+            await _append(world, rec, prof, sid, fence=old_fence, lease=old.token)
+            await asyncio.sleep(short + 0.4)
+            new = await _take(world, rec, prof, 5.0, sid)
+            if new is not None:
+                took = await _call(
+                    rec,
+                    "acquire",
+                    sid,
+                    {"lease": new.token},
+                    partial(world.acquire, sid),
+                    prof,
+                    _fence_result,
+                )
+                await _append(world, rec, prof, sid, fence=old_fence, lease=old.token)
+                await _call(
+                    rec,
+                    "renew_wake",
+                    sid,
+                    {"token": old.token, "lease": 5.0},
+                    partial(world.renew_wake, old, lease=5.0),
+                    prof,
+                    lambda w: {"expires": w.expires_at.timestamp()},
+                )
+                if took.outcome == "ok":
+                    await _append(world, rec, prof, sid, fence=took.value, lease=new.token)
+                await _call(
+                    rec,
+                    "finish_wake",
+                    sid,
+                    {"token": new.token},
+                    partial(world.finish_wake, new),
+                    prof,
+                )
+    # A replaced writer is refused, and stays refused (W2, W8).
+    sid = "kit-probe-stale"
+    a = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, _fence_result)
+    b = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, _fence_result)
+    if a.outcome == "ok" and b.outcome == "ok":
+        for _ in range(2):
+            done = await _append(world, rec, prof, sid, fence=a.value, n=2)
+            if not isinstance(done.error, Fenced) and done.outcome != "ok":
+                break
+        await _append(world, rec, prof, sid, fence=b.value, n=2)
+
+
+async def _read_all(world: World, sid: str, op_timeout: float) -> list[EntryDict]:
+    out: list[EntryDict] = []
+    for _ in range(10_000):
+        page = await asyncio.wait_for(world.read(sid, len(out), limit=1000), op_timeout * 3)
+        out.extend(entry_dict(e) for e in page)
+        if len(page) < 1000:
+            return out
+    return out
+
+
+# -- restart --------------------------------------------------------------------------
+
+
+async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResult:
+    """Write, crash-restart the server, and check that every acknowledged append,
+    fence and pending wake survived (each through the standard checkers)."""
+    name = ROW + "acknowledged appends and pending wakes survive a restart"
+    guarantees = ("W1", "W2", "W4", "W7", "W12")
+    assert target.restart is not None
+    started = time.time()
+    namespace = target.fresh_namespace()
+    sink = ListSink()
+    rec = Recorder("restart", sink)
+    sessions = ["kit-restart-a", "kit-restart-b", "kit-restart-w1", "kit-restart-w2"]
+    world = await target.open(namespace)
+    try:
+        for k in range(4):
+            await _append(world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}")
+        got = await _call(
+            rec,
+            "acquire",
+            "kit-restart-a",
+            {},
+            partial(world.acquire, "kit-restart-a"),
+            prof,
+            _fence_result,
+        )
+        fence: Fence | None = got.value if got.outcome == "ok" else None
+        if fence is not None:
+            await _append(world, rec, prof, "kit-restart-a", fence=fence, n=3)
+        await _append(world, rec, prof, "kit-restart-w1", n=1, wake=0.0)
+        await _call(
+            rec,
+            "wake",
+            "kit-restart-w2",
+            {"delay": 1.0},
+            partial(world.wake, "kit-restart-w2", delay=1.0),
+            prof,
+        )
+        with contextlib.suppress(Exception):
+            await world.close()
+        await target.restart()
+        world = await _reopen(target, namespace, prof.op_timeout)
+        for k in range(4):  # keyed repeats after the restart write nothing (W6)
+            await _append(world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}")
+        got = await _call(
+            rec,
+            "acquire",
+            "kit-restart-a",
+            {},
+            partial(world.acquire, "kit-restart-a"),
+            prof,
+            _fence_result,
+        )
+        if fence is not None:
+            await _append(world, rec, prof, "kit-restart-a", fence=fence, n=1)
+        await asyncio.sleep(1.1)
+        drained = await _drain(world, rec, prof)
+        final = {sid: await _read_all(world, sid, prof.op_timeout) for sid in sessions}
+    except Exception as e:
+        return CheckResult(
+            name,
+            guarantees,
+            "failed",
+            f"the world did not come back from a restart: {e!r}",
+            operations=len(sink.records) // 2,
+            seconds=time.time() - started,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await world.close()
+    ops = load_records(sink.records)
+    # The keyed repeats must not count as new requests or new batches.
+    h = History(ops, final, started, drained)
+    found = [(h, v) for check in CHECKS for v in check.run(h)]
+    takes = {op.session for op in ops if op.op == "take_wake" and op.result}
+    for sid in ("kit-restart-w1", "kit-restart-w2"):
+        if sid not in takes:
+            found.append(
+                (
+                    h,
+                    Violation(
+                        "W7",
+                        f"the pending wake of {sid} did not survive the restart",
+                        [o for o in ops if o.session == sid],
+                    ),
+                )
+            )
+    extra = {"seed": seed, "mode": "restart"}
+    return _row(
+        name.removeprefix(ROW), guarantees, found, len(ops), time.time() - started, extra, seed
+    )
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code, even inside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="fxworld-conformance-procs")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]

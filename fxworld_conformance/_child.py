@@ -1,0 +1,381 @@
+"""The workload of the process tier: one role per OS process (or per task).
+
+Run as ``python -m fxworld_conformance._child SPEC.json``: the child opens the world
+by URL, plays its role until the spec's deadline and records every operation to
+its own JSON-lines file (see :mod:`fxworld_conformance.history`). The same role
+coroutines run as asyncio tasks in one process when the world cannot be shared.
+
+Roles:
+
+``writer``
+    takes a session over (``acquire``) and appends fenced batches of 1-5 entries,
+    some with ``expect``; once refused with ``Fenced`` it tries once more with the
+    same stale fence (that must be refused too), then takes over again.
+``prompter``
+    appends unfenced prompts with an idempotency key and often ``wake=``; a call
+    whose outcome is unknown is retried with the same key.
+``follower``
+    follows sessions for a while, then reconnects from the last seq it saw.
+``reader``
+    reads pages (``after``, ``limit``) near the end of the log, sometimes all of it.
+``worker``
+    takes wakes under a short lease, takes the session over, appends fenced steps,
+    renews, sometimes stalls past its lease, and finishes.
+``poker``
+    asks for wakes, some delayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+
+from fxworld import open_world
+from fxworld.errors import Conflict, Fenced
+from fxworld.protocol import World
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld_conformance.history import Done, FileSink, Outcome, Recorder, entry_dict
+
+__all__ = ["ROLES", "Spec", "Gate", "run_role", "main"]
+
+
+@dataclass
+class Spec:
+    """What one process (or task) of the workload does."""
+
+    role: str
+    name: str
+    sessions: list[str]
+    seed: int
+    deadline: float
+    """Wall-clock time at which the role stops starting operations."""
+    lease: float = 1.0
+    op_timeout: float = 4.0
+    pace: float = 0.03
+    """Mean pause between two operations, in seconds."""
+    url: str | None = None
+    records: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Gate:
+    """Lets the harness freeze a task between two operations (tasks mode's
+    stand-in for ``SIGSTOP``)."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+
+    def freeze(self) -> None:
+        self._open.clear()
+
+    def thaw(self) -> None:
+        self._open.set()
+
+    async def wait(self) -> None:
+        await self._open.wait()
+
+
+Role = Callable[["_Ctx"], Awaitable[None]]
+
+
+@dataclass
+class _Ctx:
+    world: World
+    spec: Spec
+    rec: Recorder
+    rng: random.Random
+    gate: Gate | None
+
+    def alive(self) -> bool:
+        return time.time() < self.spec.deadline
+
+    async def pause(self, scale: float = 1.0) -> None:
+        await asyncio.sleep(self.rng.uniform(0, 2 * self.spec.pace * scale))
+        if self.gate is not None:
+            await self.gate.wait()
+
+    async def call(
+        self,
+        op: str,
+        session: str | None,
+        args: dict[str, Any],
+        call: Callable[[], Awaitable[Any]],
+        encode: Callable[[Any], Any] = lambda value: value,
+        op_id: str | None = None,
+    ) -> Done:
+        return await self.rec.run(
+            op, session, args, call, within=self.spec.op_timeout, encode=encode, op_id=op_id
+        )
+
+
+def _fence(f: Fence) -> dict[str, int]:
+    return {"epoch": f.epoch, "seq": f.seq}
+
+
+def _lease(w: WakeLease | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "session": w.session_id,
+        "token": w.token,
+        "attempt": w.attempt,
+        "expires": w.expires_at.timestamp(),
+    }
+
+
+def _entries(es: list[Entry]) -> list[dict[str, Any]]:
+    return [entry_dict(e) for e in es]
+
+
+def _batch(kind: str, tag: str, n: int, process: str) -> list[NewEntry]:
+    return [NewEntry(kind, {"b": tag, "i": i, "n": n, "p": process}) for i in range(n)]
+
+
+async def _fenced_append(
+    ctx: _Ctx,
+    sid: str,
+    fence: Fence,
+    kind: str,
+    n: int,
+    *,
+    expect: int | None = None,
+    lease: str | None = None,
+) -> Done:
+    tag = ctx.rec.next_id()
+    entries = _batch(kind, tag, n, ctx.spec.name)
+    args: dict[str, Any] = {"tag": tag, "n": n, "fence": fence.epoch}
+    if expect is not None:
+        args["expect"] = expect
+    if lease is not None:
+        args["lease"] = lease
+    return await ctx.call(
+        "append",
+        sid,
+        args,
+        partial(ctx.world.append, sid, entries, fence=fence, expect=expect),
+        op_id=tag,
+    )
+
+
+async def writer(ctx: _Ctx) -> None:
+    while ctx.alive():
+        sid = ctx.rng.choice(ctx.spec.sessions)
+        await ctx.pause()
+        got = await ctx.call("acquire", sid, {}, partial(ctx.world.acquire, sid), _fence)
+        if got.outcome != "ok":
+            continue
+        fence: Fence = got.value
+        last: int | None = fence.seq
+        for _ in range(ctx.rng.randint(1, 6)):
+            if not ctx.alive():
+                return
+            await ctx.pause()
+            if ctx.rng.random() < 0.1:  # a slow writer, likely replaced meanwhile
+                await asyncio.sleep(ctx.rng.uniform(0.1, 0.5))
+            expect = last if last is not None and ctx.rng.random() < 0.3 else None
+            n = ctx.rng.choice([1, 1, 2, 3, 5])
+            done = await _fenced_append(ctx, sid, fence, "out", n, expect=expect)
+            if done.outcome == "ok":
+                last = done.value
+            elif isinstance(done.error, Conflict):
+                last = done.error.last
+            elif isinstance(done.error, Fenced):
+                # Replaced: a stale writer must stay refused on every later attempt.
+                await _fenced_append(ctx, sid, fence, "out", 1)
+                break
+            else:
+                last = None
+
+
+async def prompter(ctx: _Ctx) -> None:
+    while ctx.alive():
+        await ctx.pause(2.0)
+        sid = ctx.rng.choice(ctx.spec.sessions)
+        n = ctx.rng.choice([1, 1, 2])
+        wake = ctx.rng.choice([0.0, 0.0, None, 0.3])
+        tag = ctx.rec.next_id()
+        key = f"k-{tag}"
+        entries = _batch("prompt", tag, n, ctx.spec.name)
+        for attempt in range(3):
+            args: dict[str, Any] = {"tag": tag, "n": n, "key": key, "wake": wake}
+            if attempt:
+                args["retry_of"] = tag
+            done = await ctx.call(
+                "append",
+                sid,
+                args,
+                partial(ctx.world.append, sid, entries, key=key, wake=wake),
+                op_id=None if attempt else tag,
+            )
+            if done.outcome != "indeterminate" or not ctx.alive():
+                break
+            await asyncio.sleep(0.1)
+
+
+async def follower(ctx: _Ctx) -> None:
+    cursors = dict.fromkeys(ctx.spec.sessions, 0)
+    while ctx.alive():
+        await ctx.pause()
+        sid = ctx.rng.choice(ctx.spec.sessions)
+        after = cursors[sid]
+        cap = ctx.rng.choice([5, 50, 200])
+        seen: list[dict[str, Any]] = []
+        error: BaseException | None = None
+        start = time.time()
+        stream = ctx.world.follow(sid, after)
+        try:
+            async with asyncio.timeout(ctx.rng.uniform(0.3, 1.2)):
+                async for entry in stream:
+                    seen.append(entry_dict(entry))
+                    if len(seen) >= cap:
+                        break
+        except TimeoutError:
+            pass
+        except Exception as e:
+            error = e
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                try:
+                    async with asyncio.timeout(ctx.spec.op_timeout):
+                        await aclose()
+                except Exception:
+                    pass
+        outcome: Outcome = "ok" if error is None else "indeterminate"
+        ctx.rec.record("follow", sid, {"after": after}, start, outcome, seen, error)
+        if seen:
+            cursors[sid] = int(seen[-1]["seq"])
+
+
+async def reader(ctx: _Ctx) -> None:
+    known = dict.fromkeys(ctx.spec.sessions, 0)
+    while ctx.alive():
+        await ctx.pause()
+        sid = ctx.rng.choice(ctx.spec.sessions)
+        roll = ctx.rng.random()
+        if roll < 0.08:
+            after = 0
+        elif roll < 0.2:
+            after = ctx.rng.randint(0, known[sid])
+        else:
+            after = max(0, known[sid] - ctx.rng.randint(0, 12))
+        limit = ctx.rng.choice([1, 2, 5, 50, 1000])
+        if after == 0 and limit == 1000:
+            limit = 50 if roll >= 0.04 else 1000
+        done = await ctx.call(
+            "read",
+            sid,
+            {"after": after, "limit": limit},
+            partial(ctx.world.read, sid, after, limit=limit),
+            _entries,
+        )
+        if done.outcome == "ok" and done.value:
+            known[sid] = max(known[sid], done.value[-1].seq)
+
+
+async def worker(ctx: _Ctx) -> None:
+    lease = ctx.spec.lease
+    while ctx.alive():
+        await ctx.pause()
+        got = await ctx.call(
+            "take_wake", None, {"lease": lease}, partial(ctx.world.take_wake, lease=lease), _lease
+        )
+        if got.outcome != "ok" or got.value is None:
+            await asyncio.sleep(ctx.rng.uniform(0.02, 0.08))
+            continue
+        held: WakeLease = got.value
+        sid, token = held.session_id, held.token
+        taken = await ctx.call(
+            "acquire", sid, {"lease": token}, partial(ctx.world.acquire, sid), _fence
+        )
+        if taken.outcome == "ok":
+            fence: Fence = taken.value
+            for _ in range(ctx.rng.randint(1, 3)):
+                await ctx.pause()
+                if ctx.rng.random() < 0.08:  # stall past the lease: it is delivered again
+                    await asyncio.sleep(lease * 1.3)
+                done = await _fenced_append(ctx, sid, fence, "step", 1, lease=token)
+                if isinstance(done.error, Fenced):
+                    await _fenced_append(ctx, sid, fence, "step", 1, lease=token)
+                    break
+                if ctx.rng.random() < 0.5:
+                    renewed = await ctx.call(
+                        "renew_wake",
+                        sid,
+                        {"token": token, "lease": lease},
+                        partial(ctx.world.renew_wake, held, lease=lease),
+                        lambda w: {"expires": w.expires_at.timestamp()},
+                    )
+                    if renewed.outcome == "ok":
+                        held = renewed.value
+        await ctx.call("finish_wake", sid, {"token": token}, partial(ctx.world.finish_wake, held))
+
+
+async def poker(ctx: _Ctx) -> None:
+    while ctx.alive():
+        await ctx.pause(5.0)
+        sid = ctx.rng.choice(ctx.spec.sessions)
+        delay = ctx.rng.choice([0.0, 0.0, 0.2, 0.5])
+        await ctx.call("wake", sid, {"delay": delay}, partial(ctx.world.wake, sid, delay=delay))
+
+
+ROLES: dict[str, Role] = {
+    "writer": writer,
+    "prompter": prompter,
+    "follower": follower,
+    "reader": reader,
+    "worker": worker,
+    "poker": poker,
+}
+
+
+async def run_role(world: World, spec: Spec, rec: Recorder, gate: Gate | None = None) -> None:
+    """Play ``spec.role`` on ``world`` until ``spec.deadline``."""
+    ctx = _Ctx(world, spec, rec, random.Random(spec.seed), gate)
+    await ROLES[spec.role](ctx)
+
+
+async def _main(spec: Spec) -> int:
+    assert spec.url is not None and spec.records is not None
+    sink = FileSink(spec.records)
+    world = open_world(spec.url)
+    try:
+        while True:  # the connection may be cut or the server restarting
+            try:
+                await asyncio.wait_for(world.setup(), spec.op_timeout)
+                break
+            except Exception:
+                if time.time() > spec.deadline:
+                    return 0
+                await asyncio.sleep(0.2)
+        await run_role(world, spec, Recorder(spec.name, sink))
+    finally:
+        try:
+            await asyncio.wait_for(world.close(), spec.op_timeout)
+        except Exception:
+            pass
+        sink.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    with open(args[0], encoding="utf-8") as f:
+        spec = Spec(**json.load(f))
+    return asyncio.run(_main(spec))
+
+
+def spec_json(spec: Spec) -> str:
+    return json.dumps(asdict(spec))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
