@@ -100,6 +100,11 @@ class Replay:
 
     def apply(self, e: Entry) -> None:
         """Apply one entry. Entries must come in log order, each exactly once."""
+        if e.seq != self.last_seq + 1:
+            raise WorldError(
+                f"session {e.session_id!r}: replay expected entry {self.last_seq + 1}, "
+                f"got {e.seq} (a world that breaks W9?)"
+            )
         self.last_seq = e.seq
         d = e.data
         if e.kind == log.FENCE:
