@@ -27,6 +27,7 @@ __all__ = ["PostgresWorld"]
 _SCHEMES = {"postgresql", "postgres", "postgresql+asyncpg"}
 _RETRIES = 3
 _BACKOFF = (0.05, 0.2, 0.5)
+_MAX_STALE = 64
 _Fetch = Literal["val", "row", "all", "exec"]
 
 
@@ -313,6 +314,7 @@ class PostgresWorld:
         Retries what ``_errors.retry_safe`` allows, then translates the error.
         """
         attempt = 0
+        stale = 0  # pooled connections found closed: discarded, not counted as attempts
         while True:
             sent = False
             try:
@@ -337,6 +339,9 @@ class PostgresWorld:
                                 await conn.invalidate()
                         raise
             except Exception as e:
+                if isinstance(e, _errors.NotSent) and stale < _MAX_STALE:
+                    stale += 1
+                    continue
                 if attempt + 1 < _RETRIES and _errors.retry_safe(
                     e, sent=sent, idempotent=idempotent
                 ):

@@ -4,12 +4,32 @@ namespaces, the application's engine, concurrent migrations, untouched data)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import struct
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime
 
+import asyncpg
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from fxworld import World
+from fxworld import Fence, NewEntry, WakeLease, World, open_world
+from fxworld.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    Conflict,
+    Fenced,
+    InvalidEntry,
+    InvalidSessionId,
+    LeaseLost,
+)
 from fxworld_postgres import PostgresWorld
+from fxworld_postgres._schema import MIGRATIONS
 from tests.guarantees import GuaranteeTests
 from tests.support.postgres_fixtures import fresh_namespace
 from tests.support.postgres_server import PostgresServer
@@ -22,3 +42,527 @@ class TestPostgresWorld(GuaranteeTests):
         await w.setup()
         yield w
         await w.close()
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _url(server: PostgresServer, namespace: str, **params: object) -> str:
+    query = "&".join(f"{k}={v}" for k, v in {"namespace": namespace, **params}.items())
+    return f"{server.url}?{query}"
+
+
+@pytest.fixture
+async def pg(postgres_server: PostgresServer) -> AsyncIterator[PostgresWorld]:
+    w = PostgresWorld(postgres_server.url, namespace=fresh_namespace())
+    await w.setup()
+    yield w
+    await w.close()
+
+
+async def _admin(server: PostgresServer) -> asyncpg.Connection:
+    return await asyncpg.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password or None,
+        database=server.database,
+    )
+
+
+async def _snapshot(server: PostgresServer, namespace: str) -> dict[str, str]:
+    """Every row of every table of ``namespace``, hashed: equal iff nothing changed."""
+    conn = await _admin(server)
+    try:
+        out = {}
+        for table in ("sessions", "entries", "keys", "wakes"):
+            out[table] = await conn.fetchval(
+                f"SELECT coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '') "
+                f'FROM "fxworld_{namespace}".{table} t'
+            )
+        return out
+    finally:
+        await conn.close()
+
+
+class RoundTripCounter:
+    """A TCP proxy in front of the server counting the client's round trips: each
+    simple ``Query`` or extended-protocol ``Sync`` message is one."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self.round_trips = 0
+        self._srv: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    async def __aenter__(self) -> RoundTripCounter:
+        self._srv = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._srv.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._srv is not None
+        self._srv.close()
+        for t in list(self._tasks):
+            t.cancel()
+
+    def url(self, namespace: str) -> str:
+        s = self.server
+        return f"postgresql://{s.user}@127.0.0.1:{self.port}/{s.database}?namespace={namespace}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection(self.server.host, self.server.port)
+        for coro in (self._client_to_server(reader, up_w), self._pipe(up_r, writer)):
+            task = asyncio.create_task(coro)
+            self._tasks.add(task)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def _client_to_server(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        started = False
+        with contextlib.suppress(Exception):
+            while True:
+                if not started:  # SSLRequest / StartupMessage: no type byte
+                    head = await reader.readexactly(8)
+                    (length, code) = struct.unpack("!ii", head)
+                    body = await reader.readexactly(length - 8)
+                    started = code == 196608
+                    writer.write(head + body)
+                else:
+                    kind = await reader.readexactly(1)
+                    (length,) = struct.unpack("!i", await reader.readexactly(4))
+                    body = await reader.readexactly(length - 4)
+                    if kind in (b"Q", b"S"):
+                        self.round_trips += 1
+                    writer.write(kind + struct.pack("!i", length) + body)
+                await writer.drain()
+        writer.close()
+
+
+# -- PostgreSQL specifics --------------------------------------------------------------
+
+
+async def test_hot_path_calls_are_one_round_trip_each(postgres_server: PostgresServer) -> None:
+    ns = fresh_namespace()
+    async with RoundTripCounter(postgres_server) as proxy:
+        w = PostgresWorld.from_url(proxy.url(ns) + "&pool_size=1")
+        await w.setup()
+        try:
+
+            async def once() -> dict[str, int]:
+                counts = {}
+
+                async def count(name: str, call: Awaitable[object]) -> object:
+                    before = proxy.round_trips
+                    result = await call
+                    counts[name] = proxy.round_trips - before
+                    return result
+
+                f = await count("acquire", w.acquire("s"))
+                assert isinstance(f, Fence)
+                await count("append", w.append("s", [NewEntry("a", {"x": 1})] * 3, fence=f))
+                await count(
+                    "append+key+wake",
+                    w.append("s", [NewEntry("p", {})], key=uuid.uuid4().hex, wake=0),
+                )
+                lease = await count("take_wake", w.take_wake(lease=30))
+                assert isinstance(lease, WakeLease)
+                lease = await count("renew_wake", w.renew_wake(lease, lease=30))
+                assert isinstance(lease, WakeLease)
+                await count("finish_wake", w.finish_wake(lease))
+                await count("wake", w.wake("s"))
+                await count("read", w.read("s"))
+                return counts
+
+            await once()  # the first call of each statement also prepares it
+            counts = await once()
+            assert counts == dict.fromkeys(counts, 1), counts
+        finally:
+            await w.close()
+
+
+async def test_concurrent_writers_on_two_engines_keep_the_log_dense_and_monotone(
+    postgres_server: PostgresServer,
+) -> None:
+    ns = fresh_namespace()
+    worlds = [PostgresWorld(postgres_server.url, namespace=ns, pool_size=4) for _ in range(2)]
+    await worlds[0].setup()
+    acked: dict[int, dict[str, object]] = {}  # seq -> data of the last entry of that call
+    reads_ok = True
+
+    async def writer(w: PostgresWorld, name: str) -> None:
+        for i in range(12):
+            if i % 3 == 0:
+                fence = await w.acquire("s")
+            batch = [NewEntry("step", {"w": name, "i": i, "j": j}) for j in range(2)]
+            try:
+                acked[await w.append("s", batch, fence=fence)] = batch[-1].data
+            except Fenced:
+                pass
+            prompt = NewEntry("prompt", {"w": name, "i": i})
+            acked[await w.append("s", [prompt])] = prompt.data
+
+    async def reader(w: PostgresWorld) -> None:
+        nonlocal reads_ok
+        seen = 0
+        for _ in range(40):
+            got = await w.read("s")
+            seqs = [e.seq for e in got]
+            reads_ok &= seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= seen
+            seen = len(seqs)
+            await asyncio.sleep(0.005)
+
+    try:
+        await asyncio.gather(*(writer(worlds[k % 2], f"w{k}") for k in range(8)), reader(worlds[1]))
+        log = await worlds[0].read("s", limit=10_000)
+        assert [e.seq for e in log] == list(range(1, len(log) + 1))
+        epochs = [e.epoch for e in log if e.epoch is not None]
+        assert epochs == sorted(epochs)
+        for seq, data in acked.items():
+            assert log[seq - 1].data == data
+        steps = [e for e in log if e.kind == "step"]
+        for first, second in zip(steps[::2], steps[1::2], strict=True):  # batches atomic
+            assert (first.data["j"], second.data["j"]) == (0, 1)
+            assert first.seq + 1 == second.seq and first.data["w"] == second.data["w"]
+        fences = [e for e in log if e.kind == "fence"]
+        assert [e.data["epoch"] for e in fences] == list(range(1, len(fences) + 1))
+        assert reads_ok, "a reader saw a hole or went backwards"
+    finally:
+        for w in worlds:
+            await w.close()
+
+
+async def _wait_for_lock_waiter(server: PostgresServer) -> int:
+    """The pid of the backend waiting on a row lock (our blocked append)."""
+    conn = await _admin(server)
+    try:
+        end = time.monotonic() + 20.0
+        while time.monotonic() < end:
+            pid = await conn.fetchval(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database() LIMIT 1"
+            )
+            if pid is not None:
+                return int(pid)
+            await asyncio.sleep(0.02)
+        raise AssertionError("the append never blocked on the held row lock")
+    finally:
+        await conn.close()
+
+
+async def _terminate(server: PostgresServer, pid: int) -> None:
+    conn = await _admin(server)
+    try:
+        await conn.execute("SELECT pg_terminate_backend($1, 5000)", pid)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+async def test_a_connection_cut_mid_append(
+    pg: PostgresWorld, postgres_server: PostgresServer, keyed: bool
+) -> None:
+    """Cut while the append waits on the server: an unkeyed append may have landed or
+    not, so the caller gets BackendUnavailable (and here nothing landed); a keyed one
+    is retried inside the world and lands exactly once."""
+    await pg.append("s", [NewEntry("before", {})])
+    blocker = await _admin(postgres_server)
+    tx = blocker.transaction()
+    await tx.start()
+    await blocker.execute(
+        f'SELECT 1 FROM "fxworld_{pg.namespace}".sessions WHERE session_id = $1 FOR UPDATE', "s"
+    )
+    key = "k1" if keyed else None
+    call = asyncio.create_task(pg.append("s", [NewEntry("during", {})], key=key))
+    try:
+        await _terminate(postgres_server, await _wait_for_lock_waiter(postgres_server))
+        if keyed:
+            await _wait_for_lock_waiter(postgres_server)  # the world's retry, blocked again
+            await tx.rollback()
+            assert await asyncio.wait_for(call, 30) == 2
+        else:
+            with pytest.raises(BackendUnavailable):
+                await asyncio.wait_for(call, 30)
+            await tx.rollback()
+    finally:
+        await blocker.close()
+    kinds = [e.kind for e in await pg.read("s")]
+    assert kinds == (["before", "during"] if keyed else ["before"])
+    assert await pg.append("s", [NewEntry("after", {})], key=key) == 2 if keyed else True
+    if not keyed:
+        assert await pg.append("s", [NewEntry("after", {})]) == 2
+
+
+async def test_pooled_connections_cut_while_idle_are_replaced_silently(
+    pg: PostgresWorld, postgres_server: PostgresServer
+) -> None:
+    await asyncio.gather(*(pg.append(f"s{i}", [NewEntry("a", {})]) for i in range(4)))
+    assert await postgres_server.acut_connections() >= 1
+    await asyncio.sleep(0.2)  # let the client see the closed sockets
+    assert await pg.append("s0", [NewEntry("b", {})]) == 2
+    assert [e.kind for e in await pg.read("s0")] == ["a", "b"]
+
+
+async def test_server_down_is_backend_unavailable_then_the_world_recovers(
+    postgres_server: PostgresServer,
+) -> None:
+    ns = fresh_namespace()
+    w = PostgresWorld(postgres_server.url, namespace=ns)
+    await w.setup()
+    try:
+        fence = await w.acquire("s")
+        await w.append("s", [NewEntry("a", {"n": 1})], fence=fence, key="k", wake=0)
+        await postgres_server.akill()
+        try:
+            for call in (
+                w.read("s"),
+                w.append("s", [NewEntry("b", {})], fence=fence),
+                w.acquire("s"),
+                w.take_wake(lease=5),
+            ):
+                with pytest.raises(BackendUnavailable) as info:
+                    await call
+                assert isinstance(info.value, ConnectionError)
+        finally:
+            await postgres_server.astart()
+        # crash-restart survival: everything acknowledged is there, fences still hold
+        assert await w.append("s", [NewEntry("a", {"n": 1})], key="k") == 2
+        assert await w.append("s", [NewEntry("b", {})], fence=fence) == 3
+        lease = await w.take_wake(lease=5)
+        assert lease is not None and lease.session_id == "s"
+        other = PostgresWorld(postgres_server.url, namespace=ns)
+        try:
+            assert [(e.seq, e.kind, e.epoch) for e in await other.read("s")] == [
+                (1, "fence", 1),
+                (2, "a", 1),
+                (3, "b", 1),
+            ]
+        finally:
+            await other.close()
+    finally:
+        await w.close()
+
+
+async def test_restart_survival_with_a_crash(postgres_server: PostgresServer) -> None:
+    ns = fresh_namespace()
+    w = PostgresWorld(postgres_server.url, namespace=ns)
+    await w.setup()
+    try:
+        seqs = [await w.append(f"s{i % 3}", [NewEntry("e", {"i": i})] * 2) for i in range(30)]
+        await w.wake("s1", delay=0)
+        await postgres_server.acrash_restart()
+        for i in range(3):
+            got = await w.read(f"s{i}")
+            assert [e.data["i"] for e in got] == [j for j in range(30) if j % 3 == i for _ in "xx"]
+        assert max(seqs) == 20
+        lease = await w.take_wake(lease=5)
+        assert lease is not None and lease.session_id == "s1"
+    finally:
+        await w.close()
+
+
+async def test_follow_is_pushed_by_notify(postgres_server: PostgresServer) -> None:
+    """With the polling fallback set to a minute, only NOTIFY can deliver in time."""
+    ns = fresh_namespace()
+    follower = PostgresWorld(postgres_server.url, namespace=ns, follow_poll=60.0)
+    writer = PostgresWorld(postgres_server.url, namespace=ns)
+    await writer.setup()
+    stream = follower.follow("s")
+    try:
+        await writer.append("s", [NewEntry("first", {})])
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "first"
+        for i in range(3):
+            await writer.append("s", [NewEntry("next", {"i": i})])
+            entry = await asyncio.wait_for(anext(stream), 20)
+            assert (entry.seq, entry.data) == (i + 2, {"i": i})
+        # the listener's connection is cut: it reconnects and the follower goes on
+        await postgres_server.acut_connections()
+        await writer.append("s", [NewEntry("after-cut", {})])
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "after-cut"
+        await writer.append("s", [NewEntry("pushed-again", {})])
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "pushed-again"
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        await follower.close()
+        await writer.close()
+
+
+async def test_appends_notify_only_sessions_somebody_follows(
+    pg: PostgresWorld, postgres_server: PostgresServer
+) -> None:
+    got: list[str] = []
+    conn = await _admin(postgres_server)
+    await conn.add_listener(f"fxworld_{pg.namespace}", lambda *a: got.append(a[3]))
+    stream = pg.follow("watched")
+    try:
+        await pg.append("watched", [NewEntry("a", {})])
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "a"
+        await pg.append("unwatched", [NewEntry("a", {})])
+        await pg.append("watched", [NewEntry("b", {})])
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "b"
+        await asyncio.sleep(0.2)
+        assert "unwatched" not in got and got.count("watched") >= 1
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        await conn.close()
+
+
+async def test_namespaces_share_nothing(postgres_server: PostgresServer) -> None:
+    a = PostgresWorld(postgres_server.url, namespace="Tenant_" + uuid.uuid4().hex[:8])
+    b = PostgresWorld(postgres_server.url, namespace=a.namespace.lower())
+    await a.setup()
+    await b.setup()
+    try:
+        fence = await a.acquire("s")
+        await a.append("s", [NewEntry("x", {})], fence=fence, key="k", wake=0)
+        assert await b.read("s") == []
+        assert await b.take_wake(lease=5) is None
+        assert await b.list_sessions() == []
+        assert (await b.acquire("s")).epoch == 1
+        assert await b.append("s", [NewEntry("y", {})], key="k") == 2
+        assert [e.kind for e in await a.read("s")] == ["fence", "x"]
+        assert await a.list_sessions() == ["s"]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_the_applications_engine_is_used_and_left_open(
+    postgres_server: PostgresServer,
+) -> None:
+    engine = create_async_engine(
+        postgres_server.url.replace("postgresql://", "postgresql+asyncpg://")
+    )
+    try:
+        w = PostgresWorld(engine, namespace=fresh_namespace())
+        assert w.engine is engine
+        await w.setup()
+        await w.append("s", [NewEntry("a", {})])
+        stream = w.follow("s")
+        assert (await asyncio.wait_for(anext(stream), 20)).kind == "a"
+        await stream.aclose()  # type: ignore[attr-defined]
+        await w.close()
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_migrations_from_several_processes_at_once(postgres_server: PostgresServer) -> None:
+    ns = fresh_namespace()
+    url = _url(postgres_server, ns)
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "fxworld.cli",
+            "setup",
+            "--world",
+            u,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        for u in (url, url, url, _url(postgres_server, ns + "_b"))
+    ]
+    outputs = await asyncio.gather(*(p.communicate() for p in procs))
+    for p, (out, _) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out.decode()
+        assert b"is ready" in out
+    conn = await _admin(postgres_server)
+    try:
+        for name in (ns, ns + "_b"):
+            versions = await conn.fetch(f'SELECT version FROM "fxworld_{name}".migrations')
+            assert sorted(r[0] for r in versions) == [m.version for m in MIGRATIONS]
+    finally:
+        await conn.close()
+    w = PostgresWorld.from_url(url)
+    try:
+        await w.setup()  # again: idempotent
+        assert await w.append("s", [NewEntry("a", {})]) == 1
+    finally:
+        await w.close()
+
+
+async def test_bad_input_and_refusals_leave_stored_data_unchanged(
+    pg: PostgresWorld, postgres_server: PostgresServer
+) -> None:
+    fence = await pg.acquire("s")
+    await pg.append("s", [NewEntry("a", {"v": 1})], fence=fence, key="k", wake=30)
+    await pg.acquire("s")  # `fence` is stale now
+    lease_other = WakeLease("s", "forged", 1, datetime.now(UTC))
+    before = await _snapshot(postgres_server, pg.namespace)
+    big = {"x": "y" * (pg.max_entry_bytes + 1)}
+    attempts: list[tuple[type[Exception], Awaitable[object]]] = [
+        (Fenced, pg.append("s", [NewEntry("b", {})], fence=fence)),
+        (Fenced, pg.append("new", [NewEntry("b", {})], fence=Fence("new", 3, 1))),
+        (Conflict, pg.append("s", [NewEntry("b", {})], expect=1)),
+        (Conflict, pg.append("new", [NewEntry("b", {})], expect=4, wake=0)),
+        (InvalidEntry, pg.append("s", [NewEntry("ok", {}), NewEntry("b", big)])),
+        (InvalidEntry, pg.append("s", [NewEntry("ok", {}), NewEntry("fence", {})])),
+        (InvalidEntry, pg.append("s", [NewEntry("ok", {}), NewEntry("b", {"f": float("nan")})])),
+        (InvalidSessionId, pg.append("s'; DROP TABLE x; --", [NewEntry("b", {})])),
+        (InvalidSessionId, pg.acquire("../s")),
+        (InvalidSessionId, pg.delete("a b")),
+        (LeaseLost, pg.finish_wake(lease_other)),
+        (LeaseLost, pg.renew_wake(lease_other, lease=5)),
+    ]
+    for error, call in attempts:
+        with pytest.raises(error):
+            await call
+    assert await _snapshot(postgres_server, pg.namespace) == before
+
+
+async def test_data_the_server_would_alter_round_trips_exactly(pg: PostgresWorld) -> None:
+    odd = [
+        NewEntry("nul\x00kind\\x", {"s": "a\x00b", "nested": {"n": "\x00"}}),
+        NewEntry("surrogate\ud800", {"f": 1e23, "g": -1.5e300, "h": 1e-7, "i": 10**30}),
+        NewEntry("plain", {"z": 1.0, "a": [1, 2.5, "e+5"], "u": "é☃", "": None, "t": True}),
+    ]
+    await pg.append("s", odd, key="key\x00with nul")
+    got = await pg.read("s")
+    assert [(e.kind, e.data) for e in got] == [(e.kind, e.data) for e in odd]
+    assert [type(e.data["f" if i == 1 else "s"]) for i, e in enumerate(got[:2])] == [str, float]
+    assert isinstance(got[2].data["z"], float)
+    assert await pg.append("s", [NewEntry("again", {})], key="key\x00with nul") == 3
+
+
+async def test_urls_schemes_and_masking(postgres_server: PostgresServer) -> None:
+    base = postgres_server.url.split("://", 1)[1]
+    for scheme in ("postgresql", "postgres", "postgresql+asyncpg"):
+        w = open_world(f"{scheme}://{base}?namespace=n1&max_entry_bytes=100")
+        assert isinstance(w, PostgresWorld)
+        assert (w.namespace, w.max_entry_bytes) == ("n1", 100)
+        await w.close()
+    secret = PostgresWorld("postgresql://user:s3cr3t@127.0.0.1:1/db", namespace="x")
+    assert "s3cr3t" not in repr(secret)
+    with pytest.raises(BackendUnavailable) as info:
+        await secret.read("s")
+    assert "s3cr3t" not in str(info.value)
+    await secret.close()
+    with pytest.raises(ConfigurationError):
+        PostgresWorld("mysql://u@h/db")
+    with pytest.raises(ConfigurationError):
+        PostgresWorld.from_url(f"postgresql://{base}?pool_size=lots")
+    unset = PostgresWorld(postgres_server.url, namespace=fresh_namespace("unset"))
+    with pytest.raises(ConfigurationError, match="setup"):
+        await unset.append("s", [NewEntry("a", {})])
+    await unset.close()
+    assert PostgresWorld.capabilities == {"durable", "shared", "push_follow"}
+
+
+async def test_take_wakes_in_a_batch_skips_held_rows(pg: PostgresWorld) -> None:
+    for i in range(5):
+        await pg.wake(f"s{i}")
+    first = await pg.take_wakes(lease=30, limit=3)
+    rest = await pg.take_wakes(lease=30, limit=10)
+    assert len(first) == 3 and len(rest) == 2
+    assert sorted(w.session_id for w in first + rest) == [f"s{i}" for i in range(5)]
+    assert await pg.take_wake(lease=30) is None

@@ -100,6 +100,15 @@ class PostgresServer:
 
     def crash_restart(self) -> None:
         """Kill the server without a clean shutdown and start it again (crash recovery)."""
+        self.kill()
+        self.start()
+
+    def kill(self) -> None:
+        """Stop the server at once, with no clean shutdown (``pg_ctl stop -m immediate``)."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Start the server again after :meth:`kill`; returns once it accepts queries."""
         raise NotImplementedError
 
     def stop(self) -> None:
@@ -121,7 +130,7 @@ class PostgresServer:
             )
             try:
                 value = await conn.fetchval(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
                     "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
                 )
                 return int(value)
@@ -135,6 +144,18 @@ class PostgresServer:
         import asyncio
 
         return await asyncio.to_thread(self.cut_connections)
+
+    async def akill(self) -> None:
+        """:meth:`kill` from async code."""
+        import asyncio
+
+        await asyncio.to_thread(self.kill)
+
+    async def astart(self) -> None:
+        """:meth:`start` from async code."""
+        import asyncio
+
+        await asyncio.to_thread(self.start)
 
     async def acrash_restart(self) -> None:
         """:meth:`crash_restart` from async code."""
@@ -300,9 +321,8 @@ class LocalPostgres(PostgresServer):
         else:
             asyncio.run(create())
 
-    def crash_restart(self) -> None:
+    def kill(self) -> None:
         self._cmd(str(self.bin / "pg_ctl"), "stop", "-D", str(self.data), "-m", "immediate")
-        self.start()
 
     def stop(self) -> None:
         if not self.data.exists():
@@ -337,10 +357,11 @@ class ContainerPostgres(PostgresServer):
         super().__init__("127.0.0.1", port, USER, "fxworld", DATABASE)
         self.wait_ready()
 
-    def crash_restart(self) -> None:
-        wrapped = self._container.get_wrapped_container()
-        wrapped.kill(signal="SIGKILL")
-        wrapped.start()
+    def kill(self) -> None:
+        self._container.get_wrapped_container().kill(signal="SIGKILL")
+
+    def start(self) -> None:
+        self._container.get_wrapped_container().start()
         self.wait_ready()
 
     def stop(self) -> None:
