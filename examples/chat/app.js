@@ -88,7 +88,7 @@ function render(ev) {
     case "text.discarded":
       bubbleFor(d.call).classList.add("discarded");
       bubbles.delete(d.call);
-      meta(ev, "a reply was cut off (" + (d.reason || "interrupted") + ")");
+      meta(ev, "the cut-off reply above is discarded; the model is asked again");
       break;
     case "message": {
       const calls = d.tool_calls || [];
@@ -100,7 +100,7 @@ function render(ev) {
     case "tool.started": {
       const li = item(ev, "tool");
       const code = document.createElement("code");
-      code.textContent = "🔧 " + d.name + "(" + JSON.stringify(d.input) + ")";
+      code.textContent = "tool: " + d.name + "(" + JSON.stringify(d.input) + ")";
       li.appendChild(code);
       if (d.attempt > 1) li.appendChild(document.createTextNode("  attempt " + d.attempt));
       tools.set(d.execution_id, li);
@@ -114,7 +114,7 @@ function render(ev) {
     }
     case "tool.interrupted": {
       const card = tools.get(d.execution_id) || item(ev, "tool");
-      part(card, ev, "span", "result error", "⚠ " + d.message);
+      part(card, ev, "span", "result error", "interrupted: " + d.message);
       break;
     }
     case "turn.started": meta(ev, "turn started"); break;
@@ -162,9 +162,9 @@ async function post(path, body) {
         headers: { "Content-Type": "application/json", "Idempotency-Key": key },
         body: JSON.stringify(body),
       });
-      const body = await r.json();
-      if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { final: r.status < 500 });
-      return body;
+      const reply = await r.json();
+      if (!r.ok) throw Object.assign(new Error(reply.message || r.statusText), { final: r.status < 500 });
+      return reply;
     } catch (e) {
       if (e.final || attempt >= 5) throw e;
       await new Promise((ok) => setTimeout(ok, 1000 * attempt));
