@@ -171,14 +171,18 @@ async def stream_with_retries(
                 ) from None
             if tries >= policy.max_attempts:
                 raise RetryableModelError(
-                    f"{e} (gave up after {tries} attempts)", status=e.status
+                    f"{e} (gave up after {_attempts(tries)})", status=e.status
                 ) from None
             delay = e.retry_after if e.retry_after is not None else policy.backoff(tries - 1)
             elapsed = time.monotonic() - started
             if elapsed + delay > policy.max_elapsed:
                 raise RetryableModelError(
-                    f"{e} (gave up after {tries} attempts in {elapsed:.1f} s: the next wait of "
+                    f"{e} (gave up after {_attempts(tries)} in {elapsed:.1f} s: the next wait of "
                     f"{delay:.1f} s would pass the retry budget of {policy.max_elapsed:.0f} s)",
                     status=e.status,
                 ) from None
             await sleep(delay)
+
+
+def _attempts(n: int) -> str:
+    return f"{n} attempt" if n == 1 else f"{n} attempts"

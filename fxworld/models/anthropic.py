@@ -22,13 +22,13 @@ when a model is built, never when fxworld is imported.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
+from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
@@ -117,7 +117,7 @@ class AnthropicModel:
         self._retry = retry or RetryPolicy()
         self._headers = dict(default_headers or {})
         self._extra_body = dict(extra_body or {})
-        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncAnthropic]] = {}
+        self._clients: PerLoop[AsyncAnthropic] = PerLoop(self._new_client, _close)
         probe = self._new_client()  # reads the environment now, not mid-turn
         if probe.api_key is None and probe.auth_token is None and probe.credentials is None:
             raise ConfigurationError(
@@ -142,29 +142,15 @@ class AnthropicModel:
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._timeout,
-            max_retries=0,
+            max_retries=0,  # ours run instead (fxworld.models._retry)
             default_headers=self._headers or None,
         )
         return client
 
-    def _client(self) -> AsyncAnthropic:
-        # An httpx client belongs to one event loop: keep one client per loop.
-        loop = asyncio.get_running_loop()
-        held = self._clients.get(id(loop))
-        if held is not None and held[0] is loop:
-            return held[1]
-        for key, (old_loop, _) in list(self._clients.items()):
-            if old_loop.is_closed():
-                del self._clients[key]
-        client = self._new_client()
-        self._clients[id(loop)] = (loop, client)
-        return client
-
     async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop, if any."""
-        held = self._clients.pop(id(asyncio.get_running_loop()), None)
-        if held is not None:
-            await held[1].close()
+        """Close the HTTP client of the running event loop, if any (clients are
+        also closed when their loop shuts down)."""
+        await self._clients.aclose()
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The request body this model sends for ``request``."""
@@ -189,12 +175,17 @@ class AnthropicModel:
         return stream_with_retries(lambda: self._attempt(request), self._retry)
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        client = self._client()
+        client = await self._clients.get()
         create: Any = client.messages.create
+        # Errors are raised outside the `except` blocks, so that the SDK's exception
+        # (whose message may quote the key) is not even kept as __context__.
+        failure: ModelError | None = None
         try:
             stream = await create(**self.params(request), extra_body=self._extra_body or None)
         except Exception as e:
-            raise self._translate(e) from None
+            failure = self._translate(e)
+        if failure is not None:
+            raise failure
         text: list[str] = []
         blocks: dict[int, _Block] = {}
         input_tokens = 0
@@ -238,10 +229,10 @@ class AnthropicModel:
                         input_tokens = max(input_tokens, _input_tokens(usage))
                     elif kind == "message_stop":
                         stopped = True
-        except ModelError:
-            raise
         except Exception as e:
-            raise self._translate(e) from None
+            failure = self._translate(e, streaming=True)
+        if failure is not None:
+            raise failure
         if not stopped:
             raise RetryableModelError(
                 f"{self.name}: the stream ended before the reply was complete"
@@ -257,7 +248,7 @@ class AnthropicModel:
             extra=extra,
         )
 
-    def _translate(self, e: BaseException) -> ModelError:
+    def _translate(self, e: BaseException, *, streaming: bool = False) -> ModelError:
         """The one boundary where anthropic SDK and transport errors become ModelError."""
         sdk = self._sdk
         if isinstance(e, ModelError):
@@ -279,12 +270,13 @@ class AnthropicModel:
                 )
             return ModelError(message, retryable=False, status=status)
         if isinstance(e, sdk.APIConnectionError):
-            return RetryableModelError(
-                scrub(
-                    f"{self.name}: could not reach {mask(self._endpoint)}: {e.message}",
-                    self._secrets,
-                )
+            where = mask(self._endpoint)
+            text = (
+                f"{self.name}: the stream from {where} broke: {e.message}"
+                if streaming
+                else f"{self.name}: could not reach {where}: {e.message}"
             )
+            return RetryableModelError(scrub(text, self._secrets))
         if isinstance(e, sdk.APIError):
             kind, detail = provider_message(e.body, e.message)
             return RetryableModelError(
@@ -311,6 +303,10 @@ def _input_tokens(usage: Any) -> int:
         if isinstance(value, int):
             total += value
     return total
+
+
+async def _close(client: AsyncAnthropic) -> None:
+    await client.close()
 
 
 def _is_transport_error(e: BaseException) -> bool:

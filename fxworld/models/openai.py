@@ -18,7 +18,6 @@ when fxworld is imported.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
+from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
@@ -122,7 +122,7 @@ class OpenAIModel:
         self._headers = dict(default_headers or {})
         self._stream_usage = stream_usage
         self._extra_body = dict(extra_body or {})
-        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
+        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, _close)
 
     def __repr__(self) -> str:
         where = mask(self._base_url) if self._base_url else "default endpoint"
@@ -133,30 +133,20 @@ class OpenAIModel:
         """The endpoint, credentials masked; ``None`` for the SDK's default."""
         return mask(self._base_url) if self._base_url else None
 
-    def _client(self) -> AsyncOpenAI:
-        # An httpx client belongs to one event loop: keep one client per loop.
-        loop = asyncio.get_running_loop()
-        held = self._clients.get(id(loop))
-        if held is not None and held[0] is loop:
-            return held[1]
-        for key, (old_loop, _) in list(self._clients.items()):
-            if old_loop.is_closed():
-                del self._clients[key]
+    def _new_client(self) -> AsyncOpenAI:
         client: AsyncOpenAI = self._sdk.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._timeout,
-            max_retries=0,
+            max_retries=0,  # ours run instead (fxworld.models._retry)
             default_headers=self._headers or None,
         )
-        self._clients[id(loop)] = (loop, client)
         return client
 
     async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop, if any."""
-        held = self._clients.pop(id(asyncio.get_running_loop()), None)
-        if held is not None:
-            await held[1].close()
+        """Close the HTTP client of the running event loop, if any (clients are
+        also closed when their loop shuts down)."""
+        await self._clients.aclose()
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The request body this model sends for ``request``."""
@@ -189,17 +179,22 @@ class OpenAIModel:
         return stream_with_retries(lambda: self._attempt(request), self._retry)
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        client = self._client()
+        client = await self._clients.get()
         body = self.params(request)
         model = body.pop("model")
         messages = body.pop("messages")
         create: Any = client.chat.completions.create
+        # Errors are raised outside the `except` blocks, so that the SDK's exception
+        # (whose message may quote the key) is not even kept as __context__.
+        failure: ModelError | None = None
         try:
             stream = await create(
                 model=model, messages=messages, extra_body=self._extra_body or None, **body
             )
         except Exception as e:
-            raise self._translate(e) from None
+            failure = self._translate(e)
+        if failure is not None:
+            raise failure
         text: list[str] = []
         calls: dict[int, _PartialCall] = {}
         usage: Usage | None = None
@@ -229,10 +224,10 @@ class OpenAIModel:
                             call.add(tc.id, tc.function)
                         if choice.finish_reason:
                             finish = choice.finish_reason
-        except ModelError:
-            raise
         except Exception as e:
-            raise self._translate(e) from None
+            failure = self._translate(e, streaming=True)
+        if failure is not None:
+            raise failure
         if finish is None:
             raise RetryableModelError(
                 f"{self.name}: the stream ended before the reply was complete"
@@ -247,7 +242,7 @@ class OpenAIModel:
             extra=extra,
         )
 
-    def _translate(self, e: BaseException) -> ModelError:
+    def _translate(self, e: BaseException, *, streaming: bool = False) -> ModelError:
         """The one boundary where openai SDK and transport errors become ModelError."""
         sdk = self._sdk
         secrets = (self._api_key,)
@@ -265,9 +260,12 @@ class OpenAIModel:
             return ModelError(message, retryable=False, status=e.status_code)
         if isinstance(e, sdk.APIConnectionError):
             where = mask(self._base_url) if self._base_url else "the OpenAI API"
-            return RetryableModelError(
-                scrub(f"{self.name}: could not reach {where}: {e.message}", secrets)
+            text = (
+                f"{self.name}: the stream from {where} broke: {e.message}"
+                if streaming
+                else f"{self.name}: could not reach {where}: {e.message}"
             )
+            return RetryableModelError(scrub(text, secrets))
         if isinstance(e, sdk.APIError):
             # An error object inside a 200 stream.
             kind, detail = provider_message(e.body, e.message)
@@ -292,6 +290,10 @@ class OpenAIModel:
         return ModelError(
             scrub(f"{self.name}: unexpected {type(e).__name__}: {e}", secrets), retryable=False
         )
+
+
+async def _close(client: AsyncOpenAI) -> None:
+    await client.close()
 
 
 def _is_transport_error(e: BaseException) -> bool:

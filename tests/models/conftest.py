@@ -1,0 +1,48 @@
+"""Fixtures for the model adapter tests: a local provider server, a clean environment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fxworld.models import RetryPolicy
+from tests.models.provider_server import ProviderServer
+
+KEY = "sk-test-0123456789abcdefSECRET"
+
+_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ADMIN_KEY",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "FXWORLD_GATEWAY_URL",
+    "FXWORLD_GATEWAY_KEY",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No provider variable from the machine leaks into a test, nor a profile on disk."""
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer(api_key=KEY) as s:
+        yield s
+
+
+@pytest.fixture
+def fast_retry() -> RetryPolicy:
+    """Short waits so retry tests stay quick; Retry-After still wins."""
+    return RetryPolicy(max_attempts=4, max_elapsed=20.0, base_delay=0.05, max_delay=0.2)
