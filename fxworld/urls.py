@@ -6,6 +6,7 @@ never shows a password.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["mask", "split_query"]
@@ -26,7 +27,10 @@ def mask(url: str) -> str:
     query = [
         (k, "***" if _secret(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
     ]
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*/:"), ""))
+    masked = urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*/:"), ""))
+    # A "user:password@" that urllib did not parse as an authority (no scheme, a
+    # missing slash: "postgresql:/u:pw@host") is still hidden.
+    return _USERINFO.sub("***", masked)
 
 
 def split_query(url: str) -> tuple[str, dict[str, str]]:
@@ -40,6 +44,9 @@ def split_query(url: str) -> tuple[str, dict[str, str]]:
     # urlunsplit drops the empty authority, so sqlite:////abs/path came back as
     # sqlite://abs/path (a host named "abs").
     return url.split("#", 1)[0].split("?", 1)[0], params
+
+
+_USERINFO = re.compile(r"(?<=:)[^:@/?#\s]+(?=@)")
 
 
 def _secret(name: str) -> bool:
