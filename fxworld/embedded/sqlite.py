@@ -59,7 +59,7 @@ from fxworld import validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
 from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import split_query
+from fxworld.urls import mask, split_query
 
 __all__ = ["SqliteWorld"]
 
@@ -205,7 +205,7 @@ class SqliteWorld:
             raise ConfigurationError(f"not a sqlite:// URL: {parts.scheme}://...")
         if parts.netloc:
             raise ConfigurationError(
-                f"sqlite URL has a host part {parts.netloc!r}; use sqlite:///relative/path "
+                f"sqlite URL {mask(url)} has a host part; use sqlite:///relative/path "
                 "or sqlite:////absolute/path"
             )
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
