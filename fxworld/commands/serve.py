@@ -145,7 +145,7 @@ def _server_class() -> Any:
 
 def build_app(args: argparse.Namespace, agent: Any) -> Any:
     """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
-    from starlette.routing import BaseRoute, Mount
+    from starlette.routing import BaseRoute, Mount, Route
     from starlette.staticfiles import StaticFiles
 
     from fxworld.web import create_app
@@ -159,7 +159,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     extra: list[BaseRoute] = []
     if args.wake_path:
         path = "/" + args.wake_path.strip("/")
-        extra.append(Mount(path, app=agent.wake_handler()))
+        extra.append(Route(path, endpoint=agent.wake_handler()))
     if args.static:
         directory = Path(args.static)
         if not directory.is_dir():

@@ -1,0 +1,144 @@
+"""The signed wake handler: refuses what is not signed, fresh and intact; runs due
+turns for what is, stopping before the invocation's deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from fxworld import Agent, MemoryWorld, tool
+from fxworld.errors import ConfigurationError
+from fxworld.testing import ScriptedModel
+from fxworld.web import SIGNATURE_HEADER, TIMESTAMP_HEADER, WakeHandler, signed_headers, verify
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "test-secret-0123456789abcdef"
+
+
+@tool(idempotent=True)
+async def slow_lookup(id: str) -> str:
+    """Takes a while."""
+    await asyncio.sleep(0.4)
+    return f"order {id}: shipped"
+
+
+def make_agent(**model_args: float) -> Agent:
+    script = [{"tool": "slow_lookup", "input": {"id": "A-1"}}, "It shipped."]
+    return Agent(ScriptedModel(script, **model_args), tools=[slow_lookup], world=MemoryWorld())
+
+
+async def kinds(agent: Agent, sid: str) -> list[str]:
+    return [e.kind for e in await agent.session(sid).read(None)]
+
+
+@pytest.fixture
+async def agent() -> Agent:
+    return make_agent()
+
+
+@pytest.fixture
+async def client(agent: Agent) -> AsyncIterator[httpx.AsyncClient]:
+    handler = agent.wake_handler(secret=SECRET)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as c:
+        yield c
+
+
+def test_signatures_round_trip_and_reject_changes() -> None:
+    body = b'{"session_id": "s-1"}'
+    headers = signed_headers(SECRET, body)
+    assert verify(SECRET, body, headers)
+    assert not verify(SECRET, body + b" ", headers)
+    assert not verify("another-secret-0123456789", body, headers)
+    assert not verify(SECRET, body, {**headers, TIMESTAMP_HEADER: str(int(time.time()) - 1)})
+    assert not verify(SECRET, body, {TIMESTAMP_HEADER: headers[TIMESTAMP_HEADER]})
+    assert not verify(
+        SECRET, body, {**headers, TIMESTAMP_HEADER: "\uff11\uff12\uff13"}
+    )  # not ASCII
+    old = signed_headers(SECRET, body, timestamp=int(time.time()) - 301)
+    assert not verify(SECRET, body, old)
+    assert verify(SECRET, body, signed_headers(SECRET, body, timestamp=int(time.time()) - 290))
+
+
+async def test_unsigned_or_stale_requests_are_401_and_run_nothing(
+    agent: Agent, client: httpx.AsyncClient
+) -> None:
+    sid = (await agent.session().prompt("where is A-1?").accepted).session_id
+    body = json.dumps({"session_id": sid}).encode()
+    now = int(time.time())
+    refused = [
+        {},  # unsigned
+        signed_headers("wrong-secret-0123456789abcdef", body),
+        signed_headers(SECRET, body, timestamp=now - 6 * 60),  # replayed later
+        signed_headers(SECRET, body, timestamp=now + 6 * 60),
+        {**signed_headers(SECRET, body), SIGNATURE_HEADER: "sha256=" + "0" * 64},
+        {TIMESTAMP_HEADER: str(now), SIGNATURE_HEADER: "garbage"},
+    ]
+    for headers in refused:
+        r = await client.post("/", content=body, headers=headers)
+        assert r.status_code == 401, headers
+        assert r.json()["error"] == "unauthorized"
+    # A valid signature over a different body does not sign this one.
+    r = await client.post("/", content=body + b" ", headers=signed_headers(SECRET, body))
+    assert r.status_code == 401
+    await asyncio.sleep(0.2)
+    assert await kinds(agent, sid) == ["prompt"]  # nothing ran
+
+    r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+    assert r.status_code == 200
+    assert r.json()["status"] == "idle"
+    assert (await kinds(agent, sid))[-1] == "turn.finished"
+
+
+async def test_other_methods_and_big_bodies_are_refused(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/")).status_code == 405
+    big = b"x" * (65 * 1024)
+    r = await client.post("/", content=big, headers=signed_headers(SECRET, big))
+    assert r.status_code == 413
+
+
+async def test_a_long_turn_yields_before_the_deadline_and_continues_next_time() -> None:
+    agent = make_agent(delay=0.2)
+    # Each invocation may run 1.2 s: less than the whole turn (model 0.2 s, tool
+    # 0.4 s, text 4 x 0.2 s), so the first one must stop at a step boundary.
+    handler = agent.wake_handler(secret=SECRET, time_limit=1.6, margin=0.4)
+    sid = (await agent.session().prompt("where is A-1?").accepted).session_id
+    body = json.dumps({"session_id": sid}).encode()
+    statuses = []
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        for _ in range(10):
+            started = time.monotonic()
+            r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+            assert r.status_code == 200
+            assert time.monotonic() - started < 1.6 + 1.0  # answered within its time limit
+            statuses.append(r.json()["status"])
+            if (await kinds(agent, sid))[-1] == "turn.finished":
+                break
+    log = await kinds(agent, sid)
+    assert statuses[0] == "deadline"
+    assert "turn.yielded" in log
+    assert log[-1] == "turn.finished"
+    assert log.count("turn.started") == 1  # one turn, carried over invocations
+    assert log.count("fence") >= 2
+
+
+def test_a_secret_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = make_agent()
+    monkeypatch.delenv("FXWORLD_WAKE_SECRET", raising=False)
+    with pytest.raises(ConfigurationError, match="FXWORLD_WAKE_SECRET"):
+        agent.wake_handler()
+    with pytest.raises(ConfigurationError, match="at least 16"):
+        agent.wake_handler(secret="short")
+    monkeypatch.setenv("FXWORLD_WAKE_SECRET", SECRET)
+    handler = agent.wake_handler()
+    assert isinstance(handler, WakeHandler)
+    assert SECRET not in repr(handler)
