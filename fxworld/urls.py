@@ -27,7 +27,13 @@ def mask(url: str) -> str:
     query = [
         (k, "***" if _secret(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
     ]
-    masked = urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*/:"), ""))
+    if netloc == parts.netloc:
+        # Nothing to hide before the query: keep the text as written (urlunsplit
+        # would turn sqlite:////abs/path into sqlite://abs/path).
+        head = url.split("#", 1)[0].split("?", 1)[0]
+        masked = f"{head}?{urlencode(query, safe='*/:')}" if query else head
+    else:
+        masked = urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*/:"), ""))
     # A "user:password@" that urllib did not parse as an authority (no scheme, a
     # missing slash: "postgresql:/u:pw@host") is still hidden.
     return _USERINFO.sub("***", masked)

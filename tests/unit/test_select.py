@@ -261,3 +261,10 @@ def test_the_public_surface() -> None:
     assert fxworld.SqliteWorld is SqliteWorld and fxworld.MemoryWorld is MemoryWorld
     with pytest.raises(AttributeError):
         _ = fxworld.NoSuchWorld  # type: ignore[attr-defined]
+
+
+def test_mask_keeps_a_path_url_as_written() -> None:
+    assert mask("sqlite:////abs/world.db") == "sqlite:////abs/world.db"
+    assert (
+        mask("sqlite:///.fxworld/world.db?namespace=n") == "sqlite:///.fxworld/world.db?namespace=n"
+    )
