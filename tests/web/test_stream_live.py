@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -140,7 +140,7 @@ async def test_slow_client_does_not_make_the_server_buffer() -> None:
         await asyncio.Event().wait()  # never disconnects, never sends anything
         raise AssertionError("unreachable")
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal sent_bodies
         if message["type"] == "http.response.body" and message.get("body"):
             sent_bodies += 1

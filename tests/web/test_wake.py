@@ -13,7 +13,7 @@ import pytest
 
 from fxworld import Agent, MemoryWorld, tool
 from fxworld.errors import ConfigurationError
-from fxworld.testing import ScriptedModel
+from fxworld.testing import Reply, ScriptedModel
 from fxworld.web import SIGNATURE_HEADER, TIMESTAMP_HEADER, WakeHandler, signed_headers, verify
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,9 +28,9 @@ async def slow_lookup(id: str) -> str:
     return f"order {id}: shipped"
 
 
-def make_agent(**model_args: float) -> Agent:
-    script = [{"tool": "slow_lookup", "input": {"id": "A-1"}}, "It shipped."]
-    return Agent(ScriptedModel(script, **model_args), tools=[slow_lookup], world=MemoryWorld())
+def make_agent(delay: float = 0.0) -> Agent:
+    script: list[Reply] = [{"tool": "slow_lookup", "input": {"id": "A-1"}}, "It shipped."]
+    return Agent(ScriptedModel(script, delay=delay), tools=[slow_lookup], world=MemoryWorld())
 
 
 async def kinds(agent: Agent, sid: str) -> list[str]:
