@@ -1,16 +1,132 @@
-"""`fxworld sessions`: not built yet."""
+"""`fxworld sessions list | show ID`: look into a world.
+
+``fxworld sessions list`` prints the ids of the sessions with a non-empty log,
+one a line (for worlds that can list sessions). ``fxworld sessions show ID``
+prints a session's log, one entry a line: seq, commit time (UTC), kind, epoch
+(``-`` for an unfenced entry) and its data as compact JSON. ``--after N``
+starts after seq N; ``--follow`` keeps printing new entries as they land, until
+Ctrl-C. Both take ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
+SQLite world in ``./.fxworld/world.db``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from typing import Any
+
+from fxworld.cli import add_world_option
+
+__all__ = ["register", "format_entry", "HEADER"]
+
+HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
 
 
 def register(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("sessions", help="(not built yet)")
-    parser.set_defaults(func=_run)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "sessions",
+        help="list sessions or show a session's log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", help="ids of the sessions with a non-empty log")
+    add_world_option(listing)
+    listing.add_argument("--limit", type=int, default=None, help="print at most N ids")
+    listing.set_defaults(func=_list)
+
+    show = actions.add_parser("show", help="print a session's log")
+    show.add_argument("session_id", metavar="ID", help="the session id")
+    add_world_option(show)
+    show.add_argument("--after", type=int, default=0, metavar="N", help="start after seq N")
+    show.add_argument(
+        "--follow", action="store_true", help="keep printing new entries as they land (Ctrl-C)"
+    )
+    show.add_argument(
+        "--full", action="store_true", help="print each entry's data in full (no truncation)"
+    )
+    show.set_defaults(func=_show)
 
 
-def _run(args: argparse.Namespace) -> int:
-    print("fxworld sessions: not built yet")
-    return 1
+def format_entry(entry: Any, *, width: int | None = 120) -> str:
+    """One log line: seq, time, kind, epoch, compact data (cut at ``width`` chars)."""
+    data = json.dumps(entry.data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    if width is not None and len(data) > width:
+        data = data[: width - 1] + "…"
+    at = entry.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    epoch = "-" if entry.epoch is None else str(entry.epoch)
+    return f"{entry.seq:>6}  {at:<23}  {entry.kind:<20}  {epoch:>5}  {data}"
+
+
+def _url(args: argparse.Namespace) -> str:
+    from fxworld._select import DEFAULT_URL, ENV_VAR
+
+    return str(args.world or os.environ.get(ENV_VAR) or DEFAULT_URL)
+
+
+async def _list(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld.errors import InvalidArgument
+    from fxworld.protocol import SessionLister
+    from fxworld.urls import mask
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidArgument("--limit must be at least 1")
+    url = _url(args)
+    world = open_world(url)
+    try:
+        if not isinstance(world, SessionLister):
+            print(
+                f"fxworld sessions list: the world at {mask(url)} cannot list its sessions",
+                file=sys.stderr,
+            )
+            return 2
+        count, after = 0, ""
+        while args.limit is None or count < args.limit:
+            page = 500 if args.limit is None else min(500, args.limit - count)
+            ids = await world.list_sessions(after=after, limit=page)
+            for sid in ids:
+                print(sid)
+            count += len(ids)
+            if len(ids) < page:
+                break
+            after = ids[-1]
+        print(f"{count} session{'s' if count != 1 else ''} in {mask(url)}", file=sys.stderr)
+        return 0
+    finally:
+        await world.close()
+
+
+async def _show(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld import validate as check
+    from fxworld.urls import mask
+
+    sid = check.session_id(args.session_id)
+    check.read_args(args.after, 1)
+    width = None if args.full else 120
+    url = _url(args)
+    world = open_world(url)
+    try:
+        print(HEADER, flush=True)
+        shown = 0
+        if args.follow:
+            async for entry in world.follow(sid, args.after):
+                print(format_entry(entry, width=width), flush=True)
+            return 0  # pragma: no cover - follow ends only when interrupted
+        cursor = args.after
+        while batch := await world.read(sid, cursor, limit=1000):
+            for entry in batch:
+                print(format_entry(entry, width=width))
+            cursor = batch[-1].seq
+            shown += len(batch)
+        if shown == 0:
+            where = f" after seq {args.after}" if args.after else ""
+            print(f"session {sid!r} has no entries{where} in {mask(url)}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        await world.close()
