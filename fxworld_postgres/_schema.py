@@ -136,18 +136,28 @@ _V1_FUNCTIONS = (
         END IF;
     END
     $fx$""",
-    # -- append (W2-W7): key first, then fence, then expect; returns the last seq
+    # -- append (W2-W7): key first, then fence, then expect; returns the last seq.
+    # The first statement locks the session row and reserves the positions at once;
+    # a refusal raises, which rolls the reservation back with everything else.
     """CREATE OR REPLACE FUNCTION {s}.fx_append(
         p_sid text, p_kinds text[], p_datas text[], p_raws text[],
         p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision)
     RETURNS bigint LANGUAGE plpgsql AS $fx$
     DECLARE
-        v_epoch bigint; v_last bigint; v_seq bigint; v_n integer;
+        v_n integer := cardinality(p_kinds);
+        v_epoch bigint; v_last bigint; v_seq bigint;
     BEGIN
-        SELECT l_epoch, l_last INTO v_epoch, v_last FROM {s}.fx_lock(p_sid);
+        UPDATE {s}.sessions SET last_seq = last_seq + v_n WHERE session_id = p_sid
+            RETURNING epoch, last_seq - v_n INTO v_epoch, v_last;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.sessions AS t (session_id, last_seq) VALUES (p_sid, v_n)
+                ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq + v_n
+                RETURNING t.epoch, t.last_seq - v_n INTO v_epoch, v_last;
+        END IF;
         IF p_key IS NOT NULL THEN
             SELECT seq INTO v_seq FROM {s}.keys WHERE session_id = p_sid AND key = p_key;
             IF FOUND THEN
+                UPDATE {s}.sessions SET last_seq = v_last WHERE session_id = p_sid;
                 RETURN v_seq;
             END IF;
         END IF;
@@ -157,19 +167,24 @@ _V1_FUNCTIONS = (
         IF p_expect IS NOT NULL AND p_expect <> v_last THEN
             RAISE EXCEPTION USING ERRCODE = 'FX002', MESSAGE = 'conflict', DETAIL = v_last::text;
         END IF;
-        v_n := cardinality(p_kinds);
-        INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
-            SELECT p_sid, v_last + i, p_kinds[i], p_datas[i]::jsonb, p_raws[i], p_epoch
-            FROM generate_series(1, v_n) AS i;
         v_seq := v_last + v_n;
-        UPDATE {s}.sessions SET last_seq = v_seq WHERE session_id = p_sid;
+        IF v_n = 1 THEN
+            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
+                VALUES (p_sid, v_seq, p_kinds[1], p_datas[1]::jsonb, p_raws[1], p_epoch);
+        ELSE
+            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
+                SELECT p_sid, v_last + i, p_kinds[i], p_datas[i]::jsonb, p_raws[i], p_epoch
+                FROM generate_series(1, v_n) AS i;
+        END IF;
         IF p_key IS NOT NULL THEN
             INSERT INTO {s}.keys (session_id, key, seq) VALUES (p_sid, p_key, v_seq);
         END IF;
         IF p_wake IS NOT NULL THEN
             PERFORM {s}.fx_wake(p_sid, p_wake);
         END IF;
-        PERFORM {s}.fx_changed(p_sid);
+        IF EXISTS (SELECT 1 FROM {s}.follows WHERE session_id = p_sid) THEN
+            PERFORM pg_notify('{channel}', p_sid);
+        END IF;
         RETURN v_seq;
     END
     $fx$""",

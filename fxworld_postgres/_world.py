@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
@@ -14,6 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.util import greenlet_spawn
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidArgument
@@ -82,6 +85,7 @@ class PostgresWorld:
         self._url = mask(self._engine.url.render_as_string(hide_password=False))
         self._sql = _Statements(_schema.qualified(self.namespace))
         self._listener: _Listener | None = None
+        self._hot = _HotConnections(self._engine)
         self._closed = False
 
     @classmethod
@@ -134,6 +138,7 @@ class PostgresWorld:
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
+        await self._hot.close()
         if self._owns_engine:
             await self._engine.dispose()
 
@@ -318,26 +323,29 @@ class PostgresWorld:
         while True:
             sent = False
             try:
-                async with self._engine.connect() as conn:
-                    driver = (await conn.get_raw_connection()).driver_connection
-                    assert driver is not None
-                    if driver.is_closed():
-                        await conn.invalidate()
-                        raise _errors.NotSent()
-                    sent = True
-                    try:
-                        if fetch == "val":
-                            return await driver.fetchval(sql, *args)
-                        if fetch == "row":
-                            return await driver.fetchrow(sql, *args)
-                        if fetch == "all":
-                            return await driver.fetch(sql, *args)
-                        return await driver.execute(sql, *args)
-                    except BaseException as e:
-                        if _errors.connection_broken(e):
-                            with contextlib.suppress(Exception):
-                                await conn.invalidate()
-                        raise
+                fairy = await self._hot.get()
+                driver = fairy.driver_connection
+                if driver is None or driver.is_closed():
+                    await self._hot.drop(fairy)
+                    raise _errors.NotSent()
+                sent = True
+                try:
+                    if fetch == "val":
+                        result = await driver.fetchval(sql, *args)
+                    elif fetch == "row":
+                        result = await driver.fetchrow(sql, *args)
+                    elif fetch == "all":
+                        result = await driver.fetch(sql, *args)
+                    else:
+                        result = await driver.execute(sql, *args)
+                except BaseException as e:
+                    if _errors.connection_broken(e):
+                        await asyncio.shield(self._hot.drop(fairy))
+                    else:
+                        self._hot.put(fairy)
+                    raise
+                self._hot.put(fairy)
+                return result
             except Exception as e:
                 if isinstance(e, _errors.NotSent) and stale < _MAX_STALE:
                     stale += 1
@@ -362,6 +370,66 @@ class PostgresWorld:
         except BaseException:
             await conn.close()
             raise
+
+
+class _HotConnections:
+    """Connections checked out of the engine's pool, kept for the next call.
+
+    A checkout through ``AsyncEngine.connect()`` costs more than the round trip of
+    an append (greenlet switches, events, a Connection object), so the world keeps
+    the connections it used and hands them to the next call directly. They stay
+    checked out of SQLAlchemy's pool (which still creates, limits and disposes of
+    them) and go back to it once idle for ``idle`` seconds, or on ``close()``.
+    """
+
+    def __init__(self, engine: AsyncEngine, idle: float = 2.0) -> None:
+        self._engine = engine
+        self._idle_for = idle
+        self._idle: list[tuple[PoolProxiedConnection, float]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._chores: set[asyncio.Task[None]] = set()
+
+    async def get(self) -> PoolProxiedConnection:
+        if self._idle:
+            return self._idle.pop()[0]
+        return await self._engine.raw_connection()
+
+    def put(self, fairy: PoolProxiedConnection) -> None:
+        self._idle.append((fairy, time.monotonic()))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._idle_for, self._trim)
+
+    async def drop(self, fairy: PoolProxiedConnection) -> None:
+        """Invalidate a broken connection: the pool replaces it."""
+        with contextlib.suppress(Exception):
+            await greenlet_spawn(fairy.invalidate)
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        idle, self._idle = self._idle, []
+        for fairy, _ in idle:
+            await self._release(fairy)
+        for task in list(self._chores):
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _trim(self) -> None:
+        self._timer = None
+        cutoff = time.monotonic() - self._idle_for
+        while self._idle and self._idle[0][1] <= cutoff:
+            fairy, _ = self._idle.pop(0)
+            task = asyncio.get_running_loop().create_task(self._release(fairy))
+            self._chores.add(task)
+            task.add_done_callback(self._chores.discard)
+        if self._idle:
+            self._timer = asyncio.get_running_loop().call_later(self._idle_for, self._trim)
+
+    @staticmethod
+    async def _release(fairy: PoolProxiedConnection) -> None:
+        with contextlib.suppress(Exception):
+            await greenlet_spawn(fairy.close)
 
 
 class _Statements:

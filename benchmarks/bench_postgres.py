@@ -1,0 +1,249 @@
+"""PostgresWorld throughput and latency beside the same server's raw INSERT rate.
+
+Prints a table (nothing is asserted). Every figure is measured in the same run on
+the same server as its baseline: an asyncpg loop of single-row INSERTs with the same
+concurrency (one connection per task), so the ratio says what fxworld costs over
+the cheapest durable write the server can do.
+
+    python benchmarks/bench_postgres.py                 # a throwaway local server (fsync on)
+    python benchmarks/bench_postgres.py --url postgresql://user@host/db
+    python benchmarks/bench_postgres.py --seconds 5
+
+Rows: appends/s with 1 and 8 sessions; batches of 10 entries; 8 sessions that are
+all followed (every append sends NOTIFY: the cost the design avoids when nobody
+follows); follow latency p50/p99 (append call to follower yield, another world);
+wakes taken and finished per second with 8 workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fxworld import NewEntry
+from fxworld_postgres import PostgresWorld
+
+PAYLOAD = {"role": "assistant", "text": "x" * 200, "n": 1}
+
+
+async def _timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
+    """Run ``step(worker)`` in ``workers`` tasks for ``seconds``; ops/s (step returns ops)."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def loop(k: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            done += await step(k)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(k) for k in range(workers)))
+    return done / (time.perf_counter() - start)
+
+
+async def raw_insert_rate(url: str, workers: int, seconds: float) -> float:
+    conns = [await asyncpg.connect(url) for _ in range(workers)]
+    table = f"bench_raw_{uuid.uuid4().hex[:8]}"
+    await conns[0].execute(
+        f"CREATE TABLE {table} (session_id text, seq bigint, kind text, data jsonb, "
+        "at timestamptz DEFAULT now(), PRIMARY KEY (session_id, seq))"
+    )
+    counters = [0] * workers
+    data = json.dumps(PAYLOAD)
+    sql = f"INSERT INTO {table} (session_id, seq, kind, data) VALUES ($1, $2, $3, $4::jsonb)"
+
+    async def step(k: int) -> int:
+        counters[k] += 1
+        await conns[k].execute(sql, f"s{k}", counters[k], "message", data)
+        return 1
+
+    try:
+        await _timed(workers, 0.3, step)  # warm up
+        return await _timed(workers, seconds, step)
+    finally:
+        await conns[0].execute(f"DROP TABLE {table}")
+        for c in conns:
+            await c.close()
+
+
+async def raw_insert_latency(url: str, n: int) -> list[float]:
+    conn = await asyncpg.connect(url)
+    table = f"bench_lat_{uuid.uuid4().hex[:8]}"
+    await conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, data jsonb)")
+    out = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            await conn.execute(
+                f"INSERT INTO {table} VALUES ($1, $2::jsonb)", i, json.dumps(PAYLOAD)
+            )
+            out.append(time.perf_counter() - t)
+    finally:
+        await conn.execute(f"DROP TABLE {table}")
+        await conn.close()
+    return out
+
+
+async def world_append_rate(
+    url: str, workers: int, seconds: float, *, batch: int = 1, followed: bool = False
+) -> float:
+    ns = "bench_" + uuid.uuid4().hex[:8]
+    world = PostgresWorld(url, namespace=ns, pool_size=max(workers, 2))
+    await world.setup()
+    entries = [NewEntry("message", PAYLOAD)] * batch
+    streams = []
+    tasks = []
+    if followed:
+        follower = PostgresWorld(url, namespace=ns)
+        for k in range(workers):
+            stream = follower.follow(f"s{k}")
+            streams.append(stream)
+
+            async def drain(it=stream) -> None:  # type: ignore[no-untyped-def]
+                async for _ in it:
+                    pass
+
+            tasks.append(asyncio.create_task(drain()))
+        await asyncio.sleep(1.0)  # let the followers register
+
+    async def step(k: int) -> int:
+        await world.append(f"s{k}", entries)
+        return batch
+
+    try:
+        await _timed(workers, 0.3, step)
+        return await _timed(workers, seconds, step)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if followed:
+            await follower.close()
+        await world.close()
+
+
+async def follow_latency(url: str, n: int) -> list[float]:
+    ns = "bench_" + uuid.uuid4().hex[:8]
+    writer = PostgresWorld(url, namespace=ns)
+    follower = PostgresWorld(url, namespace=ns)
+    await writer.setup()
+    stream = follower.follow("s")
+    await writer.append("s", [NewEntry("start", {})])
+    await anext(stream)
+    out = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            await writer.append("s", [NewEntry("message", {"i": i})])
+            entry = await anext(stream)
+            out.append(time.perf_counter() - t)
+            assert entry.data == {"i": i}
+            await asyncio.sleep(0.002)
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        await follower.close()
+        await writer.close()
+    return out
+
+
+async def wake_rate(url: str, workers: int, count: int) -> float:
+    ns = "bench_" + uuid.uuid4().hex[:8]
+    world = PostgresWorld(url, namespace=ns, pool_size=workers)
+    await world.setup()
+    await asyncio.gather(*(world.wake(f"s{i}") for i in range(count)))
+    handled = 0
+
+    async def worker() -> None:
+        nonlocal handled
+        while (lease := await world.take_wake(lease=30)) is not None:
+            await world.finish_wake(lease)
+            handled += 1
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        elapsed = time.perf_counter() - start
+        assert handled == count, (handled, count)
+        return handled / elapsed
+    finally:
+        await world.close()
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+async def main(url: str, seconds: float) -> None:
+    rows: list[tuple[str, str, str, str]] = []
+
+    def row(name: str, value: float, unit: str, raw: float | None) -> None:
+        ratio = f"{value / raw:.0%}" if raw else ""
+        rows.append((name, f"{value:,.0f} {unit}", f"{raw:,.0f} /s" if raw else "", ratio))
+        print(f"  {name}: {value:,.0f} {unit}" + (f" (raw {raw:,.0f}/s, {ratio})" if raw else ""))
+
+    print("measuring ...", flush=True)
+    raw1 = await raw_insert_rate(url, 1, seconds)
+    row("append, 1 session", await world_append_rate(url, 1, seconds), "/s", raw1)
+    raw8 = await raw_insert_rate(url, 8, seconds)
+    row("append, 8 sessions", await world_append_rate(url, 8, seconds), "/s", raw8)
+    row(
+        "append, 8 sessions, batches of 10 (entries)",
+        await world_append_rate(url, 8, seconds, batch=10),
+        "entries/s",
+        raw8,
+    )
+    row(
+        "append, 8 sessions, all followed (NOTIFY each)",
+        await world_append_rate(url, 8, seconds, followed=True),
+        "/s",
+        raw8,
+    )
+    wakes = await wake_rate(url, 8, max(500, int(raw8 * seconds / 4)))
+    row("wakes taken + finished, 8 workers", wakes, "/s", raw8)
+    lat = await follow_latency(url, 400)
+    raw_lat = await raw_insert_latency(url, 400)
+    print()
+    print(f"{'measure':48} {'PostgresWorld':>20} {'raw INSERT':>14} {'ratio':>7}")
+    print("-" * 92)
+    for name, value, raw, ratio in rows:
+        print(f"{name:48} {value:>20} {raw:>14} {ratio:>7}")
+    print(
+        f"{'follow latency p50 / p99 (append -> yield)':48} "
+        f"{_pct(lat, 50):>8.2f} / {_pct(lat, 99):.2f} ms "
+        f"{_pct(raw_lat, 50):>5.2f} / {_pct(raw_lat, 99):.2f} ms (INSERT commit)"
+    )
+    print(
+        f"\nratio = PostgresWorld / raw single-row INSERT rate on the same server, same "
+        f"concurrency; {seconds:g} s per measure"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="an existing server (default: a throwaway local one)")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--no-fsync", action="store_true", help="throwaway server without fsync")
+    args = parser.parse_args()
+    server = None
+    url = args.url
+    if url is None:
+        from tests.support.postgres_server import start_postgres
+
+        server = start_postgres(fsync=not args.no_fsync)
+        url = server.url
+    try:
+        asyncio.run(main(url, args.seconds))
+    finally:
+        if server is not None:
+            server.stop()
