@@ -211,6 +211,7 @@ async def _run(args: argparse.Namespace) -> int:
         if server.should_exit:  # a second signal: stop waiting for connections
             server.force_exit = True
         server.should_exit = True
+        app.state.close_streams()  # clients reconnect (elsewhere) from their cursors
         agent.stop()  # running sessions are handed back at their next step boundary
 
     installed = []

@@ -11,6 +11,7 @@ client never sees a stack trace or an internal message.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -108,6 +109,12 @@ class _Routes:
         self.max_prompt_bytes = max_prompt_bytes
         self.heartbeat = heartbeat
         self.retry_ms = retry_ms
+        self.closing = asyncio.Event()
+
+    def close_streams(self) -> None:
+        """End every open stream now, and every stream opened from now on, at once
+        (a clean end: clients reconnect, e.g. to another instance, from their cursor)."""
+        self.closing.set()
 
     # -- helpers ----------------------------------------------------------------
 
@@ -197,7 +204,9 @@ class _Routes:
         cursor = request.headers.get("last-event-id") or request.query_params.get("cursor") or None
         session = await self._existing(session_id)
         await session.read(cursor, limit=1)  # InvalidCursor -> 400, before any byte is sent
-        frames = _sse.heartbeats(self._frames(session, cursor, until), every=self.heartbeat)
+        frames = _sse.heartbeats(
+            self._frames(session, cursor, until), every=self.heartbeat, stop=self.closing
+        )
         return StreamingResponse(
             frames,
             media_type="text/event-stream",
@@ -237,6 +246,26 @@ def routes(
     Without ``authorize`` they refuse to be built unless ``allow_anyone=True``:
     serving sessions to anyone must be a decision, not a default.
     """
+    built, _ = _build(
+        agent,
+        authorize=authorize,
+        allow_anyone=allow_anyone,
+        max_prompt_bytes=max_prompt_bytes,
+        heartbeat=heartbeat,
+        retry_ms=retry_ms,
+    )
+    return built
+
+
+def _build(
+    agent: Agent,
+    *,
+    authorize: Authorize | None,
+    allow_anyone: bool,
+    max_prompt_bytes: int,
+    heartbeat: float,
+    retry_ms: int,
+) -> tuple[list[BaseRoute], _Routes]:
     if authorize is None and not allow_anyone:
         raise ConfigurationError(
             "the session routes need authorize=callable(request, session_id, action), "
@@ -255,11 +284,12 @@ def routes(
         heartbeat=heartbeat,
         retry_ms=retry_ms,
     )
-    return [
+    built: list[BaseRoute] = [
         Route("/sessions", _guard(r.create), methods=["POST"]),
         Route("/sessions/{session_id}/prompts", _guard(r.prompt), methods=["POST"]),
         Route("/sessions/{session_id}/stream", _guard(r.stream), methods=["GET"]),
     ]
+    return built, r
 
 
 def _guard(
@@ -318,7 +348,7 @@ def create_app(
     See :func:`routes` for ``authorize`` and ``allow_anyone``. ``heartbeat`` is
     the seconds of silence after which a stream sends a comment (15 by default).
     """
-    built = routes(
+    built, r = _build(
         agent,
         authorize=authorize,
         allow_anyone=allow_anyone,
@@ -326,7 +356,11 @@ def create_app(
         heartbeat=heartbeat,
         retry_ms=retry_ms,
     )
-    return Starlette(
+    app = Starlette(
         routes=built + list(extra_routes or []),
         exception_handlers=exception_handlers(),
     )
+    # app.state.close_streams(): end every open stream at once, e.g. before a
+    # graceful shutdown, so clients reconnect (elsewhere) instead of holding it up.
+    app.state.close_streams = r.close_streams
+    return app

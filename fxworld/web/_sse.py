@@ -52,21 +52,32 @@ def retry(ms: int = RETRY_MS) -> bytes:
 
 
 async def heartbeats(
-    frames: AsyncIterator[bytes], *, every: float = HEARTBEAT
+    frames: AsyncIterator[bytes], *, every: float = HEARTBEAT, stop: asyncio.Event | None = None
 ) -> AsyncIterator[bytes]:
     """Yield ``frames`` as they come, and a comment whenever ``every`` seconds pass
-    without one.
+    without one; end as soon as ``stop`` is set (the server is shutting down: the
+    client reconnects elsewhere from its last cursor).
 
     Only one pull of ``frames`` is ever pending: a heartbeat does not start a second
     one, so no frame is read ahead of the client. Closing this iterator (the client
     went away) cancels the pending pull and closes ``frames``.
     """
     pending: asyncio.Task[bytes] | None = None
+    stopped: asyncio.Task[Any] | None = None
     try:
+        if stop is not None:
+            stopped = asyncio.ensure_future(stop.wait())
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(anext(frames))
-            done, _ = await asyncio.wait({pending}, timeout=every)
+            waiting: set[asyncio.Future[Any]] = {pending}
+            if stopped is not None:
+                waiting.add(stopped)
+            done, _ = await asyncio.wait(
+                waiting, timeout=every, return_when=asyncio.FIRST_COMPLETED
+            )
+            if stopped is not None and stopped in done:
+                return
             if not done:
                 yield comment("heartbeat")
                 continue
@@ -77,6 +88,8 @@ async def heartbeats(
                 return
             yield item
     finally:
+        if stopped is not None:
+            stopped.cancel()
         if pending is not None:
             pending.cancel()
             with contextlib.suppress(BaseException):

@@ -176,3 +176,17 @@ async def test_slow_client_does_not_make_the_server_buffer() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_close_streams_ends_open_streams_cleanly() -> None:
+    agent = Agent(ScriptedModel(["x"]), world=MemoryWorld())
+    app = create_app(agent, allow_anyone=True)
+    async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        sid = (await client.post("/sessions", json={"text": "one"})).json()["session_id"]
+        async with client.stream("GET", f"/sessions/{sid}/stream") as r:
+            it = r.aiter_lines()
+            while await asyncio.wait_for(anext(it), 10) != "event: prompt":
+                pass
+            app.state.close_streams()  # what `fxworld serve` does on SIGTERM
+            rest = [line async for line in it]  # ends, with no error
+        assert not any(line.startswith("event: ") for line in rest)
