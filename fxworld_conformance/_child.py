@@ -343,19 +343,33 @@ async def run_role(world: World, spec: Spec, rec: Recorder, gate: Gate | None = 
     await ROLES[spec.role](ctx)
 
 
+SETUP_TIMEOUT = 60.0
+"""Seconds a child may take to open and set up the world (a server restarting)."""
+
+
 async def _main(spec: Spec) -> int:
     assert spec.url is not None and spec.records is not None
     sink = FileSink(spec.records)
     world = open_world(spec.url)
+    give_up = time.time() + SETUP_TIMEOUT
     try:
         while True:  # the connection may be cut or the server restarting
             try:
-                await asyncio.wait_for(world.setup(), spec.op_timeout)
+                await asyncio.wait_for(world.setup(), max(spec.op_timeout, 30.0))
                 break
-            except Exception:
-                if time.time() > spec.deadline:
-                    return 0
+            except Exception as e:
+                if time.time() > give_up:
+                    print(f"{spec.name}: could not set the world up: {e!r}", file=sys.stderr)
+                    return 3
                 await asyncio.sleep(0.2)
+        go = spec.extra.get("go")
+        if isinstance(go, str):  # say we are ready, then start with everyone else
+            _touch(spec.records + ".ready")
+            while (deadline := _read_go(go)) is None:
+                if time.time() > give_up + SETUP_TIMEOUT:
+                    return 3
+                await asyncio.sleep(0.02)
+            spec.deadline = deadline
         await run_role(world, spec, Recorder(spec.name, sink))
     finally:
         try:
@@ -364,6 +378,19 @@ async def _main(spec: Spec) -> int:
             pass
         sink.close()
     return 0
+
+
+def _touch(path: str) -> None:
+    with open(path, "w", encoding="utf-8"):
+        pass
+
+
+def _read_go(path: str) -> float | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return float(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -374,8 +374,7 @@ async def run_workload(
                 can_restart=target.restart is not None and "restartable" in caps,
             )
             harness = _TaskHarness(world, sink, target)
-        start = time.time() + harness.startup
-        deadline = start + prof.duration
+        deadline = time.time() + harness.startup + prof.duration  # tasks start at once
         slots = [(role, k) for role, count in prof.roles.items() for k in range(count)]
         for n, (role, k) in enumerate(slots):
             spec = Spec(
@@ -389,6 +388,8 @@ async def run_workload(
                 prof.pace,
             )
             await harness.spawn(spec)
+        deadline = await harness.go(prof.duration, run)
+        start = deadline - prof.duration
         await _apply_faults(harness, schedule, start, deadline, rng, run)
         await harness.finish(deadline + prof.op_timeout + 2.0, run)
         run.processes = harness.started
@@ -396,7 +397,8 @@ async def run_workload(
         records = list(sink.records)
         for path in record_files:
             records.extend(read_record_file(path))
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.environ.get("FXWORLD_KIT_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
     ops = load_records(records)
     if use_processes:  # a fresh, direct connection (the server may have restarted)
         with contextlib.suppress(Exception):
@@ -487,6 +489,10 @@ class _Harness:
     async def spawn(self, spec: Spec) -> None:
         raise NotImplementedError
 
+    async def go(self, duration: float, run: ProcessRun) -> float:
+        """Wait until every player is ready; start the clock; return the deadline."""
+        return time.time() + duration
+
     async def inject(self, fault: _Fault) -> bool:
         raise NotImplementedError
 
@@ -512,7 +518,7 @@ _STOP_ROLES = ("writer", "worker")
 
 
 class _ProcessHarness(_Harness):
-    startup = 1.5
+    startup = 60.0
 
     def __init__(
         self,
@@ -531,7 +537,7 @@ class _ProcessHarness(_Harness):
         self.env = dict(os.environ)
         path = [p or os.getcwd() for p in sys.path]
         self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
-        self.exited: list[tuple[_Player, subprocess.Popen[bytes]]] = []
+        self.go_file = os.path.join(tmp, "go")
 
     def _launch(self, player: _Player) -> None:
         spec = player.spec
@@ -558,9 +564,22 @@ class _ProcessHarness(_Harness):
         self.started += 1
 
     async def spawn(self, spec: Spec) -> None:
+        spec.extra["go"] = self.go_file
         player = _Player(spec)
         self.players.append(player)
         self._launch(player)
+
+    async def go(self, duration: float, run: ProcessRun) -> float:
+        began = time.time()
+        give_up = began + 90.0
+        while time.time() < give_up:
+            if _all_ready(self.players) or any(p.handle.poll() is not None for p in self.players):
+                break
+            await asyncio.sleep(0.05)
+        run.notes.append(f"processes ready in {time.time() - began:.1f}s")
+        deadline = time.time() + duration
+        _write_atomically(self.go_file, repr(deadline))
+        return deadline
 
     async def inject(self, fault: _Fault) -> bool:
         if fault.kind == "kill":
@@ -606,6 +625,16 @@ class _ProcessHarness(_Harness):
                 run.crashed.append(f"{p.spec.name} (exit {p.handle.returncode}): {_tail(p.stderr)}")
         if self.proxy is not None:
             await self.proxy.close()
+
+
+def _all_ready(players: list[_Player]) -> bool:
+    return all(os.path.exists(f"{p.spec.records}.ready") for p in players)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def _wait_all(procs: list[subprocess.Popen[bytes]], until: float) -> None:
@@ -811,8 +840,10 @@ async def _append(
     n: int = 1,
     key: str | None = None,
     wake: float | None = None,
+    repeat_of: str | None = None,
+    tag: str | None = None,
 ) -> Done:
-    tag = rec.next_id()
+    tag = repeat_of or tag or rec.next_id()
     entries = [NewEntry("probe", {"b": tag, "i": i, "n": n, "p": rec.process}) for i in range(n)]
     args: dict[str, Any] = {"tag": tag, "n": n}
     if fence is not None:
@@ -823,6 +854,8 @@ async def _append(
         args["key"] = key
     if wake is not None:
         args["wake"] = wake
+    if repeat_of is not None:
+        args["retry_of"] = repeat_of
     return await _call(
         rec,
         "append",
@@ -830,7 +863,7 @@ async def _append(
         args,
         partial(world.append, sid, entries, fence=fence, key=key, wake=wake),
         prof,
-        op_id=tag,
+        op_id=None if repeat_of else tag,
     )
 
 
@@ -957,8 +990,12 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
     sessions = ["kit-restart-a", "kit-restart-b", "kit-restart-w1", "kit-restart-w2"]
     world = await target.open(namespace)
     try:
+        keyed: list[str] = []
         for k in range(4):
-            await _append(world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}")
+            keyed.append(rec.next_id())
+            await _append(
+                world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}", tag=keyed[-1]
+            )
         got = await _call(
             rec,
             "acquire",
@@ -985,7 +1022,9 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
         await target.restart()
         world = await _reopen(target, namespace, prof.op_timeout)
         for k in range(4):  # keyed repeats after the restart write nothing (W6)
-            await _append(world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}")
+            await _append(
+                world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}", repeat_of=keyed[k]
+            )
         got = await _call(
             rec,
             "acquire",
