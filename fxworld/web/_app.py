@@ -1,6 +1,6 @@
 """The session routes: create, prompt, and a resumable Server-Sent Events stream.
 
-``POST /sessions``                 ``{"text"}`` -> 202 ``{"session_id", "cursor"}``
+``POST /sessions``                 ``{"text", "session_id"?}`` -> 202 ``{"session_id", "cursor"}``
 ``POST /sessions/{id}/prompts``    ``{"text"}`` -> 202 ``{"session_id", "cursor"}``
 ``GET  /sessions/{id}/stream``     ``text/event-stream``
 
@@ -52,10 +52,15 @@ logger = logging.getLogger("fxworld.web")
 
 Action = Literal["create", "prompt", "stream"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
-"""``authorize(request, session_id, action)``: true to allow. ``action`` is
-``"create"`` (``session_id`` is the id the new session will have), ``"prompt"`` or
-``"stream"``. Falsy answers 403; raising :class:`HTTPError` answers with its status
-(e.g. 401 for a missing login)."""
+"""``authorize(request, session_id, action)``: true to allow (may be async).
+
+``action`` is ``"create"``, ``"prompt"`` or ``"stream"``. For ``"create"``,
+``session_id`` is the id the new session will have: a random one, or the one the
+client proposed in the body (so that a retried create cannot make two sessions);
+refuse a proposed id that names someone else's session. Falsy answers 403;
+raising :class:`HTTPError` answers with its status (e.g. 401 for a missing login).
+It is asked before the session is looked up, so a refused client cannot probe
+which sessions exist."""
 
 MAX_PROMPT_BYTES = 256 * 1024
 """The default limit on a prompt request's body, in bytes."""
