@@ -121,7 +121,7 @@ function render(ev) {
     case "turn.finished": meta(ev, "turn finished"); break;
     case "turn.failed": meta(ev, "turn failed: " + d.error); break;
     case "turn.yielded": meta(ev, "turn paused (" + d.reason + "), continuing"); break;
-    case "fence": meta(ev, "a worker took over the session (epoch " + d.epoch + ")"); break;
+    case "fence": meta(ev, "a worker picked up the session (epoch " + d.epoch + ")"); break;
   }
   lastCursor = ev.lastEventId;
   document.querySelector("main").scrollTop = 1e9;
