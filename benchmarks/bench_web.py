@@ -44,6 +44,8 @@ async def main() -> None:
     )
     serving = asyncio.create_task(server.serve())
     while not server.started:
+        if serving.done():
+            serving.result()  # it failed to start: say why
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     base = f"http://127.0.0.1:{port}"
