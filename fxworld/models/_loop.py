@@ -23,9 +23,16 @@ C = TypeVar("C")
 class PerLoop(Generic[C]):
     """Clients made by ``make``, one per running loop, closed by ``close``."""
 
-    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        make: Callable[[], C],
+        close: Callable[[C], Awaitable[None]],
+        *,
+        first: C | None = None,
+    ) -> None:
         self._make = make
         self._close = close
+        self._first = first  # made before any loop ran: the first loop's client
         self._held: dict[int, tuple[asyncio.AbstractEventLoop, C, AsyncGenerator[None, None]]] = {}
 
     async def get(self) -> C:
@@ -36,7 +43,9 @@ class PerLoop(Generic[C]):
         for key, (old, _, _) in list(self._held.items()):
             if old.is_closed():
                 del self._held[key]
-        client = self._make()
+        client, self._first = (
+            (self._first, None) if self._first is not None else (self._make(), None)
+        )
         guard = self._guard(id(loop), client)
         await guard.__anext__()  # now suspended; finalized at the loop's shutdown
         self._held[id(loop)] = (loop, client, guard)

@@ -117,14 +117,24 @@ class AnthropicModel:
         self._retry = retry or RetryPolicy()
         self._headers = dict(default_headers or {})
         self._extra_body = dict(extra_body or {})
-        self._clients: PerLoop[AsyncAnthropic] = PerLoop(self._new_client, _close)
-        probe = self._new_client()  # reads the environment now, not mid-turn
+        try:  # the SDK reads the environment and checks its options now, not mid-turn
+            probe = self._new_client()
+        except Exception as e:
+            failure: ConfigurationError | None = ConfigurationError(
+                scrub(f"model {self.name!r}: {e}", (api_key,))
+            )
+        else:
+            failure = None
+        if failure is not None:
+            raise failure
+        _ = probe.messages  # and loads what the SDK loads lazily, outside the loop
         if probe.api_key is None and probe.auth_token is None and probe.credentials is None:
             raise ConfigurationError(
                 f"model {self.name!r}: no API key: set ANTHROPIC_API_KEY (or pass api_key=)"
             )
-        self._secrets = (probe.api_key, probe.auth_token)
+        self._secrets: tuple[str | None, ...] = (probe.api_key, probe.auth_token)
         self._endpoint = str(probe.base_url)
+        self._clients: PerLoop[AsyncAnthropic] = PerLoop(self._new_client, _close, first=probe)
 
     def __repr__(self) -> str:
         return (

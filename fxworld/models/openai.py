@@ -122,7 +122,18 @@ class OpenAIModel:
         self._headers = dict(default_headers or {})
         self._stream_usage = stream_usage
         self._extra_body = dict(extra_body or {})
-        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, _close)
+        try:  # the SDK checks its options now, not mid-turn
+            probe = self._new_client()
+        except Exception as e:
+            failure: ConfigurationError | None = ConfigurationError(
+                scrub(f"model {self.name!r}: {e}", (key,))
+            )
+        else:
+            failure = None
+        if failure is not None:
+            raise failure
+        _ = probe.chat.completions  # and loads what it loads lazily, outside the loop
+        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, _close, first=probe)
 
     def __repr__(self) -> str:
         where = mask(self._base_url) if self._base_url else "default endpoint"

@@ -180,6 +180,18 @@ def workers(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait(10)
 
 
+def text_of(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+async def wait_for_text(log: Path, needle: str, proc: subprocess.Popen[bytes]) -> None:
+    end = time.monotonic() + 60
+    while needle not in text_of(log):
+        assert proc.poll() is None, f"worker exited:\n{text_of(log)}"
+        assert time.monotonic() < end, f"worker never logged {needle!r}:\n{text_of(log)}"
+        await asyncio.sleep(0.05)
+
+
 def start_worker(
     procs: list[subprocess.Popen[bytes]], world_url: str, env: dict[str, str], log: Path
 ) -> subprocess.Popen[bytes]:
@@ -197,7 +209,7 @@ def start_worker(
                 "--world",
                 world_url,
                 "--lease",
-                "1",
+                "3",  # short, yet long enough for a loaded machine's first call
                 "-v",
             ],
             stdout=out,
@@ -215,10 +227,10 @@ async def test_worker_killed_while_text_streams(
 ) -> None:
     url = f"sqlite:///{tmp_path}/world.db"
     env = point_at(server, provider)
-    slow = [f"word{i} " for i in range(40)]
+    slow = [f"word{i} " for i in range(200)]
     server.queue(
         Sse(stream_of(provider, [], **call("c-1", "get_order", ['{"id": "A"}']))),
-        Sse(stream_of(provider, slow), delay=0.25),  # cut by the SIGKILL
+        Sse(stream_of(provider, slow), delay=0.1),  # cut by the SIGKILL
         Sse(stream_of(provider, ["Order A ", "has ", "shipped."])),
     )
     client = Agent(ScriptedModel([]), world=fxworld.open_world(url))
@@ -231,20 +243,30 @@ async def test_worker_killed_while_text_streams(
             reader_events.append(e)
 
     reader = asyncio.create_task(read())
-    log = tmp_path / "workers.log"
-    first = start_worker(workers, url, env, log)
+    first_log, second_log = tmp_path / "worker-1.log", tmp_path / "worker-2.log"
+    first = start_worker(workers, url, env, first_log)
+    await wait_for_text(first_log, "worker ready", first)
+    # The replacement starts now, idle while the first holds the lease, so the
+    # test does not wait for a second interpreter to start after the kill.
+    second = start_worker(workers, url, env, second_log)
 
     deadline = time.monotonic() + 60
     while sum(1 for e in reader_events if e.kind == "text") < 3:
-        assert first.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"no text streamed:\n{log.read_text()}"
+        assert first.poll() is None, text_of(first_log)
+        assert time.monotonic() < deadline, f"no text streamed:\n{text_of(first_log)}"
         await asyncio.sleep(0.05)
-    first.send_signal(signal.SIGKILL)  # mid-stream: 37 more words were on their way
+    await wait_for_text(second_log, "worker ready", second)
+    assert sum(1 for e in reader_events if e.kind == "text") < len(slow)  # still streaming
+    first.send_signal(signal.SIGKILL)
     first.wait(10)
 
-    start_worker(workers, url, env, log)
-    assert await asyncio.wait_for(turn.result(), 60) == "Order A has shipped."
-    await asyncio.wait_for(reader, 30)
+    try:
+        assert await asyncio.wait_for(turn.result(), 60) == "Order A has shipped."
+        await asyncio.wait_for(reader, 30)
+    finally:  # shown by pytest when the test fails
+        print(text_of(first_log), text_of(second_log), sep="\n")
+        for e in await client.session(sid).read():
+            print(e.kind, json.dumps(e.data)[:160])
 
     stored = await client.session(sid).read()
     kinds = [e.kind for e in stored]
@@ -256,7 +278,7 @@ async def test_worker_killed_while_text_streams(
         for e in stored
         if e.kind == "text" and e.data["call"] == discarded[0]["call"]
     )
-    assert cut_text.startswith("word0 word1 word2") and "word39" not in cut_text
+    assert cut_text.startswith("word0 word1 word2") and "word199" not in cut_text
     # The reader saw exactly what was stored, and shows each text once.
     assert [(e.kind, e.data) for e in reader_events] == [(e.kind, e.data) for e in stored]
     assert visible_text(reader_events) == ["Order A has shipped."]
