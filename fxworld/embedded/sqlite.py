@@ -85,8 +85,8 @@ _SCHEMA = (
         data       TEXT    NOT NULL,  -- compact JSON object
         epoch      INTEGER,           -- NULL for an unfenced append
         at         REAL    NOT NULL,  -- commit time, seconds since the Unix epoch
-        UNIQUE (namespace, session_id, seq)
-    )""",
+        PRIMARY KEY (namespace, session_id, seq)
+    ) WITHOUT ROWID""",  # clustered by position: one b-tree to write, ranges to read
     """CREATE TABLE IF NOT EXISTS fx_keys (
         namespace  TEXT    NOT NULL,
         session_id TEXT    NOT NULL,
