@@ -55,9 +55,18 @@ class WakeHandler:
     and ``concurrency`` are passed to ``agent.work()``.
 
     The body is the queue's message, signed as is: JSON, optionally naming the
-    session (``{"session_id": ...}``), which is logged. Wakes are taken from the
-    world, so every due session runs (the named one among them), each at most
-    once at a time across all invocations.
+    session (``{"session_id": ...}``). Wakes are taken from the world, so every due
+    session runs (the named one among them), each at most once at a time across
+    all invocations. The answer:
+
+    - 401 for a missing, wrong or stale signature (nothing ran); 413, 405.
+    - 200 ``{"status": "done"}``: the named session's last turn is over.
+    - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
+      session still has work (its turn yielded at the deadline, or a crashed
+      worker's lease has not run out yet). Push queues deliver the message again,
+      and the next invocation continues the turn.
+    - 200 ``{"status": "idle" | "deadline"}`` for a body that names no session
+      (a cron tick): what was due ran, until idle or the deadline.
     """
 
     def __init__(
@@ -125,20 +134,57 @@ class WakeHandler:
             return _refuse(401, "unauthorized", "missing, invalid or expired signature")
         session_id = _named_session(body)
         budget = self.time_limit - self.margin - (time.monotonic() - started)
-        if budget <= 0:
-            return JSONResponse({"status": "deadline", "ran": 0.0}, status_code=200)
-        logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
-        began = time.monotonic()
-        await self.agent.work(
-            deadline=budget,
-            until_idle=True,
-            lease=self.lease,
-            concurrency=self.concurrency,
-        )
-        ran = time.monotonic() - began
+        ran = 0.0
+        if budget > 0:
+            logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
+            began = time.monotonic()
+            await self.agent.work(
+                deadline=budget,
+                until_idle=True,
+                lease=self.lease,
+                concurrency=self.concurrency,
+            )
+            ran = time.monotonic() - began
         # "deadline": the budget ran out, and a turn may go on at the next invocation.
         status = "deadline" if ran >= budget - 0.01 else "idle"
-        return JSONResponse({"status": status, "ran": round(ran, 3)}, status_code=200)
+        if session_id is None:  # a cron tick: whatever was due ran
+            return JSONResponse({"status": status, "ran": round(ran, 3)})
+        if await self._turn_ended(session_id):
+            return JSONResponse({"status": "done", "ran": round(ran, 3)})
+        # The named session still has work (its turn yielded at the deadline, or a
+        # crashed worker's lease has not run out yet): a retryable status, so that a
+        # push queue delivers the message again and the turn goes on.
+        retry_after = 1 if status == "deadline" else max(1, round(self.lease))
+        return JSONResponse(
+            {"status": "pending" if status == "idle" else status, "ran": round(ran, 3)},
+            status_code=503,
+            headers={"Retry-After": str(retry_after)},
+        )
+
+    async def _turn_ended(self, session_id: str) -> bool:
+        """True if the session's log ends with the end of a turn (or is empty)."""
+        from fxworld.engine import log
+
+        world = await self.agent._ready_world()
+
+        async def beyond(seq: int) -> bool:
+            return bool(await world.read(session_id, seq, limit=1))
+
+        # The last seq, in O(log n) one-entry reads: gallop, then bisect.
+        # Invariant: beyond(low) and not beyond(high), so low < last <= high.
+        if not await beyond(0):
+            return True
+        low, high = 0, 1
+        while await beyond(high):
+            low, high = high, high * 2
+        while high - low > 1:
+            mid = (low + high) // 2
+            if await beyond(mid):
+                low = mid
+            else:
+                high = mid
+        last = await world.read(session_id, high - 1, limit=1)
+        return bool(last) and last[-1].kind in log.TURN_END_KINDS
 
     @staticmethod
     async def _body(request: Request) -> bytes | None:

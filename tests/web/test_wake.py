@@ -93,8 +93,37 @@ async def test_unsigned_or_stale_requests_are_401_and_run_nothing(
 
     r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
     assert r.status_code == 200
-    assert r.json()["status"] == "idle"
+    assert r.json()["status"] == "done"
     assert (await kinds(agent, sid))[-1] == "turn.finished"
+
+
+async def test_a_cron_tick_names_no_session_and_runs_what_is_due(
+    agent: Agent, client: httpx.AsyncClient
+) -> None:
+    sids = [(await agent.session().prompt(f"q{i}").accepted).session_id for i in range(3)]
+    r = await client.post("/", content=b"", headers=signed_headers(SECRET, b""))
+    assert r.status_code == 200 and r.json()["status"] == "idle"
+    for sid in sids:
+        assert (await kinds(agent, sid))[-1] == "turn.finished"
+
+
+async def test_a_session_whose_turn_is_not_over_asks_to_be_delivered_again(
+    agent: Agent, client: httpx.AsyncClient
+) -> None:
+    """A worker died holding the session's lease: nothing can run it yet, so the
+    answer is retryable (a push queue redelivers) until the turn is over."""
+    sid = (await agent.session().prompt("where is A-1?").accepted).session_id
+    world = await agent._ready_world()
+    lease = await world.take_wake(lease=1.0)  # a worker that then died
+    assert lease is not None and lease.session_id == sid
+    body = json.dumps({"session_id": sid}).encode()
+    r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+    assert r.status_code == 503
+    assert r.json()["status"] == "pending"
+    assert int(r.headers["retry-after"]) >= 1
+    await asyncio.sleep(1.1)  # the dead worker's lease runs out
+    r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+    assert r.status_code == 200 and r.json()["status"] == "done"
 
 
 async def test_other_methods_and_big_bodies_are_refused(client: httpx.AsyncClient) -> None:
@@ -118,13 +147,14 @@ async def test_a_long_turn_yields_before_the_deadline_and_continues_next_time() 
         for _ in range(10):
             started = time.monotonic()
             r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
-            assert r.status_code == 200
             assert time.monotonic() - started < 1.6 + 1.0  # answered within its time limit
-            statuses.append(r.json()["status"])
-            if (await kinds(agent, sid))[-1] == "turn.finished":
+            statuses.append((r.status_code, r.json()["status"]))
+            if r.status_code == 200:
                 break
+            assert r.headers["retry-after"] == "1"
     log = await kinds(agent, sid)
-    assert statuses[0] == "deadline"
+    assert statuses[0] == (503, "deadline")  # not over: deliver the message again
+    assert statuses[-1] == (200, "done")
     assert "turn.yielded" in log
     assert log[-1] == "turn.finished"
     assert log.count("turn.started") == 1  # one turn, carried over invocations
