@@ -121,7 +121,7 @@ class AnthropicModel:
             probe = self._new_client()
         except Exception as e:
             failure: ConfigurationError | None = ConfigurationError(
-                scrub(f"model {self.name!r}: {e}", (api_key,))
+                scrub(f"model {self.name!r}: {e} (or set ANTHROPIC_API_KEY)", (api_key,))
             )
         else:
             failure = None

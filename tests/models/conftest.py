@@ -33,7 +33,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No provider variable from the machine leaks into a test, nor a profile on disk."""
     for name in _ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+    monkeypatch.delenv("ANTHROPIC_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no credentials file of the machine's user
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
 
 
 @pytest.fixture
