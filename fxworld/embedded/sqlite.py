@@ -183,7 +183,15 @@ class SqliteWorld:
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
             )
         self.synchronous = synchronous.lower()
-        self.busy_timeout = validate.lease(busy_timeout)
+        if (
+            not isinstance(busy_timeout, (int, float))
+            or isinstance(busy_timeout, bool)
+            or not 0 < busy_timeout < 3600
+        ):
+            raise InvalidArgument(
+                f"busy_timeout must be a number of seconds in (0, 3600), not {busy_timeout!r}"
+            )
+        self.busy_timeout = float(busy_timeout)
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise InvalidArgument(f"retries must be an integer >= 0, not {retries!r}")
         self.retries = retries
