@@ -131,7 +131,7 @@ class Op:
         where = f"{self.session}: " if self.session else ""
         end = f"{self.end - t0:8.3f}" if self.end is not None else "   never"
         if self.outcome == "ok":
-            shown = _result_text(self)
+            shown = _result_text(self, t0)
             outcome = f"ok -> {shown}" if shown else "ok"
         else:
             outcome = f"{self.outcome}" + (f" ({self.error})" if self.error else "")
@@ -411,14 +411,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _result_text(op: Op) -> str:
+def _result_text(op: Op, t0: float = 0.0) -> str:
     r = op.result
     if isinstance(r, list):
         if not r:
             return "[]"
         return f"{len(r)} entries seq {r[0].get('seq')}..{r[-1].get('seq')}"
     if isinstance(r, dict):
-        return ", ".join(f"{k}={_short(v)}" for k, v in r.items() if k != "token") or "{}"
+        shown = {
+            k: (round(v - t0, 3) if k == "expires" and isinstance(v, float) else v)
+            for k, v in r.items()
+            if k != "token"
+        }
+        return ", ".join(f"{k}={_short(v)}" for k, v in shown.items()) or "{}"
     return "" if r is None else _short(r)
 
 
@@ -1087,7 +1092,7 @@ def check_reads_monotone(h: History) -> list[Violation]:
             if op.op != "read" or op.outcome != "ok" or best is None:
                 continue
             after = int(op.args.get("after", 0))
-            end = after + len(op.result)
+            end = int(op.result[-1].get("seq", after)) if op.result else after
             short = len(op.result) < int(op.args.get("limit", 1000))
             if short and after < best[0] and end < best[0]:
                 out.append(

@@ -54,9 +54,10 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from fxworld.errors import Fenced
+from fxworld.errors import WorldError
 from fxworld.protocol import World
-from fxworld.types import Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld_conformance import history as hist
 from fxworld_conformance._child import Gate, Spec, run_role
 from fxworld_conformance.history import (
     CHECKS,
@@ -64,6 +65,7 @@ from fxworld_conformance.history import (
     EntryDict,
     History,
     ListSink,
+    Op,
     Recorder,
     Violation,
     entry_dict,
@@ -138,6 +140,9 @@ _PROBE_SESSIONS = (
     "kit-probe-lease",
     "kit-probe-twice",
     "kit-probe-stale",
+    "kit-probe-key",
+    "kit-probe-empty",
+    "kit-probe-append-wake",
 )
 
 
@@ -156,6 +161,9 @@ class ProcessRun:
     trouble), with the end of their stderr."""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    unreadable: Violation | None = None
+    """Set when the world could not be read back after the run: the history
+    cannot be judged, and this says why, with the failing operations."""
 
 
 def run_process_checks(target: Target, *, profile: str, seed: int) -> list[CheckResult]:
@@ -178,8 +186,17 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
     with contextlib.suppress(Exception):
         await probe.close()
     runs: list[ProcessRun] = []
-    for k in range(prof.rounds):
-        runs.append(await run_workload(target, prof, seed + 7919 * k, caps))
+    try:
+        for k in range(prof.rounds):
+            runs.append(await run_workload(target, prof, seed + 7919 * k, caps))
+    except Exception as e:
+        why = f"the process tier could not run: {type(e).__module__}.{type(e).__qualname__}: {e}"
+        g = "W9" if isinstance(e, WorldError) else "W16"
+        return [_unjudgeable_row([Violation(g, why)], seed, time.monotonic() - started)]
+    for run in runs:
+        if run.unreadable is not None:
+            found = [run.unreadable, *hist.check_errors_typed(run.history)]
+            return [_unjudgeable_row(found, seed, time.monotonic() - started, run.history.t0)]
     mode = runs[0].mode
     faults: Counter[str] = Counter()
     for run in runs:
@@ -214,6 +231,20 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
             )
         )
     return rows
+
+
+def _unjudgeable_row(
+    found: list[Violation], seed: int, seconds: float, t0: float = 0.0
+) -> CheckResult:
+    broken = sorted({v.guarantee for v in found}, key=lambda g: int(g[1:]))
+    return CheckResult(
+        ROW + "run and read back the history",
+        tuple(broken),
+        "failed",
+        "\n".join(v.render(t0) for v in found) + f"\n(seed {seed}: the history cannot be judged)",
+        seconds=seconds,
+        extra={"seed": seed, "violated": broken},
+    )
 
 
 def _row(
@@ -414,7 +445,11 @@ async def run_workload(
     drained = await _drain(world, kit, prof) and drained
     final: dict[str, list[EntryDict]] = {}
     for sid in [*sessions, *_PROBE_SESSIONS]:
-        final[sid] = await _read_all(world, sid, prof.op_timeout)
+        log = await _read_all(world, sid, kit, prof)
+        if isinstance(log, Violation):
+            run.unreadable = log
+            break
+        final[sid] = log
     with contextlib.suppress(Exception):
         await world.close()
     ops.extend(load_records(kit_sink.records))
@@ -750,6 +785,10 @@ def _lease_result(w: WakeLease | None) -> dict[str, Any] | None:
     }
 
 
+def _entry_dicts(entries: list[Entry]) -> list[EntryDict]:
+    return [entry_dict(e) for e in entries]
+
+
 def _fence_result(f: Fence) -> dict[str, int]:
     return {"epoch": f.epoch, "seq": f.seq}
 
@@ -958,20 +997,78 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
     b = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, _fence_result)
     if a.outcome == "ok" and b.outcome == "ok":
         for _ in range(2):
-            done = await _append(world, rec, prof, sid, fence=a.value, n=2)
-            if not isinstance(done.error, Fenced) and done.outcome != "ok":
-                break
+            await _append(world, rec, prof, sid, fence=a.value, n=2)
         await _append(world, rec, prof, sid, fence=b.value, n=2)
+    # A client retrying a prompt with its key never doubles it (W6).
+    sid = "kit-probe-key"
+    key_tag = rec.next_id()
+    await _append(world, rec, prof, sid, n=2, key="kit-probe", tag=key_tag)
+    await _append(world, rec, prof, sid, n=2, key="kit-probe", repeat_of=key_tag)
+    # A session never written reads as empty, with no error (W9, W16).
+    sid = "kit-probe-empty"
+    await _call(
+        rec,
+        "read",
+        sid,
+        {"after": 0, "limit": 10},
+        partial(world.read, sid, 0, limit=10),
+        prof,
+        _entry_dicts,
+    )
+    # An append's wake is delivered though nothing else asks for the session (W7).
+    await _append(world, rec, prof, "kit-probe-append-wake", n=1, wake=0.0)
 
 
-async def _read_all(world: World, sid: str, op_timeout: float) -> list[EntryDict]:
-    out: list[EntryDict] = []
-    for _ in range(10_000):
-        page = await asyncio.wait_for(world.read(sid, len(out), limit=1000), op_timeout * 3)
-        out.extend(entry_dict(e) for e in page)
-        if len(page) < 1000:
-            return out
-    return out
+async def _read_all(
+    world: World, sid: str, rec: Recorder, prof: Profile
+) -> list[EntryDict] | Violation:
+    """The whole log of ``sid``, paged and recorded, retried a few times; a
+    violation if the world cannot be read once every process has stopped."""
+    failures: list[Op] = []
+    for _ in range(4):
+        out: list[EntryDict] = []
+        while True:
+            after = len(out)
+            done = await _call(
+                rec,
+                "read",
+                sid,
+                {"after": after, "limit": 1000},
+                partial(world.read, sid, after, limit=1000),
+                prof,
+                _entry_dicts,
+            )
+            if done.outcome != "ok":
+                break
+            out.extend(_entry_dicts(done.value))
+            if len(done.value) < 1000:
+                return out
+        failures.append(_last_op(rec, sid, done))
+        await asyncio.sleep(0.5)
+    g = "W9" if all(op.typed for op in failures) else "W16"
+    return Violation(g, f"after the run, reading session {sid} keeps failing", failures)
+
+
+def _last_op(rec: Recorder, sid: str, done: Done) -> Op:
+    """A stand-in operation describing a failed final read."""
+    error = done.error
+    typed = error is None or isinstance(error, WorldError)
+    name = type(error).__name__ if error is not None else None
+    if error is not None and not typed:
+        name = f"{type(error).__module__}.{type(error).__qualname__}: {error}"
+    now = time.time()
+    return Op(
+        id=rec.next_id(),
+        process=rec.process,
+        op="read",
+        session=sid,
+        args={"after": 0},
+        start=now,
+        end=now,
+        outcome=done.outcome,
+        error=name,
+        typed=typed,
+    )
 
 
 # -- restart --------------------------------------------------------------------------
@@ -1038,7 +1135,14 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             await _append(world, rec, prof, "kit-restart-a", fence=fence, n=1)
         await asyncio.sleep(1.1)
         drained = await _drain(world, rec, prof)
-        final = {sid: await _read_all(world, sid, prof.op_timeout) for sid in sessions}
+        final: dict[str, list[EntryDict]] = {}
+        unreadable: list[Violation] = []
+        for sid in sessions:
+            log = await _read_all(world, sid, rec, prof)
+            if isinstance(log, Violation):
+                unreadable.append(log)
+            else:
+                final[sid] = log
     except Exception as e:
         return CheckResult(
             name,
@@ -1052,9 +1156,8 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
         with contextlib.suppress(Exception):
             await world.close()
     ops = load_records(sink.records)
-    # The keyed repeats must not count as new requests or new batches.
     h = History(ops, final, started, drained)
-    found = [(h, v) for check in CHECKS for v in check.run(h)]
+    found = [(h, v) for v in unreadable] or [(h, v) for check in CHECKS for v in check.run(h)]
     takes = {op.session for op in ops if op.op == "take_wake" and op.result}
     for sid in ("kit-restart-w1", "kit-restart-w2"):
         if sid not in takes:
