@@ -531,6 +531,9 @@ async def test_recorder_outcomes_and_a_killed_call(tmp_path: Path) -> None:
     async def leak() -> int:
         raise KeyError("driver")
 
+    async def driver_timeout() -> int:
+        raise TimeoutError("driver gave up")
+
     async def hang() -> int:
         await asyncio.sleep(10)
         return 0
@@ -540,13 +543,14 @@ async def test_recorder_outcomes_and_a_killed_call(tmp_path: Path) -> None:
     assert (await rec.run("append", "s", {}, down, within=1)).outcome == "indeterminate"
     assert (await rec.run("read", "s", {}, leak, within=1)).outcome == "indeterminate"
     assert (await rec.run("read", "s", {}, hang, within=0.05)).outcome == "indeterminate"
+    assert (await rec.run("read", "s", {}, driver_timeout, within=1)).outcome == "indeterminate"
     task = asyncio.create_task(rec.run("append", "s", {}, hang, within=5))
     await asyncio.sleep(0.05)
     task.cancel()  # a simulated crash: no end is recorded
     with pytest.raises(asyncio.CancelledError):
         await task
     sink.close()
-    torn = '{"e":"e","id":"writer-0#6","t":1'  # a torn last line, as a kill may leave
+    torn = '{"e":"e","id":"writer-0#7","t":1'  # a torn last line, as a kill may leave
     (tmp_path / "rec.jsonl").write_text((tmp_path / "rec.jsonl").read_text() + torn)
     ops = load_records(read_record_file(path))
     assert [(o.outcome, o.error) for o in ops] == [
@@ -555,12 +559,14 @@ async def test_recorder_outcomes_and_a_killed_call(tmp_path: Path) -> None:
         ("indeterminate", "BackendUnavailable"),
         ("indeterminate", "builtins.KeyError: 'driver'"),
         ("indeterminate", "kit timeout"),
+        ("indeterminate", "builtins.TimeoutError: driver gave up"),
         ("indeterminate", None),
     ]
-    assert ops[0].result == 7 and ops[5].end is None
-    assert [o.typed for o in ops] == [True, True, True, False, True, True]
+    assert ops[0].result == 7 and ops[6].end is None
+    assert [o.typed for o in ops] == [True, True, True, False, True, False, True]
     h = History(ops, {}, 0.0)
     assert [v.guarantee for v in hist.check_errors_typed(h)] == ["W16"]
+    assert "2 operations" in hist.check_errors_typed(h)[0].message
 
 
 def test_list_sink_records_are_json() -> None:
