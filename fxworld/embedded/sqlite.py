@@ -27,14 +27,17 @@ several OS processes open the same file at once:
   nothing (no entry, key, epoch or wake).
 
 Durability. With the default ``synchronous="normal"`` an acknowledged write
-survives a crash or SIGKILL of any process: WAL + ``synchronous=NORMAL`` never
-loses a committed transaction to an application crash, and never corrupts the
-file. A power loss or operating-system crash can lose the transactions committed
-since the last WAL sync (at most the last few hundred milliseconds to seconds of
-writes, until the next checkpoint); the database stays consistent, every batch
-whole or absent. For durability across power loss, pass ``synchronous="full"``
-(or ``?synchronous=full`` in the URL): every commit is then synced to disk before
-``append`` returns, at the cost of one fsync per write. Do not put the file on a
+survives a crash or SIGKILL of any process: in WAL mode a commit is in the
+operating system's hands when ``append`` returns, and SQLite never corrupts the
+file nor keeps half a transaction. What a power loss or an operating-system crash
+can cost: the most recent commits that the OS had not yet written to the disk.
+That is typically the last few seconds of writes (Linux writes dirty pages back
+within about 30 s), and at most everything since the last WAL checkpoint (about
+4 MB of WAL by default). The database stays consistent: every batch is whole or
+absent, with its wake. For durability across power loss, pass
+``synchronous="full"`` (or ``?synchronous=full`` in the URL): every commit is then
+synced to disk before ``append`` returns, at the cost of an fsync per write
+(``benchmarks/bench_sqlite.py`` prints both figures). Do not put the file on a
 network file system: SQLite's locking is not reliable there.
 """
 
