@@ -28,6 +28,7 @@ class TcpProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._refuse_until = 0.0
+        self._stalled_until = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
         self.cuts = 0
         self.stalls = 0
@@ -67,8 +68,13 @@ class TcpProxy:
     def stall(self, seconds: float) -> None:
         """Hold every byte in both directions for ``seconds``, then let it flow."""
         self.stalls += 1
+        self._stalled_until = max(self._stalled_until, _now() + seconds)
         self._flowing.clear()
-        asyncio.get_running_loop().call_later(seconds, self._flowing.set)
+        asyncio.get_running_loop().call_later(seconds, self._resume)
+
+    def _resume(self) -> None:
+        if _now() >= self._stalled_until - 0.001:
+            self._flowing.set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if _now() < self._refuse_until:
