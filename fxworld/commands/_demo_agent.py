@@ -87,8 +87,11 @@ def refund_order(order_id: str, ctx: ToolContext) -> str:
     return f"refunded {order_id}"
 
 
+# `fxworld demo --model provider/model` sets FXWORLD_DEMO_MODEL: a real model instead.
+_MODEL = os.environ.get("FXWORLD_DEMO_MODEL")
+
 agent = Agent(
-    ScriptedModel(SCRIPT, record_to=_dir() / "model.jsonl", delay=0.02),
+    _MODEL or ScriptedModel(SCRIPT, record_to=_dir() / "model.jsonl", delay=0.02),
     tools=[get_order, refund_order],
     instructions="You are a support agent for a shop. Check before you retry a refund.",
 )

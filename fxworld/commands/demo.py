@@ -34,6 +34,13 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER/MODEL",
+        default=None,
+        help="run the demo against a real model, e.g. anthropic/claude-opus-5.5 "
+        "(needs its key, or FXWORLD_GATEWAY_URL and FXWORLD_GATEWAY_KEY)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -59,12 +66,17 @@ class _Worker:
         return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
 
 
-async def _start_worker(n: int, url: str, work: Path, pause: str | None) -> _Worker:
+async def _start_worker(
+    n: int, url: str, work: Path, pause: str | None, model: str | None = None
+) -> _Worker:
     env = dict(os.environ, FXWORLD_DEMO_DIR=str(work))
     env.pop("FXWORLD_DEMO_PAUSE", None)
     env.pop("FXWORLD_TEST_CRASH_AT", None)
+    env.pop("FXWORLD_DEMO_MODEL", None)
     if pause:
         env["FXWORLD_DEMO_PAUSE"] = pause
+    if model:
+        env["FXWORLD_DEMO_MODEL"] = model
     log = work / f"worker-{n}.log"
     with open(log, "wb") as out:  # noqa: ASYNC230 (a local file, opened once)
         proc = await asyncio.create_subprocess_exec(
@@ -127,6 +139,10 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    if args.model:
+        from fxworld.commands._demo_real import run_real
+
+        return await run_real(args)
     from fxworld import Agent, StreamEvent, open_world
     from fxworld.commands import _demo_agent as demo
     from fxworld.engine import decode_cursor

@@ -5,8 +5,9 @@ one a line (for worlds that can list sessions). ``fxworld sessions show ID``
 prints a session's log, one entry a line: seq, commit time (UTC), kind, epoch
 (``-`` for an unfenced entry) and its data as compact JSON. ``--after N``
 starts after seq N; ``--follow`` keeps printing new entries as they land, until
-Ctrl-C. Both take ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
-SQLite world in ``./.fxworld/world.db``).
+Ctrl-C. After the log, ``show`` prints the tokens each turn used (the sum of its
+model calls' usage), when the log has any. Both take ``--world URL`` (default:
+``$FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 
 from fxworld.cli import add_world_option
 
-__all__ = ["register", "format_entry", "HEADER"]
+__all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
+_TOKEN_KINDS = frozenset({"turn.started", "message", "turn.finished", "turn.failed"})
 HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
 
 
@@ -59,6 +61,39 @@ def format_entry(entry: Any, *, width: int | None = 120) -> str:
     at = entry.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     epoch = "-" if entry.epoch is None else str(entry.epoch)
     return f"{entry.seq:>6}  {at:<23}  {entry.kind:<20}  {epoch:>5}  {data}"
+
+
+def turn_tokens(entries: Any) -> list[str]:
+    """One line per turn of the log: its model calls and the tokens they used
+    (from each ``message`` entry's ``usage``). Empty when no turn has usage."""
+    turns: dict[str, dict[str, Any]] = {}
+    current: str | None = None
+    for e in entries:
+        d = e.data
+        if e.kind == "turn.started":
+            current = str(d.get("turn"))
+            turns.setdefault(current, {"prompt": d.get("prompt"), "calls": 0, "in": 0, "out": 0})
+        elif e.kind == "message" and current in turns:
+            t = turns[current]
+            t["calls"] += 1
+            usage = d.get("usage")
+            if isinstance(usage, dict):
+                t["in"] += int(usage.get("input_tokens") or 0)
+                t["out"] += int(usage.get("output_tokens") or 0)
+                t["usage"] = True
+        elif e.kind in ("turn.finished", "turn.failed") and str(d.get("turn")) in turns:
+            turns[str(d.get("turn"))]["end"] = e.kind.partition(".")[2]
+            current = None
+    if not any(t.get("usage") for t in turns.values()):
+        return []
+    lines = []
+    for n, t in enumerate(turns.values(), 1):
+        calls = f"{t['calls']} model call{'s' if t['calls'] != 1 else ''}"
+        lines.append(
+            f"turn {n} (prompt at seq {t['prompt']}): {calls}, {t['in']} input + "
+            f"{t['out']} output tokens, {t.get('end', 'running')}"
+        )
+    return lines
 
 
 def _url(args: argparse.Namespace) -> str:
@@ -118,11 +153,17 @@ async def _show(args: argparse.Namespace) -> int:
                 print(format_entry(entry, width=width), flush=True)
             return 0  # pragma: no cover - follow ends only when interrupted
         cursor = args.after
+        seen: list[Any] = []
         while batch := await world.read(sid, cursor, limit=1000):
             for entry in batch:
                 print(format_entry(entry, width=width))
+            seen.extend(e for e in batch if e.kind in _TOKEN_KINDS)
             cursor = batch[-1].seq
             shown += len(batch)
+        if tokens := turn_tokens(seen):
+            print("\ntokens per turn:")
+            for line in tokens:
+                print("  " + line)
         if shown == 0:
             where = f" after seq {args.after}" if args.after else ""
             print(f"session {sid!r} has no entries{where} in {mask(url)}", file=sys.stderr)

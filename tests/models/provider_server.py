@@ -79,6 +79,8 @@ class ProviderServer:
         self.api_key = api_key
         self.requests: list[Recorded] = []
         self._replies: list[Reply] = []
+        self._script: list[list[Reply]] | None = None
+        self._asked: dict[int, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -90,8 +92,18 @@ class ProviderServer:
         return f"http://127.0.0.1:{self.port}"
 
     def queue(self, *replies: Reply) -> None:
+        """Replies for the next requests, in order."""
         with self._lock:
             self._replies.extend(replies)
+
+    def script(self, *replies: Reply | Sequence[Reply]) -> None:
+        """Reply by the conversation instead, like ``ScriptedModel``: a request with
+        n assistant messages gets ``replies[n]``, so a call made again (after a
+        crash or a takeover) gets the same reply. An entry that is a sequence gives
+        successive replies to successive asks at that n (its last one repeats)."""
+        with self._lock:
+            self._script = [list(r) if isinstance(r, list | tuple) else [r] for r in replies]
+            self._asked = {}
 
     def pending(self) -> int:
         with self._lock:
@@ -148,6 +160,14 @@ class ProviderServer:
         body = await request.json()
         with self._lock:
             self.requests.append(Recorded(request.path, dict(request.headers), body))
+            if self._script is not None:
+                n = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+                if n >= len(self._script):
+                    return None
+                asked = self._asked.get(n, 0)
+                self._asked[n] = asked + 1
+                options = self._script[n]
+                return options[min(asked, len(options) - 1)]
             return self._replies.pop(0) if self._replies else None
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
