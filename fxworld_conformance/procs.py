@@ -134,6 +134,8 @@ PROFILES: dict[str, Profile] = {
 ROW = "processes: "
 """Prefix of every row name of this tier."""
 
+RESTART_ROW = ROW + "acknowledged appends and pending wakes survive a restart"
+
 _PROBE_SESSIONS = (
     "kit-probe-finish",
     "kit-probe-early",
@@ -161,6 +163,8 @@ class ProcessRun:
     trouble), with the end of their stderr."""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    capabilities: frozenset[str] = frozenset()
+    """The world's capabilities with the target's extra ones."""
     unreadable: Violation | None = None
     """Set when the world could not be read back after the run: the history
     cannot be judged, and this says why, with the failing operations."""
@@ -181,14 +185,10 @@ def run_process_checks(target: Target, *, profile: str, seed: int) -> list[Check
 async def _process_checks(target: Target, prof: Profile, seed: int) -> list[CheckResult]:
     started = time.monotonic()
     rows: list[CheckResult] = []
-    probe = await target.open()
-    caps = frozenset(probe.capabilities) | target.extra_capabilities
-    with contextlib.suppress(Exception):
-        await probe.close()
     runs: list[ProcessRun] = []
     try:
         for k in range(prof.rounds):
-            runs.append(await run_workload(target, prof, seed + 7919 * k, caps))
+            runs.append(await run_workload(target, prof, seed + 7919 * k))
     except Exception as e:
         why = f"the process tier could not run: {type(e).__module__}.{type(e).__qualname__}: {e}"
         g = "W9" if isinstance(e, WorldError) else "W16"
@@ -197,7 +197,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         if run.unreadable is not None:
             found = [run.unreadable, *hist.check_errors_typed(run.history)]
             return [_unjudgeable_row(found, seed, time.monotonic() - started, run.history.t0)]
-    mode = runs[0].mode
+    mode, caps = runs[0].mode, runs[0].capabilities
     faults: Counter[str] = Counter()
     for run in runs:
         faults.update(run.faults)
@@ -219,17 +219,8 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         rows.append(_row(check.name, check.guarantees, violations, ops, seconds, extra, seed))
     rows.append(_progress_row(runs, ops, seconds, extra))
     rows.extend(_skipped_rows(target, caps, mode))
-    if target.restart is not None and "restartable" in caps:
+    if target.restart is not None:
         rows.append(await _restart_check(target, prof, seed))
-    elif "restartable" in caps:
-        rows.append(
-            CheckResult(
-                ROW + "acknowledged appends and pending wakes survive a restart",
-                ("W4", "W7", "W12"),
-                "skipped",
-                "capability 'restartable' declared but the target has no restart()",
-            )
-        )
     return rows
 
 
@@ -339,25 +330,26 @@ def _skipped_rows(target: Target, caps: frozenset[str], mode: str) -> list[Check
                 "(crashes simulated by cancelling tasks, freezes by pausing them)",
             )
         )
-    if target.url is None or upstream_of(target.url) is None or mode == "tasks":
-        rows.append(
-            CheckResult(
-                ROW + "cut and stalled connections",
-                ("W4", "W6", "W16"),
-                "skipped",
-                "the world is not reached over TCP by URL (no host:port in the URL): "
-                "there is no connection to cut",
-            )
+    if target.url is None or upstream_of(target.url) is None:
+        why = (
+            "the world is not reached over TCP by URL (no host:port in the URL): "
+            "there is no connection to cut"
         )
-    if target.restart is None and "restartable" not in caps:
+    elif mode == "tasks":
+        why = "the workload ran as tasks on one world object: no per-process connection to cut"
+    else:
+        why = ""
+    if why:
         rows.append(
-            CheckResult(
-                ROW + "acknowledged appends and pending wakes survive a restart",
-                ("W4", "W7", "W12"),
-                "skipped",
-                "needs capability 'restartable' (a Target.restart that crash-restarts the server)",
-            )
+            CheckResult(ROW + "cut and stalled connections", ("W4", "W6", "W16"), "skipped", why)
         )
+    if target.restart is None:
+        why = (
+            "capability 'restartable' declared but the target has no restart()"
+            if "restartable" in caps
+            else "needs capability 'restartable' (a Target.restart that crash-restarts the server)"
+        )
+        rows.append(CheckResult(RESTART_ROW, ("W4", "W7", "W12"), "skipped", why))
     return rows
 
 
@@ -378,6 +370,7 @@ async def run_workload(
     t0 = time.time()
     sink = ListSink()
     run = ProcessRun(History([], {}, t0), "processes" if use_processes else "tasks")
+    run.capabilities = caps
     schedule = _schedule(rng, prof, can_cut=False, can_restart=False)
     tmp = tempfile.mkdtemp(prefix="fxk-procs-")
     record_files: list[str] = []
@@ -394,7 +387,7 @@ async def run_workload(
                 rng,
                 prof,
                 can_cut=proxy is not None,
-                can_restart=target.restart is not None and "restartable" in caps,
+                can_restart=target.restart is not None,
             )
             harness: _Harness = _ProcessHarness(child_url, tmp, record_files, proxy, target)
         else:
@@ -402,7 +395,7 @@ async def run_workload(
                 rng,
                 prof,
                 can_cut=False,
-                can_restart=target.restart is not None and "restartable" in caps,
+                can_restart=target.restart is not None,
             )
             harness = _TaskHarness(world, sink, target)
         deadline = time.time() + harness.startup + prof.duration  # tasks start at once
@@ -1077,7 +1070,7 @@ def _last_op(rec: Recorder, sid: str, done: Done) -> Op:
 async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResult:
     """Write, crash-restart the server, and check that every acknowledged append,
     fence and pending wake survived (each through the standard checkers)."""
-    name = ROW + "acknowledged appends and pending wakes survive a restart"
+    name = RESTART_ROW
     guarantees = ("W1", "W2", "W4", "W7", "W12")
     assert target.restart is not None
     started = time.time()
