@@ -24,7 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
-from fxworld.models.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
@@ -200,6 +200,12 @@ class _SessionRun:
 
     async def _go(self) -> None:
         self.fence = await self._retry(lambda: self.world.acquire(self.sid))
+        logger.info(
+            "session %s: taken (delivery %d, epoch %d)",
+            self.sid,
+            self.wake.attempt,
+            self.fence.epoch,
+        )
         await self._catch_up()
         idempotent = {name: t.idempotent for name, t in self.agent.tools.items()}
         while True:
@@ -384,37 +390,63 @@ class _SessionRun:
             return
 
     async def _stream_model(self, request: ModelRequest, call: str) -> tuple[ModelResponse, bool]:
+        """Stream one model call, saving its text in chunks: whenever
+        ``text_chunk_chars`` have gathered, or ``text_chunk_interval`` seconds have
+        passed since the oldest unsaved text arrived (also while the model is
+        silent). A stop request (SIGTERM) aborts the call at once."""
+        queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
+        pump = asyncio.create_task(self._pump(request, queue))
+        stopping = asyncio.create_task(self.worker.stopping.wait())
         buf: list[str] = []
         size = 0
-        last_flush = time.monotonic()
+        oldest = 0.0  # when the oldest unsaved text arrived
         response: ModelResponse | None = None
         wrote = False
-        stream = self.agent.model.stream(request)
+        interval = self.agent.text_chunk_interval
+
+        async def flush() -> None:
+            nonlocal buf, size, wrote
+            await self._append([log.entry(log.TEXT, call=call, text="".join(buf))])
+            wrote = True
+            buf, size = [], 0
+            crash_point("after-chunk")
+
         try:
-            async for event in stream:
+            while True:
+                timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
+                get = asyncio.create_task(queue.get())
+                done, _ = await asyncio.wait(
+                    {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if get not in done:
+                    get.cancel()
+                    if stopping in done:
+                        raise _Handover()
+                    await flush()  # the interval passed while the model was silent
+                    continue
+                item = get.result()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
                 if self.worker.stopping.is_set():
                     raise _Handover()
-                if isinstance(event, TextDelta):
-                    if not event.text:
+                if isinstance(item, TextDelta):
+                    if not item.text:
                         continue
-                    buf.append(event.text)
-                    size += len(event.text)
-                    now = time.monotonic()
-                    if (
-                        size >= self.agent.text_chunk_chars
-                        or now - last_flush >= self.agent.text_chunk_interval
-                    ):
-                        await self._append([log.entry(log.TEXT, call=call, text="".join(buf))])
-                        wrote = True
-                        buf, size, last_flush = [], 0, now
-                        crash_point("after-chunk")
-                elif isinstance(event, ModelResponse):
-                    response = event
+                    if not buf:
+                        oldest = time.monotonic()
+                    buf.append(item.text)
+                    size += len(item.text)
+                    if size >= self.agent.text_chunk_chars or time.monotonic() - oldest >= interval:
+                        await flush()
+                elif isinstance(item, ModelResponse):
+                    response = item
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+            pump.cancel()
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
         if response is None:
             raise ModelError("the model's stream ended without a response")
         crash_point("before-message")
@@ -446,6 +478,22 @@ class _SessionRun:
         await self._append(entries)
         crash_point("after-message")
         return response, wrote
+
+    async def _pump(
+        self, request: ModelRequest, queue: asyncio.Queue[ModelEvent | BaseException | None]
+    ) -> None:
+        stream = self.agent.model.stream(request)
+        try:
+            async for event in stream:
+                await queue.put(event)
+            await queue.put(None)
+        except Exception as e:
+            await queue.put(e)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
 
     # -- the world, carefully ----------------------------------------------------------
 

@@ -90,7 +90,7 @@ def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[...
     procs: list[Proc] = []
 
     def start(
-        *, lease: float = 1.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+        *, lease: float = 2.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
     ) -> Proc:
         full = dict(os.environ)
         full.pop("FXWORLD_TEST_CRASH_AT", None)

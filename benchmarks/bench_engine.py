@@ -1,0 +1,168 @@
+"""Benchmark the turn engine on the embedded SQLite world; prints, never asserts.
+
+    python benchmarks/bench_engine.py [--steps 200] [--rounds 3]
+
+1. Engine overhead per step: a turn of N tool calls (a no-op tool) and a scripted
+   model that answers at once, run in-process, next to the time of the same
+   number of raw fenced appends. A model step saves 1 entry, a tool step 2.
+2. SIGKILL -> continuing: a worker is SIGKILLed while the model's text streams;
+   a second worker, already polling, takes over when the 2 s lease runs out.
+   Measured from the kill to the second worker's takeover entry (target: within
+   lease + 1 s).
+3. SIGTERM -> continuing: the same, with SIGTERM: the worker stops at once, hands
+   the session back, and the other continues (target: under 1 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fxworld import Agent, Fence, NewEntry, SqliteWorld, tool
+from fxworld.testing import ScriptedModel
+
+HERE = Path(__file__).parent
+LEASE = 2.0
+
+
+async def raw_appends(path: Path, n: int) -> float:
+    """Seconds per fenced single-entry append, as the engine makes them."""
+    world = SqliteWorld(path, namespace="raw")
+    await world.setup()
+    fence: Fence = await world.acquire("s")
+    data = {"v": 1, "execution_id": "x" * 32, "name": "noop", "output": "ok", "is_error": False}
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await world.append("s", [NewEntry("tool.finished", data)], fence=fence)
+    elapsed = time.perf_counter() - t0
+    await world.close()
+    return elapsed / n
+
+
+async def engine_turn(path: Path, steps: int) -> tuple[float, int, int]:
+    """Seconds for a turn of ``steps`` tool calls; (seconds, steps run, entries)."""
+
+    @tool(idempotent=True)
+    def noop() -> str:
+        return "ok"
+
+    world = SqliteWorld(path, namespace="engine")
+    replies: list[object] = [{"tool": "noop"} for _ in range(steps)] + ["done"]
+    agent = Agent(ScriptedModel(replies), tools=[noop], world=world)  # type: ignore[arg-type]
+    turn = agent.session("bench").prompt("go")
+    await turn.accepted
+    t0 = time.perf_counter()
+    await agent.work(until_idle=True, concurrency=1)
+    elapsed = time.perf_counter() - t0
+    assert await turn == "done"
+    entries = await world.read("bench", 0, limit=100_000)
+    engine_entries = sum(1 for e in entries if e.epoch is not None)
+    # steps: start turn, (model call, tool run) x steps, final model call, finish
+    n_steps = 1 + 2 * steps + 1 + 1
+    await world.close()
+    return elapsed, n_steps, engine_entries
+
+
+async def start_worker(url: str, log: Path) -> asyncio.subprocess.Process:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    )
+    with open(log, "ab") as out:  # noqa: ASYNC230 (a local log file, opened once)
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "fxworld.cli", "worker", "_engine_bench_agent:agent",
+            "--world", url, "--lease", str(LEASE), "-v",
+            stdout=out, stderr=asyncio.subprocess.STDOUT, env=env,
+        )  # fmt: skip
+
+
+def read(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+async def wait_log(log: Path, needle: str, limit: float = 30.0) -> None:
+    end = time.monotonic() + limit
+    while needle not in read(log):
+        if time.monotonic() > end:
+            raise RuntimeError(f"worker never logged {needle!r}:\n{read(log)}")
+        await asyncio.sleep(0.02)
+
+
+async def takeover(tmp: Path, sig: int, rounds: int) -> list[float]:
+    """Seconds from ``sig`` to the other worker's fence entry, per round."""
+    figures: list[float] = []
+    for r in range(rounds):
+        url = f"sqlite:///{tmp}/takeover-{sig}-{r}.db"
+        world = SqliteWorld(tmp / f"takeover-{sig}-{r}.db")
+        client = Agent(ScriptedModel(["-"]), world=world)
+        logs = [tmp / f"worker-{sig}-{r}-{i}.log" for i in (0, 1)]
+        procs = [await start_worker(url, logs[0]), await start_worker(url, logs[1])]
+        for log in logs:
+            await wait_log(log, "worker ready")
+        turn = client.session().prompt("talk")
+        sid = (await turn.accepted).session_id
+        while True:  # wait for text to stream, then find who holds the session
+            entries = await world.read(sid, 0)
+            if any(e.kind == "text" for e in entries):
+                break
+            await asyncio.sleep(0.02)
+        holder = next(
+            p for p, log in zip(procs, logs, strict=True) if f"session {sid}: taken" in read(log)
+        )
+        os.kill(holder.pid, sig)
+        sent = time.time()
+        await holder.wait()
+        await asyncio.wait_for(turn, 60)
+        entries = await world.read(sid, 0, limit=10_000)
+        fences = [e for e in entries if e.kind == "fence"]
+        figures.append(fences[1].at.timestamp() - sent)
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+                await p.wait()
+        await world.close()
+    return figures
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="tool calls in the turn")
+    parser.add_argument("--rounds", type=int, default=3, help="takeovers measured")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fxworld-bench-engine-") as d:
+        tmp = Path(d)
+        raw = await raw_appends(tmp / "raw.db", 500)
+        elapsed, steps, entries = await engine_turn(tmp / "engine.db", args.steps)
+        per_step = elapsed / steps
+        overhead = (elapsed - raw * entries) / steps
+        print("Engine overhead on SQLite (one process, scripted model, no-op tool)")
+        print(f"  raw fenced append                 {raw * 1000:8.3f} ms")
+        print(f"  engine, per step ({steps} steps, {entries} entries)")
+        print(f"    wall time per step              {per_step * 1000:8.3f} ms")
+        print(f"    of which appends (entries x raw) {raw * entries / steps * 1000:7.3f} ms")
+        print(f"    engine overhead per step        {overhead * 1000:8.3f} ms")
+        print()
+        kill = await takeover(tmp, signal.SIGKILL, args.rounds)
+        print(f"SIGKILL -> another worker continues (lease {LEASE:g} s; target <= {LEASE + 1:g} s)")
+        print(
+            "  "
+            + "  ".join(f"{x:.2f} s" for x in kill)
+            + f"   median {statistics.median(kill):.2f} s"
+        )
+        term = await takeover(tmp, signal.SIGTERM, args.rounds)
+        print("SIGTERM -> another worker continues (target < 1 s)")
+        print(
+            "  "
+            + "  ".join(f"{x * 1000:.0f} ms" for x in term)
+            + f"   median {statistics.median(term) * 1000:.0f} ms"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
