@@ -153,7 +153,7 @@ class _Routes:
             chunks.append(chunk)
         try:
             body = json.loads(b"".join(chunks))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             raise HTTPError(400, "invalid_json", "the body is not JSON") from None
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise HTTPError(400, "invalid_request", 'the body must be {"text": "<prompt>"}')

@@ -92,7 +92,13 @@ def test_page_survives_server_kill_mid_turn(tmp_path: Path) -> None:
         env={"FXWORLD_CHAT_DELAY": "0.15", "FXWORLD_CHAT_TOOL_DELAY": "0.3"},
     )
     stream_requests: list[Any] = []
+    t0 = time.monotonic()
+
+    def step(what: str) -> None:  # shown with the output of a failed run
+        print(f"{time.monotonic() - t0:7.2f}s {what}", flush=True)
+
     server.start()
+    step("server up")
     try:
         with sync_api.sync_playwright() as p:
             context = p.chromium.launch_persistent_context(
@@ -111,12 +117,14 @@ def test_page_survives_server_kill_mid_turn(tmp_path: Path) -> None:
                 page.goto(server.base + "/")
                 page.fill("#text", "Where is my order A-1?")
                 page.click("#send")
+                step("prompt sent")
 
                 # Mid-turn: the tool ran and part of the reply's text is on the page.
                 page.wait_for_function(
                     "document.querySelectorAll('[data-kind=\"text\"]').length >= 4",
                     timeout=60_000,
                 )
+                step("text is streaming: SIGKILL")
                 server.kill()
                 page.wait_for_function(
                     "document.getElementById('status').textContent.startsWith('reconnecting')",
@@ -126,9 +134,12 @@ def test_page_survives_server_kill_mid_turn(tmp_path: Path) -> None:
                     "[data-cursor]", "els => els.map(e => e.dataset.cursor)"
                 )
                 requests_before_restart = len(stream_requests)
+                step("page is reconnecting: restart")
                 server.start()
+                step("server up again")
 
                 page.wait_for_selector('[data-kind="turn.finished"]', timeout=90_000)
+                step("turn finished on the page")
                 time.sleep(0.5)  # anything arriving late (a duplicate) would show now
                 shown: list[tuple[str, str]] = [
                     (c, k)
@@ -145,6 +156,19 @@ def test_page_survives_server_kill_mid_turn(tmp_path: Path) -> None:
                     {"url": r.url, **r.all_headers()}
                     for r in stream_requests[requests_before_restart:]
                 ]
+            except BaseException:
+                # What the page showed when it went wrong, for the report.
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "chat-failure.png"), full_page=True)
+                print("page status:", page.text_content("#status"))
+                print(
+                    "page events:",
+                    page.eval_on_selector_all(
+                        "[data-cursor]", "els => els.map(e => e.dataset.kind)"
+                    ),
+                )
+                print("stream requests:", [r.url for r in stream_requests])
+                raise
             finally:
                 context.close()
 

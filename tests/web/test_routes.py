@@ -194,9 +194,10 @@ async def test_bad_ids_cursors_and_bodies_are_400(agent: Agent, client: httpx.As
     r = await client.post("/sessions", json={"text": "x", "session_id": "no/slashes"})
     assert r.status_code == 400
 
-    for content in [b"not json", b"[1,2]", b'{"text": 5}', b'{"text": "   "}', b"\xff\xfe"]:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for content in [b"not json", b"[1,2]", b'{"text": 5}', b'{"text": "   "}', b"\xff\xfe", deep]:
         r = await client.post(f"/sessions/{sid}/prompts", content=content)
-        assert r.status_code == 400, content
+        assert r.status_code == 400, content[:20]
     r = await client.post(
         f"/sessions/{sid}/prompts", json={"text": "x"}, headers={"Idempotency-Key": "k" * 500}
     )
