@@ -8,7 +8,9 @@ Each adapter turns its SDK's exceptions into :class:`ModelError` in one function
   a ``Retry-After`` / ``Retry-After-Ms`` header is honoured (an ``x-should-retry``
   header, when present, decides);
 - retries are bounded by a count *and* by a time budget: a wait that would pass
-  the budget is not started, the last error is raised instead;
+  the budget is not started; the last error is raised instead, with
+  ``retryable=False`` so that the budget is not multiplied by a caller's retries
+  (the engine fails the turn with it);
 - a call is retried only while it has not yet streamed text to the caller:
   once text went out, a failure is raised (``retryable=True``) so that the
   engine, which saved that text, can mark it discarded and call again.
@@ -169,16 +171,19 @@ async def stream_with_retries(
                     f"{e} (after part of the reply had streamed; not retried here)",
                     status=e.status,
                 ) from None
+            # The budget is spent: raised as not retryable, so that nobody above
+            # multiplies it (the engine fails the turn with this message).
             if tries >= policy.max_attempts:
-                raise RetryableModelError(
-                    f"{e} (gave up after {_attempts(tries)})", status=e.status
+                raise ModelError(
+                    f"{e} (gave up after {_attempts(tries)})", retryable=False, status=e.status
                 ) from None
             delay = e.retry_after if e.retry_after is not None else policy.backoff(tries - 1)
             elapsed = time.monotonic() - started
             if elapsed + delay > policy.max_elapsed:
-                raise RetryableModelError(
+                raise ModelError(
                     f"{e} (gave up after {_attempts(tries)} in {elapsed:.1f} s: the next wait of "
                     f"{delay:.1f} s would pass the retry budget of {policy.max_elapsed:.0f} s)",
+                    retryable=False,
                     status=e.status,
                 ) from None
             await sleep(delay)

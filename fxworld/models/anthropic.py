@@ -247,8 +247,11 @@ class AnthropicModel:
             raise RetryableModelError(
                 f"{self.name}: the stream ended before the reply was complete"
             )
+        cut = stop_reason == "max_tokens"
         calls = tuple(
-            blocks[i].call(self.name) for i in sorted(blocks) if blocks[i].kind == "tool_use"
+            blocks[i].call(self.name, cut=cut)
+            for i in sorted(blocks)
+            if blocks[i].kind == "tool_use"
         )
         yield ModelResponse(
             text="".join(text),
@@ -335,12 +338,18 @@ class _Block:
     start: object = None
     json: list[str] = field(default_factory=list)
 
-    def call(self, model: str) -> ToolCall:
+    def call(self, model: str, *, cut: bool = False) -> ToolCall:
         raw = "".join(self.json)
         if raw.strip():
             try:
                 parsed = json.loads(raw)
             except ValueError:
+                if cut:  # asking again would cut it again
+                    raise ModelError(
+                        f"{model}: the reply reached max_tokens inside tool call "
+                        f"{self.name!r}: give the model a higher max_tokens",
+                        retryable=False,
+                    ) from None
                 raise RetryableModelError(
                     f"{model}: the input of tool call {self.name!r} is not valid JSON"
                 ) from None

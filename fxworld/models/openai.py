@@ -243,7 +243,8 @@ class OpenAIModel:
             raise RetryableModelError(
                 f"{self.name}: the stream ended before the reply was complete"
             )
-        tool_calls = tuple(calls[i].finish(self.name) for i in sorted(calls))
+        cut = finish == "length"
+        tool_calls = tuple(calls[i].finish(self.name, cut=cut) for i in sorted(calls))
         extra = {k: v for k, v in (("id", reply_id), ("model", reply_model)) if v}
         yield ModelResponse(
             text="".join(text),
@@ -333,12 +334,18 @@ class _PartialCall:
         if arguments:
             self.arguments += arguments
 
-    def finish(self, model: str) -> ToolCall:
+    def finish(self, model: str, *, cut: bool = False) -> ToolCall:
         if not self.name:
             raise RetryableModelError(f"{model}: a tool call in the stream had no name")
         try:
             parsed = json.loads(self.arguments) if self.arguments.strip() else {}
         except ValueError:
+            if cut:  # asking again would cut it again
+                raise ModelError(
+                    f"{model}: the reply reached its token limit inside tool call "
+                    f"{self.name!r}: give the model a higher max_tokens",
+                    retryable=False,
+                ) from None
             raise RetryableModelError(
                 f"{model}: the arguments of tool call {self.name!r} are not valid JSON"
             ) from None

@@ -170,7 +170,7 @@ async def test_overloaded_529_retried_then_gives_up(server: ProviderServer) -> N
     server.queue(*[Status(529, anthropic_error("overloaded_error", "Overloaded"))] * 4)
     with pytest.raises(ModelError) as caught:
         await collect(model(server, RetryPolicy(max_attempts=2, base_delay=0.01)))
-    assert caught.value.retryable and caught.value.status == 529
+    assert not caught.value.retryable and caught.value.status == 529
     assert "Overloaded" in str(caught.value)
     assert len(server.requests) == 2  # none of the SDK's own retries
 
@@ -226,6 +226,15 @@ async def test_malformed_chunk_is_retried(server: ProviderServer, fast_retry: Re
     events = await collect(model(server, fast_retry))
     assert texts(events) == ["good"]
     assert len(server.requests) == 2
+
+
+async def test_tool_use_cut_at_max_tokens_is_not_retried(server: ProviderServer) -> None:
+    frames = anthropic_stream(calls=[("t", "get_order", ['{"id": "A-'])], stop_reason="max_tokens")
+    server.queue(Sse(frames), Sse(frames))
+    with pytest.raises(ModelError, match="max_tokens inside tool call 'get_order'") as caught:
+        await collect(model(server))
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
 
 
 async def test_stream_without_message_stop_is_an_error(server: ProviderServer) -> None:

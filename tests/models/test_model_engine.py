@@ -29,6 +29,7 @@ from tests.models.conftest import KEY
 from tests.models.provider_server import (
     ProviderServer,
     Sse,
+    Status,
     anthropic_stream,
     openai_stream,
 )
@@ -145,6 +146,19 @@ async def test_non_retryable_error_fails_the_turn_without_the_key(
     assert wrong not in json.dumps([e.data for e in stored])
     assert "ABCDEFGHIJ" not in json.dumps([e.data for e in stored])
     assert len(server.requests) == 1  # not retried, by the adapter or the engine
+
+
+async def test_retry_budget_is_not_multiplied_by_the_engine(server: ProviderServer) -> None:
+    from fxworld.models import OpenAIModel, RetryPolicy
+
+    server.queue(*[Status(503, {"error": {"message": "down", "type": "server_error"}})] * 9)
+    policy = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
+    model = OpenAIModel("gpt-test", api_key=KEY, base_url=server.url + "/v1", retry=policy)
+    agent = Agent(model, world=fxworld.MemoryWorld())
+    with pytest.raises(TurnFailed) as caught:
+        await run_turn(agent, "Anyone there?")
+    assert "HTTP 503" in caught.value.error and "gave up after 3 attempts" in caught.value.error
+    assert len(server.requests) == 3
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -174,7 +174,7 @@ async def test_sdk_retries_are_off_and_ours_are_bounded_by_count(server: Provide
     policy = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02)
     with pytest.raises(ModelError) as caught:
         await collect(model(server, policy))
-    assert caught.value.retryable is True
+    assert caught.value.retryable is False  # the budget is spent: nobody multiplies it
     assert caught.value.status == 503
     assert "overloaded" in str(caught.value) and "3 attempts" in str(caught.value)
     assert len(server.requests) == 3  # the SDK added none of its own
@@ -188,7 +188,7 @@ async def test_retries_are_bounded_by_time(server: ProviderServer) -> None:
     policy = RetryPolicy(max_attempts=10, max_elapsed=2.0)
     with pytest.raises(ModelError) as caught:
         await collect(model(server, policy))
-    assert caught.value.retryable and caught.value.status == 429
+    assert not caught.value.retryable and caught.value.status == 429
     assert "retry budget" in str(caught.value)
     assert len(server.requests) == 1
 
@@ -242,6 +242,15 @@ async def test_malformed_tool_arguments_are_an_error_not_a_guess(
         await collect(model(server, RetryPolicy(max_attempts=1)))
 
 
+async def test_tool_call_cut_by_the_token_limit_is_not_retried(server: ProviderServer) -> None:
+    frames = openai_stream(calls=[("c1", "get_order", ['{"id": "A-'])], finish="length")
+    server.queue(Sse(frames), Sse(frames))
+    with pytest.raises(ModelError, match="token limit inside tool call 'get_order'") as caught:
+        await collect(model(server))
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
+
+
 async def test_stream_that_stops_early_is_an_error(server: ProviderServer) -> None:
     frames = [f for f in openai_stream(["half"]) if 'finish_reason": "stop' not in f]
     server.queue(Sse(frames[:2]))
@@ -277,7 +286,7 @@ async def test_401_is_not_retried_and_never_shows_the_key(server: ProviderServer
     assert len(server.requests) == 1
 
 
-async def test_unreachable_server_is_retryable(fast_retry: RetryPolicy) -> None:
+async def test_unreachable_server_is_retried_then_fails(fast_retry: RetryPolicy) -> None:
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
@@ -288,6 +297,6 @@ async def test_unreachable_server_is_retryable(fast_retry: RetryPolicy) -> None:
     )
     with pytest.raises(ModelError) as caught:
         await collect(m)
-    assert caught.value.retryable is True
+    assert caught.value.retryable is False  # after 4 attempts
     assert "could not reach" in str(caught.value)
     assert "4 attempts" in str(caught.value)
