@@ -31,8 +31,12 @@ class Agent:
     :func:`fxworld.world`, looked up at use time.
 
     ``model_retries``: how many times a retryable ``ModelError`` is retried (with
-    backoff) before the turn fails. ``text_chunk_chars`` / ``text_chunk_interval``:
-    streamed text is saved whenever this many characters or seconds have gathered.
+    backoff) before the turn fails. ``max_deliveries``: a turn whose wake was
+    delivered this many times without the turn ending (each worker crashed or hung
+    on it) fails with ``turn.failed`` instead of crashing workers forever.
+    ``text_chunk_chars`` / ``text_chunk_interval``: streamed text is saved whenever
+    this many characters have gathered, or this many seconds after the oldest
+    unsaved text arrived.
     """
 
     def __init__(
@@ -43,6 +47,7 @@ class Agent:
         world: World | str | None = None,
         *,
         model_retries: int = 3,
+        max_deliveries: int = 10,
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
     ) -> None:
@@ -64,6 +69,7 @@ class Agent:
         self.instructions = instructions
         self._world = world
         self.model_retries = model_retries
+        self.max_deliveries = max_deliveries
         self.text_chunk_chars = text_chunk_chars
         self.text_chunk_interval = text_chunk_interval
         self._workers: set[Any] = set()
@@ -83,6 +89,11 @@ class Agent:
         from fxworld._select import world
 
         return world()
+
+    async def ready(self) -> World:
+        """The world, set up (``setup()`` runs once per world object in a process).
+        Call it at startup to fail early on a bad world."""
+        return await self._ready_world()
 
     async def _ready_world(self) -> World:
         """The world, with ``setup()`` run once per world object in this process."""

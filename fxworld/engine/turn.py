@@ -57,6 +57,13 @@ class Turn:
         self.key = key
         """The prompt's idempotency key: prompting again with it never doubles it."""
         self._seq: int | None = None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "Session.prompt() needs a running event loop: call it from async code "
+                "(e.g. inside asyncio.run(...))"
+            ) from None
         self.accepted: asyncio.Task[Accepted] = asyncio.ensure_future(self._accept())
         """An awaitable of :class:`Accepted`."""
 

@@ -207,6 +207,19 @@ class _SessionRun:
             self.fence.epoch,
         )
         await self._catch_up()
+        cur = self.state.current
+        if cur is not None and self.wake.attempt > self.agent.max_deliveries:
+            await self._append(
+                [
+                    log.entry(
+                        log.TURN_FAILED,
+                        prompt=cur.prompt,
+                        turn=cur.turn,
+                        error=f"gave up: the turn was delivered {self.wake.attempt} times and "
+                        "each worker died or hung before it ended",
+                    )
+                ]
+            )
         idempotent = {name: t.idempotent for name, t in self.agent.tools.items()}
         while True:
             if self.lease_lost:

@@ -426,3 +426,22 @@ async def test_scripted_model_is_deterministic_and_streams_in_pieces(tmp_path: P
     assert [r["n"] for r in read_recording(tmp_path / "r.jsonl")] == [0, 0, 1, 2]
     with pytest.raises(TypeError):
         ScriptedModel([42])  # type: ignore[list-item]
+
+
+async def test_a_turn_that_kills_every_worker_fails_after_max_deliveries() -> None:
+    from fxworld.engine import log
+
+    agent = make(["never said"], max_deliveries=2)
+    world = agent.world
+    turn = agent.session().prompt("poison")
+    sid = (await turn.accepted).session_id
+    fence = await world.acquire(sid)  # a worker started the turn, then died...
+    await world.append(sid, [log.entry(log.TURN_STARTED, prompt=1, turn="t")], fence=fence)
+    for _ in range(2):  # ...and so did the next one: two deliveries whose leases ran out
+        assert await world.take_wake(lease=0.01) is not None
+        await asyncio.sleep(0.02)
+    await run_until_idle(agent)  # the third delivery gives up on the turn
+    with pytest.raises(TurnFailed, match="delivered 3 times"):
+        await turn
+    with pytest.raises(RuntimeError, match="running event loop"):
+        await asyncio.to_thread(agent.session().prompt, "from a thread without a loop")
