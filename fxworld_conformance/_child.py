@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -95,6 +96,9 @@ class _Ctx:
     gate: Gate | None
 
     def alive(self) -> bool:
+        parent = self.spec.extra.get("parent")
+        if parent is not None and os.getppid() != parent:
+            return False  # the harness is gone: stop rather than run on alone
         return time.time() < self.spec.deadline
 
     async def pause(self, scale: float = 1.0) -> None:
@@ -366,7 +370,7 @@ async def _main(spec: Spec) -> int:
         if isinstance(go, str):  # say we are ready, then start with everyone else
             _touch(spec.records + ".ready")
             while (deadline := _read_go(go)) is None:
-                if time.time() > give_up + SETUP_TIMEOUT:
+                if time.time() > give_up + SETUP_TIMEOUT or os.getppid() != spec.extra["parent"]:
                     return 3
                 await asyncio.sleep(0.02)
             spec.deadline = deadline

@@ -593,6 +593,7 @@ class _ProcessHarness(_Harness):
 
     async def spawn(self, spec: Spec) -> None:
         spec.extra["go"] = self.go_file
+        spec.extra["parent"] = os.getpid()
         player = _Player(spec)
         self.players.append(player)
         self._launch(player)
