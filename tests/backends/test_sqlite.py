@@ -194,3 +194,15 @@ async def test_close_is_idempotent_and_the_world_reopens(tmp_path: Path) -> None
     await w.close()
     assert len(await w.read("s")) == 1
     await w.close()
+
+
+async def test_an_unusable_path_is_a_typed_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    w = SqliteWorld(blocker / "sub" / "w.db")  # its parent cannot be created
+    with pytest.raises(BackendUnavailable) as info:
+        await w.append("s", [e()])
+    assert type(info.value) is BackendUnavailable  # not a FileExistsError or sqlite3 error
+    assert "a-file" in str(info.value)
+    await w.close()
+    assert blocker.read_text() == "not a directory"
