@@ -25,7 +25,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,11 +147,11 @@ def provider_message(body: object, fallback: str) -> tuple[str | None, str]:
 
 
 async def stream_with_retries(
-    attempt: Callable[[], AsyncIterator[ModelEvent]],
+    attempt: Callable[[], AsyncGenerator[ModelEvent, None]],
     policy: RetryPolicy,
     *,
     sleep: Callable[[float], Any] = asyncio.sleep,
-) -> AsyncIterator[ModelEvent]:
+) -> AsyncGenerator[ModelEvent, None]:
     """Run ``attempt()`` and pass its events on, retrying retryable failures as
     long as no text has been passed on yet, within ``policy``."""
     started = time.monotonic()
@@ -159,8 +159,9 @@ async def stream_with_retries(
     while True:
         tries += 1
         sent_text = False
+        events = attempt()
         try:
-            async for event in attempt():
+            async for event in events:
                 if isinstance(event, TextDelta):
                     sent_text = True
                 yield event
@@ -187,6 +188,9 @@ async def stream_with_retries(
                     status=e.status,
                 ) from None
             await sleep(delay)
+        finally:
+            # A consumer that stops early (a handover) closes the HTTP stream now.
+            await events.aclose()
 
 
 def _attempts(n: int) -> str:

@@ -23,7 +23,7 @@ when a model is built, never when fxworld is imported.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +184,7 @@ class AnthropicModel:
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         return stream_with_retries(lambda: self._attempt(request), self._retry)
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         client = await self._clients.get()
         create: Any = client.messages.create
         # Errors are raised outside the `except` blocks, so that the SDK's exception

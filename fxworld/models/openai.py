@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +189,7 @@ class OpenAIModel:
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         return stream_with_retries(lambda: self._attempt(request), self._retry)
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         client = await self._clients.get()
         body = self.params(request)
         model = body.pop("model")

@@ -81,6 +81,8 @@ class ProviderServer:
         self._replies: list[Reply] = []
         self._script: list[list[Reply]] | None = None
         self._asked: dict[int, int] = {}
+        self.disconnects = 0
+        """Streams the client closed before their end."""
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -218,10 +220,14 @@ class ProviderServer:
                 await asyncio.sleep(reply.delay)
             if reply.hold is not None and i == reply.hold:
                 await asyncio.sleep(reply.hold_for)
+            if request.transport is None or request.transport.is_closing():
+                self.disconnects += 1  # the client went away (a consumer stopped, a kill)
+                return response
             try:
                 await response.write(frame.encode())
             except (ConnectionResetError, RuntimeError):
-                return response  # the client went away (killed worker)
+                self.disconnects += 1
+                return response
         if reply.abort:
             transport = request.transport
             if transport is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import traceback
@@ -221,6 +222,19 @@ async def test_failure_after_text_streamed_is_raised_not_repeated(
     assert seen == ["partial ", "answer"]  # never followed by a second copy
     assert caught.value.retryable is True
     assert len(server.requests) == 1  # the engine decides what to do next
+
+
+async def test_a_consumer_that_stops_reading_closes_the_stream(server: ProviderServer) -> None:
+    server.queue(Sse(openai_stream([f"w{i} " for i in range(100)]), delay=0.05))
+    events = model(server).stream(HELLO)
+    first = await anext(events)
+    assert first == TextDelta("w0 ")
+    await events.aclose()  # e.g. the engine hands the session over
+    for _ in range(200):
+        if server.disconnects:
+            break
+        await asyncio.sleep(0.05)
+    assert server.disconnects == 1
 
 
 async def test_malformed_chunk_is_retried(server: ProviderServer, fast_retry: RetryPolicy) -> None:
