@@ -530,11 +530,12 @@ class _SessionRun:
                 logger.warning("session %s: append failed (%s); checking and retrying", self.sid, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX)
-                with contextlib.suppress(BackendUnavailable):
-                    landed = await self.world.read(self.sid, self.state.last_seq)
-                    if any(x.epoch == fence.epoch for x in landed):
-                        await self._catch_up()
-                        return self.state.last_seq
+                # Only this fence writes entries of its epoch: if any is past what we
+                # know, the append landed. Never retry it before knowing.
+                landed = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
+                if any(x.epoch == fence.epoch for x in landed):
+                    await self._catch_up()
+                    return self.state.last_seq
         if seq == self.state.last_seq + len(entries):
             now = datetime.now(UTC)
             first = seq - len(entries) + 1

@@ -445,3 +445,85 @@ async def test_a_turn_that_kills_every_worker_fails_after_max_deliveries() -> No
         await turn
     with pytest.raises(RuntimeError, match="running event loop"):
         await asyncio.to_thread(agent.session().prompt, "from a thread without a loop")
+
+
+class FlakyWorld(MemoryWorld):
+    """A MemoryWorld whose storage 'fails' now and then: some appends raise
+    BackendUnavailable before writing, some after writing (the outcome unknown to
+    the caller), and some reads fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+        from fxworld.errors import BackendUnavailable
+
+        self.calls += 1
+        if kw.get("fence") is not None and self.calls % 3 == 0:
+            raise BackendUnavailable("connection reset before the write")
+        seq = await super().append(session_id, entries, **kw)
+        if kw.get("fence") is not None and self.calls % 4 == 0:
+            raise BackendUnavailable("connection reset after the write")
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        from fxworld.errors import BackendUnavailable
+
+        self.calls += 1
+        if self.calls % 7 == 0:
+            raise BackendUnavailable("read timed out")
+        return await super().read(session_id, after, limit=limit)
+
+
+async def test_an_unavailable_backend_is_retried_without_doubling_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncio, "sleep", _fast_sleep)
+    world = FlakyWorld()
+    agent = Agent(
+        ScriptedModel(
+            [
+                {"tool": "lookup", "input": {"id": "A"}},
+                {"tool": "lookup", "input": {"id": "B"}},
+                "done",
+            ]
+        ),
+        tools=[lookup],
+        world=world,
+    )
+    turn = agent.session().prompt("go")
+    await turn.accepted
+    await asyncio.wait_for(agent.work(until_idle=True), 30)
+    stored = await MemoryWorld.read(world, turn.session_id, 0)
+    assert [e.kind for e in stored if e.kind not in ("text",)] == [
+        "prompt",
+        "fence",
+        "turn.started",
+        *["message", "tool.started", "tool.finished"] * 2,
+        "message",
+        "turn.finished",
+    ]
+    assert world.calls > 20  # the failures did happen
+
+
+async def test_one_worker_runs_many_sessions_within_its_concurrency() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def busy() -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.2)
+        running -= 1
+        return "ok"
+
+    agent = Agent(ScriptedModel([{"tool": "busy"}, "done"]), tools=[busy], world=MemoryWorld())
+    turns = [agent.session().prompt("go") for _ in range(8)]
+    for t in turns:
+        await t.accepted
+    await asyncio.wait_for(agent.work(until_idle=True, concurrency=3), 30)
+    assert [await t for t in turns] == ["done"] * 8
+    assert peak == 3
