@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
@@ -165,6 +166,8 @@ class ProcessRun:
     notes: list[str] = field(default_factory=list)
     capabilities: frozenset[str] = frozenset()
     """The world's capabilities with the target's extra ones."""
+    fault_log: list[Op] = field(default_factory=list)
+    """Each fault applied, as an operation of the process ``kit (faults)``."""
     unreadable: Violation | None = None
     """Set when the world could not be read back after the run: the history
     cannot be judged, and this says why, with the failing operations."""
@@ -207,6 +210,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         "seed": seed,
         "faults": dict(faults),
         "processes": sum(run.processes for run in runs),
+        "zombie_refusals": sum(_zombie_refusals(run) for run in runs),
         "notes": [n for run in runs for n in run.notes],
     }
     seconds = time.monotonic() - started
@@ -249,7 +253,7 @@ def _row(
 ) -> CheckResult:
     if not found:
         return CheckResult(ROW + name, guarantees, "passed", "", 0, ops, seconds, dict(extra))
-    shown = [v.render(h.t0) for h, v in found[:3]]
+    shown = [v.render(h.t0) + _faults_near(h, v) for h, v in found[:3]]
     more = f"\n... and {len(found) - 3} more" if len(found) > 3 else ""
     detail = (
         f"{len(found)} violation(s) in a {extra['mode']} run, seed {seed} "
@@ -260,6 +264,45 @@ def _row(
     row_extra = dict(extra)
     row_extra["violated"] = broken
     return CheckResult(ROW + name, guarantees, "failed", detail, 0, ops, seconds, row_extra)
+
+
+FAULTS = "kit (faults)"
+"""The process name under which applied faults are recorded in a history."""
+
+
+def _faults_near(h: History, v: Violation) -> str:
+    """The faults applied shortly before or while the violation's operations ran."""
+    timed = [op for op in v.ops if math.isfinite(op.start)]
+    if not timed:
+        return ""
+    lo = min(op.start for op in timed) - 3.0
+    hi = max(op.done if math.isfinite(op.done) else op.start for op in timed)
+    near = [op for op in h.ops if op.process == FAULTS and lo <= op.start <= hi]
+    if not near:
+        return ""
+    return "\n  faults injected around then:\n" + "\n".join(
+        "    " + op.describe(h.t0) for op in near[-6:]
+    )
+
+
+def _zombie_refusals(run: ProcessRun) -> int:
+    """Fenced appends by a frozen process within a second of waking up: the zombie
+    writers (and workers) the kit made, refused as they must be."""
+    count = 0
+    for fault in run.fault_log:
+        if fault.op != "stop":
+            continue
+        woke = fault.start + float(fault.args.get("seconds") or 0.0)
+        victim = fault.args.get("victim")
+        count += sum(
+            1
+            for op in run.history.ops
+            if op.process == victim
+            and op.op == "append"
+            and op.error == "Fenced"
+            and woke <= op.start <= woke + 1.0
+        )
+    return count
 
 
 def _progress_row(
@@ -446,6 +489,7 @@ async def run_workload(
     with contextlib.suppress(Exception):
         await world.close()
     ops.extend(load_records(kit_sink.records))
+    ops.extend(run.fault_log)
     ops.sort(key=lambda o: (o.start, o.id))
     run.history = History(ops, final, t0, drained)
     run.seconds = time.time() - t0
@@ -499,8 +543,22 @@ async def _apply_faults(
         if time.time() >= deadline:
             break
         try:
-            if await harness.inject(fault):
+            at = time.time()
+            victim = await harness.inject(fault)
+            if victim is not None:
                 run.faults[fault.kind] += 1
+                run.fault_log.append(
+                    Op(
+                        f"fault#{len(run.fault_log) + 1}",
+                        FAULTS,
+                        fault.kind,
+                        None,
+                        {"victim": victim, "seconds": round(fault.seconds, 2) or None},
+                        at,
+                        time.time(),
+                        "ok",
+                    )
+                )
         except Exception as e:  # a fault that could not be applied is noted, not fatal
             run.notes.append(f"fault {fault.kind} at {fault.at:.2f}s not applied: {e!r}")
     rest = deadline - time.time()
@@ -521,7 +579,9 @@ class _Harness:
         """Wait until every player is ready; start the clock; return the deadline."""
         return time.time() + duration
 
-    async def inject(self, fault: _Fault) -> bool:
+    async def inject(self, fault: _Fault) -> str | None:
+        """Apply ``fault``; return what it hit (a process, the proxy, the server),
+        or ``None`` if it could not be applied."""
         raise NotImplementedError
 
     async def finish(self, hard_stop: float, run: ProcessRun) -> None:
@@ -610,36 +670,37 @@ class _ProcessHarness(_Harness):
         _write_atomically(self.go_file, repr(deadline))
         return deadline
 
-    async def inject(self, fault: _Fault) -> bool:
+    async def inject(self, fault: _Fault) -> str | None:
         if fault.kind == "kill":
             victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
             if victim is None:
-                return False
+                return None
+            name = victim.spec.name
             proc: subprocess.Popen[bytes] = victim.handle
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
             await asyncio.to_thread(proc.wait)
             victim.incarnation += 1
             self._launch(victim)
-            return True
+            return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
             victim = _victims(self.players, fault, _STOP_ROLES)
             if victim is None or victim.handle.poll() is not None:
-                return False
+                return None
             pid = victim.handle.pid
             os.kill(pid, signal.SIGSTOP)
             asyncio.get_running_loop().call_later(fault.seconds, _cont, victim.handle)
-            return True
+            return victim.spec.name
         if fault.kind == "cut" and self.proxy is not None:
-            self.proxy.cut(refuse_for=fault.seconds)
-            return True
+            cut = self.proxy.cut(refuse_for=fault.seconds)
+            return f"{cut} connections"
         if fault.kind == "stall" and self.proxy is not None:
             self.proxy.stall(fault.seconds)
-            return True
+            return "every connection"
         if fault.kind == "restart" and self.target.restart is not None:
             await self.target.restart()
-            return True
-        return False
+            return "the server"
+        return None
 
     async def finish(self, hard_stop: float, run: ProcessRun) -> None:
         for p in self.players:
@@ -712,29 +773,30 @@ class _TaskHarness(_Harness):
         self.players.append(player)
         self._launch(player)
 
-    async def inject(self, fault: _Fault) -> bool:
+    async def inject(self, fault: _Fault) -> str | None:
         if fault.kind == "kill":
             victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
             if victim is None:
-                return False
+                return None
+            name = victim.spec.name
             task: asyncio.Task[None] = victim.handle
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
             victim.incarnation += 1
             self._launch(victim)
-            return True
+            return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
             victim = _victims(self.players, fault, _STOP_ROLES)
             if victim is None or victim.gate is None:
-                return False
+                return None
             victim.gate.freeze()
             asyncio.get_running_loop().call_later(fault.seconds, victim.gate.thaw)
-            return True
+            return victim.spec.name
         if fault.kind == "restart" and self.target.restart is not None:
             await self.target.restart()
-            return True
-        return False
+            return "the server"
+        return None
 
     async def finish(self, hard_stop: float, run: ProcessRun) -> None:
         for p in self.players:
