@@ -71,6 +71,10 @@ def with_namespace(url: str, namespace: str) -> str:
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "namespace"]
     query.append(("namespace", namespace))
+    if not parts.netloc and "://" in url:
+        # urlunsplit drops the "//" of an empty authority ("memory://", "sqlite:///p")
+        fragment = f"#{parts.fragment}" if parts.fragment else ""
+        return f"{parts.scheme}://{parts.path}?{urlencode(query)}{fragment}"
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 

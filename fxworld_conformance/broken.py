@@ -1,0 +1,326 @@
+"""Deliberately broken worlds: each breaks exactly one guarantee, and the kit must
+fail each of them, naming that guarantee. They prove the kit has teeth.
+
+Each is a :class:`~fxworld.embedded.memory.MemoryWorld` with one behaviour
+changed. :data:`BROKEN` maps a name to ``(factory, guarantee broken, what)``;
+``fxworld conformance --world fxworld_conformance.broken:stale_fence`` runs the
+kit against one from the command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from fxworld import validate
+from fxworld.embedded.memory import MemoryWorld
+from fxworld.errors import Fenced
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+
+__all__ = ["BROKEN", "BrokenWorld"]
+
+
+class BrokenWorld(MemoryWorld):
+    """Base of the broken worlds; ``breaks`` names the guarantee broken."""
+
+    breaks: str = ""
+    what: str = ""
+
+
+class StaleFenceAccepted(BrokenWorld):
+    breaks, what = "W2", "a stale fence is accepted (the append lands unfenced)"
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        try:
+            return await super().append(
+                session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+            )
+        except Fenced:
+            return await super().append(session_id, entries, expect=expect, key=key, wake=wake)
+
+
+class HoleFilledLate(BrokenWorld):
+    breaks, what = "W9", "the first entry of each append becomes readable 0.3 s after the rest"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._hidden: dict[tuple[str, int], float] = {}
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        before = len(await super().read(session_id, 0, limit=10**9))
+        seq = await super().append(
+            session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+        )
+        if seq > before:
+            self._hidden[(session_id, before + 1)] = time.monotonic() + 0.3
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        now = time.monotonic()
+        got = await super().read(session_id, after, limit=limit)
+        return [e for e in got if self._hidden.get((session_id, e.seq), 0) <= now]
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+        self._hidden = {k: v for k, v in self._hidden.items() if k[0] != session_id}
+
+
+class TornBatch(BrokenWorld):
+    breaks, what = "W4", "a batch lands one entry at a time, so concurrent batches interleave"
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        validate.entries(entries)
+        if key is not None:  # keyed batches stay whole, so only W4 breaks
+            return await super().append(
+                session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+            )
+        seq = 0
+        for i, entry in enumerate(entries):
+            last = i == len(entries) - 1
+            seq = await super().append(
+                session_id,
+                [entry],
+                fence=fence,
+                expect=expect if i == 0 else None,
+                key=key if last else None,
+                wake=wake if last else None,
+            )
+            if not last:
+                await asyncio.sleep(0)
+        return seq
+
+
+class KeyIgnored(BrokenWorld):
+    breaks, what = "W6", "the idempotency key is ignored: a retried call lands twice"
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        return await super().append(session_id, entries, fence=fence, expect=expect, wake=wake)
+
+
+class ExpectIgnored(BrokenWorld):
+    breaks, what = "W5", "expect= is ignored: no Conflict"
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        return await super().append(session_id, entries, fence=fence, key=key, wake=wake)
+
+
+class WakeEarly(BrokenWorld):
+    breaks, what = "W11", "a wake is delivered before its due time (the delay is ignored)"
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        validate.delay(delay)
+        await super().wake(session_id, delay=0.0)
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        return await super().append(
+            session_id,
+            entries,
+            fence=fence,
+            expect=expect,
+            key=key,
+            wake=None if wake is None else 0.0,
+        )
+
+
+class AppendWakeLost(BrokenWorld):
+    breaks, what = "W7", "append(wake=) writes the entries but enqueues no wake"
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        return await super().append(session_id, entries, fence=fence, expect=expect, key=key)
+
+
+class RewakeLostOnFinish(BrokenWorld):
+    breaks, what = "W13", "finish_wake removes the wake even when a wake() arrived during the lease"
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        await super().finish_wake(wake)
+        self._wakes.pop(wake.session_id, None)  # the bug: the re-wake is dropped
+
+
+class LeaseTwice(BrokenWorld):
+    breaks, what = "W12", "a wake under a live lease is handed to a second worker"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._handed: list[WakeLease] = []
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        got = await super().take_wake(lease=lease)
+        if got is not None:
+            self._handed.append(got)
+            return got
+        now = time.time()
+        for held in self._handed:
+            if held.expires_at.timestamp() > now and held.session_id in self._wakes:
+                return WakeLease(held.session_id, uuid.uuid4().hex, held.attempt, held.expires_at)
+        return None
+
+
+class EpochReused(BrokenWorld):
+    breaks, what = "W1", "delete() resets the epoch counter, so epochs are handed out again"
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+        log = self._logs.get(session_id)
+        if log is not None:
+            log.epoch = 0
+
+
+class DeleteKeepsWake(BrokenWorld):
+    breaks, what = "W14", "delete() leaves the session's pending wake behind"
+
+    async def delete(self, session_id: str) -> None:
+        pending = session_id in self._wakes and self._wakes[session_id].token is None
+        await super().delete(session_id)
+        if pending:
+            await self.wake(session_id)
+
+
+class FollowSkipsFirst(BrokenWorld):
+    breaks, what = "W10", "follow() skips the first entry after the cursor"
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        return super().follow(session_id, after + 1)
+
+
+class LeakyErrors(BrokenWorld):
+    breaks, what = "W16", "reading an empty session raises a bare KeyError (a driver error leaks)"
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        got = await super().read(session_id, after, limit=limit)
+        if not got and after == 0:
+            raise KeyError(session_id)
+        return got
+
+
+class NoIdCheck(BrokenWorld):
+    breaks, what = "W15", "session ids are not checked: 'a/../b' is silently rewritten and stored"
+
+    @staticmethod
+    def _clean(session_id: str) -> str:
+        if isinstance(session_id, str) and session_id:
+            return "".join(c if c.isalnum() or c in "._:-" else "_" for c in session_id)[:128]
+        return session_id
+
+    async def acquire(self, session_id: str) -> Fence:
+        return await super().acquire(self._clean(session_id))
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        sid = self._clean(session_id)
+        if fence is not None and fence.session_id == session_id:
+            fence = Fence(sid, fence.epoch, fence.seq)
+        return await super().append(sid, entries, fence=fence, expect=expect, key=key, wake=wake)
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        return await super().read(self._clean(session_id), after, limit=limit)
+
+
+class CapabilitiesUndeclared(BrokenWorld):
+    breaks, what = "W17", "capabilities is a list of made-up names, not a frozenset of known ones"
+
+    capabilities = ["fast", "durable-ish"]  # type: ignore[assignment]
+
+
+BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {
+    name: (cls, cls.breaks, cls.what)
+    for name, cls in {
+        "stale_fence": StaleFenceAccepted,
+        "hole_filled_late": HoleFilledLate,
+        "torn_batch": TornBatch,
+        "key_ignored": KeyIgnored,
+        "expect_ignored": ExpectIgnored,
+        "wake_early": WakeEarly,
+        "append_wake_lost": AppendWakeLost,
+        "rewake_lost_on_finish": RewakeLostOnFinish,
+        "lease_twice": LeaseTwice,
+        "epoch_reused": EpochReused,
+        "delete_keeps_wake": DeleteKeepsWake,
+        "follow_skips_first": FollowSkipsFirst,
+        "leaky_errors": LeakyErrors,
+        "no_id_check": NoIdCheck,
+        "capabilities_undeclared": CapabilitiesUndeclared,
+    }.items()
+}
+"""name -> (factory, the guarantee it breaks, how)."""
+
+
+def __getattr__(name: str) -> Callable[[], BrokenWorld]:
+    # ``fxworld_conformance.broken:stale_fence`` works as a factory spec.
+    if name in BROKEN:
+        return BROKEN[name][0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
