@@ -154,9 +154,9 @@ class ProviderServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        sockets = getattr(site._server, "sockets", None) or ()
+        assert sockets, "the server did not bind"
+        self.port = int(sockets[0].getsockname()[1])
 
     async def _take(self, request: web.Request) -> Reply | None:
         body = await request.json()

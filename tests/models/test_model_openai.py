@@ -27,14 +27,8 @@ from tests.models.provider_server import ProviderServer, Sse, Status, openai_err
 HELLO = ModelRequest(instructions="Be brief.", messages=[Message("user", "Hi")])
 
 
-def model(server: ProviderServer, retry: RetryPolicy | None = None, **kw: object) -> OpenAIModel:
-    return OpenAIModel(
-        "gpt-test",
-        api_key=KEY,
-        base_url=server.url + "/v1",
-        retry=retry,
-        **kw,  # type: ignore[arg-type]
-    )
+def model(server: ProviderServer, retry: RetryPolicy | None = None) -> OpenAIModel:
+    return OpenAIModel("gpt-test", api_key=KEY, base_url=server.url + "/v1", retry=retry)
 
 
 async def collect(m: OpenAIModel, request: ModelRequest = HELLO) -> list[ModelEvent]:
