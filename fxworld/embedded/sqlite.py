@@ -201,6 +201,7 @@ class SqliteWorld:
         # Only the worker thread touches the connection.
         self._conn: sqlite3.Connection | None = None
         self._worker: _Worker | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         # Change notification for follow(): bumped by our own writes and by the poller
         # when another connection committed (PRAGMA data_version changed).
         self._generation = 0
@@ -271,6 +272,9 @@ class SqliteWorld:
                 await worker.submit(asyncio.get_running_loop(), self._disconnect)
             finally:
                 worker.stop()
+                if self._finalizer is not None:
+                    self._finalizer.detach()
+                    self._finalizer = None
 
     # -- append-with-fence ---------------------------------------------------------
 
@@ -515,7 +519,8 @@ class SqliteWorld:
     async def _call(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._worker is None:
             self._worker = _Worker()
-            weakref.finalize(self, self._worker.stop)  # a world never closed frees its thread
+            # A world that is never closed still frees its thread when collected.
+            self._finalizer = weakref.finalize(self, self._worker.stop)
         return await self._worker.submit(asyncio.get_running_loop(), lambda: self._run(doing, fn))
 
     def _run(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
