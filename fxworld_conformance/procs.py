@@ -414,9 +414,9 @@ async def run_workload(
     sink = ListSink()
     run = ProcessRun(History([], {}, t0), "processes" if use_processes else "tasks")
     run.capabilities = caps
-    schedule = _schedule(rng, prof, can_cut=False, can_restart=False)
     tmp = tempfile.mkdtemp(prefix="fxk-procs-")
     record_files: list[str] = []
+    harness: _Harness | None = None
     try:
         if use_processes:
             assert target.url is not None
@@ -432,7 +432,7 @@ async def run_workload(
                 can_cut=proxy is not None,
                 can_restart=target.restart is not None,
             )
-            harness: _Harness = _ProcessHarness(child_url, tmp, record_files, proxy, target)
+            harness = _ProcessHarness(child_url, tmp, record_files, proxy, target)
         else:
             schedule = _schedule(
                 rng,
@@ -461,6 +461,8 @@ async def run_workload(
         await harness.finish(deadline + prof.op_timeout + 2.0, run)
         run.processes = harness.started
     finally:
+        if harness is not None:
+            await harness.cleanup()
         records = list(sink.records)
         for path in record_files:
             records.extend(read_record_file(path))
@@ -586,6 +588,9 @@ class _Harness:
 
     async def finish(self, hard_stop: float, run: ProcessRun) -> None:
         raise NotImplementedError
+
+    async def cleanup(self) -> None:
+        """Whatever happened: no player left running, no proxy left listening."""
 
 
 @dataclass
@@ -716,6 +721,15 @@ class _ProcessHarness(_Harness):
         if self.proxy is not None:
             await self.proxy.close()
 
+    async def cleanup(self) -> None:
+        for p in self.players:
+            if p.handle is not None and p.handle.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.handle.pid, signal.SIGKILL)
+                await asyncio.to_thread(p.handle.wait)
+        if self.proxy is not None:
+            await self.proxy.close()
+
 
 def _all_ready(players: list[_Player]) -> bool:
     return all(os.path.exists(f"{p.spec.records}.ready") for p in players)
@@ -812,6 +826,13 @@ class _TaskHarness(_Harness):
                 await task
             if not task.cancelled() and task.exception() is not None:
                 run.crashed.append(f"{p.spec.name}: {task.exception()!r}")
+
+    async def cleanup(self) -> None:
+        for p in self.players:
+            if p.handle is not None and not p.handle.done():
+                p.handle.cancel()
+                with contextlib.suppress(BaseException):
+                    await p.handle
 
 
 # -- after the workload ---------------------------------------------------------------
