@@ -8,14 +8,10 @@ once, so another worker continues them without waiting for a lease to run out.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
-import os
-import sys
 from typing import Any
 
 from fxworld.cli import add_world_option
-from fxworld.errors import ConfigurationError
 
 
 def register(sub: Any) -> None:
@@ -25,7 +21,9 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("agent", metavar="module:agent", help="where the Agent is, e.g. app:agent")
+    parser.add_argument(
+        "agent", metavar="module:agent", help="where the Agent is: app:agent or path/app.py:agent"
+    )
     add_world_option(parser)
     parser.add_argument(
         "--concurrency", type=int, default=8, metavar="N", help="sessions run at once (8)"
@@ -47,33 +45,9 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def load_agent(target: str) -> Any:
-    """The object ``module:attribute`` names (the current directory is importable)."""
-    from fxworld.engine import Agent
-
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigurationError(f"expected module:agent, e.g. app:agent, not {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigurationError(f"cannot import {module_name!r}: {e}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if callable(obj) and not isinstance(obj, Agent):
-        obj = obj()
-    if not isinstance(obj, Agent):
-        raise ConfigurationError(f"{target} is a {type(obj).__name__}, not an fxworld Agent")
-    return obj
-
-
 async def _run(args: argparse.Namespace) -> int:
     import fxworld
+    from fxworld.commands.serve import load_agent  # module:agent or path/file.py:agent
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -7,6 +7,8 @@ to :data:`ENGINE_WORLDS` (a function of the test's fixture ``request`` and
 open; it may use ``request.getfixturevalue`` to start a server) and naming it in
 ``FXWORLD_ENGINE_WORLDS=sqlite,postgres``, e.g.
 ``ENGINE_WORLDS["postgres"] = lambda request, tmp: request.getfixturevalue("pg_url")``.
+Without code: ``FXWORLD_ENGINE_WORLDS=url FXWORLD_ENGINE_TEST_URL=postgresql://...``
+runs them on that server, a fresh namespace per test.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +30,19 @@ import pytest
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 
+
+def _url_from_env(request: pytest.FixtureRequest, tmp: Path) -> str:
+    """``FXWORLD_ENGINE_TEST_URL`` (e.g. a PostgreSQL URL) with a fresh namespace."""
+    url = os.environ.get("FXWORLD_ENGINE_TEST_URL")
+    if not url:
+        pytest.skip("FXWORLD_ENGINE_TEST_URL is not set")
+    namespace = f"engine_{uuid.uuid4().hex[:16]}"
+    return f"{url}{'&' if '?' in url else '?'}namespace={namespace}"
+
+
 ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: f"sqlite:///{tmp}/world.db",
+    "url": _url_from_env,
 }
 """Worlds the engine's process tests run on: name -> ((request, tmp_path) -> URL)."""
 
