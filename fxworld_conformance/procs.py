@@ -498,12 +498,18 @@ async def run_workload(
     return run
 
 
+_STOP_ROLES: tuple[tuple[str, ...], ...] = (("writer",), ("worker",))
+"""Frozen in turn: a zombie writer, then a zombie worker."""
+
+
 @dataclass(frozen=True)
 class _Fault:
     at: float
     kind: str
     pick: int
     seconds: float
+    roles: tuple[str, ...] = ()
+    """Whom it may hit (empty: any role that the kind allows)."""
 
 
 def _schedule(
@@ -522,8 +528,15 @@ def _schedule(
             seconds = rng.choice([0.0, 0.0, rng.uniform(0.1, 0.6)])
         else:
             seconds = 0.0
-        faults.append(_Fault(t, kind, rng.randrange(1 << 30), seconds))
+        roles: tuple[str, ...] = ()
+        if kind == "stop":  # zombies: frozen writers and workers, in turn
+            roles = _STOP_ROLES[sum(f.kind == "stop" for f in faults) % len(_STOP_ROLES)]
+        faults.append(_Fault(t, kind, rng.randrange(1 << 30), seconds, roles))
         t += rng.uniform(*prof.fault_gap)
+    if faults and not any(f.kind == "stop" for f in faults):  # at least one zombie writer
+        first = faults[0]
+        seconds = rng.uniform(prof.lease * 1.3, prof.lease * 2.5)
+        faults[0] = _Fault(first.at, "stop", first.pick, seconds, ("writer",))
     if can_restart:
         faults.append(_Fault(prof.duration * 0.6, "restart", 0, 0.0))
         faults.sort(key=lambda f: f.at)
@@ -607,9 +620,6 @@ def _victims(players: list[_Player], fault: _Fault, kinds: tuple[str, ...]) -> _
     return pool[fault.pick % len(pool)] if pool else None
 
 
-_STOP_ROLES = ("writer", "worker")
-
-
 class _ProcessHarness(_Harness):
     startup = 60.0
 
@@ -689,7 +699,7 @@ class _ProcessHarness(_Harness):
             self._launch(victim)
             return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
-            victim = _victims(self.players, fault, _STOP_ROLES)
+            victim = _victims(self.players, fault, fault.roles or ("writer", "worker"))
             if victim is None or victim.handle.poll() is not None:
                 return None
             pid = victim.handle.pid
@@ -801,7 +811,7 @@ class _TaskHarness(_Harness):
             self._launch(victim)
             return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
-            victim = _victims(self.players, fault, _STOP_ROLES)
+            victim = _victims(self.players, fault, fault.roles or ("writer", "worker"))
             if victim is None or victim.gate is None:
                 return None
             victim.gate.freeze()
