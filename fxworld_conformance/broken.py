@@ -24,14 +24,30 @@ __all__ = ["BROKEN", "BrokenWorld"]
 
 
 class BrokenWorld(MemoryWorld):
-    """Base of the broken worlds; ``breaks`` names the guarantee broken."""
+    """Base of the broken worlds; ``breaks`` names the guarantee broken, ``also``
+    the guarantees the same bug necessarily breaks as well."""
 
     breaks: str = ""
     what: str = ""
+    also: frozenset[str] = frozenset()
+
+    def _valid(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        fence: Fence | None,
+        expect: int | None,
+        key: str | None,
+        wake: float | None,
+    ) -> None:
+        validate.session_id(session_id)
+        validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
 
 
 class StaleFenceAccepted(BrokenWorld):
     breaks, what = "W2", "a stale fence is accepted (the append lands unfenced)"
+    also = frozenset({"W14", "W8"})  # a fence from before a delete is stale too
 
     async def append(
         self,
@@ -133,11 +149,13 @@ class KeyIgnored(BrokenWorld):
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
+        self._valid(session_id, entries, fence, expect, key, wake)
         return await super().append(session_id, entries, fence=fence, expect=expect, wake=wake)
 
 
 class ExpectIgnored(BrokenWorld):
     breaks, what = "W5", "expect= is ignored: no Conflict"
+    also = frozenset({"W7"})  # the append that should be refused also enqueues its wake
 
     async def append(
         self,
@@ -149,11 +167,13 @@ class ExpectIgnored(BrokenWorld):
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
+        self._valid(session_id, entries, fence, expect, key, wake)
         return await super().append(session_id, entries, fence=fence, key=key, wake=wake)
 
 
 class WakeEarly(BrokenWorld):
     breaks, what = "W11", "a wake is delivered before its due time (the delay is ignored)"
+    also = frozenset({"W7", "W13"})  # wakes from append(wake=) and re-wakes come early too
 
     async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
         validate.delay(delay)
@@ -169,6 +189,7 @@ class WakeEarly(BrokenWorld):
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
+        self._valid(session_id, entries, fence, expect, key, wake)
         return await super().append(
             session_id,
             entries,
@@ -192,6 +213,7 @@ class AppendWakeLost(BrokenWorld):
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
+        self._valid(session_id, entries, fence, expect, key, wake)
         return await super().append(session_id, entries, fence=fence, expect=expect, key=key)
 
 
@@ -205,6 +227,7 @@ class RewakeLostOnFinish(BrokenWorld):
 
 class LeaseTwice(BrokenWorld):
     breaks, what = "W12", "a wake under a live lease is handed to a second worker"
+    also = frozenset({"W11"})  # it hands out leased wakes that are not due again either
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -224,6 +247,7 @@ class LeaseTwice(BrokenWorld):
 
 class EpochReused(BrokenWorld):
     breaks, what = "W1", "delete() resets the epoch counter, so epochs are handed out again"
+    also = frozenset({"W14"})  # W14 repeats W1 for acquires after a delete
 
     async def delete(self, session_id: str) -> None:
         await super().delete(session_id)
@@ -297,7 +321,7 @@ class CapabilitiesUndeclared(BrokenWorld):
 
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {
-    name: (cls, cls.breaks, cls.what)
+    name: (cls, cls.breaks, cls.what)  # type: ignore[misc]
     for name, cls in {
         "stale_fence": StaleFenceAccepted,
         "hole_filled_late": HoleFilledLate,

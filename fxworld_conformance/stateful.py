@@ -968,7 +968,7 @@ _PROFILES: dict[str, dict[str, tuple[int, int]]] = {
 }
 
 
-def machine_settings(name: str, profile: str) -> settings:
+def machine_settings(name: str, profile: str, *, shrink: bool = True) -> settings:
     """Hypothesis settings of one machine under a kit profile (``ci`` or ``thorough``)."""
     examples, steps = _PROFILES.get(profile, _PROFILES["ci"])[name]
     return settings(
@@ -981,7 +981,9 @@ def machine_settings(name: str, profile: str) -> settings:
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.normal,
-        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        phases=[Phase.explicit, Phase.generate, Phase.shrink]
+        if shrink
+        else [Phase.explicit, Phase.generate],
     )
 
 
@@ -998,7 +1000,7 @@ def run_machine(
     machine, covers = MACHINES[name]
     stats = Stats()
     bound = type(machine.__name__, (machine,), {"target": target, "stats": stats})
-    s = machine_settings(name, profile)
+    s = machine_settings(name, profile, shrink=shrink_seconds != 0)
     if seed:
         s = settings(s, derandomize=False)
     test: Callable[[], None] = get_state_machine_test(bound, settings=s)

@@ -1,0 +1,147 @@
+"""``fxworld conformance``: run the kit against a world and print one row per guarantee.
+
+``fxworld conformance --world URL|module:factory [--profile ci|thorough]
+[--report out.json] [--seed N]`` prints a table with one row per guarantee W1-W17
+(passed; failed with the shrunk counterexample or history excerpt; skipped with
+the capability that caused it) and exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from fxworld.urls import mask
+from fxworld_conformance.report import GUARANTEES, CheckResult
+from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit
+from fxworld_conformance.target import Target
+
+__all__ = ["add_arguments", "run", "main", "format_table"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--world",
+        required=True,
+        metavar="URL|module:factory",
+        help="the world to test: a URL (the kit adds a fresh ?namespace= per check) "
+        "or a zero-argument factory 'pkg.module:name' returning a fresh, empty World",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("ci", "thorough"),
+        default="ci",
+        help="ci: bounded and derandomized, a few minutes (default); thorough: far more examples",
+    )
+    parser.add_argument("--report", metavar="out.json", help="also write every result as JSON")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the random choices")
+    parser.add_argument(
+        "--tiers",
+        default=",".join(TIERS),
+        help=f"comma-separated subset of {','.join(TIERS)} (default: all)",
+    )
+    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    target = Target.parse(args.world)
+    shown = mask(args.world) if "://" in args.world else args.world
+    tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
+    unknown = [t for t in tiers if t not in TIERS]
+    if unknown:
+        print(f"unknown tier(s) {unknown}; choose from {list(TIERS)}", file=sys.stderr)
+        return 2
+    try:
+        caps = sorted(capabilities_of(target))
+    except Exception as e:  # noqa: BLE001 - cannot even open the world: say so, exit 2
+        print(f"cannot open {shown}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    print(f"fxworld conformance: {shown}  profile={args.profile} seed={args.seed}", file=out)
+    print(f"capabilities: {', '.join(caps) or '(none)'}", file=out)
+    started = time.monotonic()
+
+    def progress(r: CheckResult) -> None:
+        if not args.quiet:
+            print(
+                f"  {r.status:<7} {r.name}  ({r.seconds:.1f}s, {r.examples} examples, "
+                f"{r.operations} ops)",
+                file=out,
+                flush=True,
+            )
+
+    results = run_kit(
+        target,
+        profile=args.profile,
+        seed=args.seed,
+        tiers=tiers,
+        fail_fast=args.fail_fast,
+        progress=progress,
+    )
+    elapsed = time.monotonic() - started
+    print(file=out)
+    print(format_table(results), file=out)
+    failed = [r for r in results if r.status == "failed"]
+    examples = sum(r.examples for r in results)
+    ops = sum(r.operations for r in results)
+    print(
+        f"\n{len(results)} checks: {sum(r.status == 'passed' for r in results)} passed, "
+        f"{len(failed)} failed, {sum(r.status == 'skipped' for r in results)} skipped; "
+        f"{examples} examples, {ops} operations, {elapsed:.1f}s",
+        file=out,
+    )
+    for r in failed:
+        print(f"\n--- FAILED {r.name} [{', '.join(r.guarantees)}]\n{r.detail}", file=out)
+    if args.report:
+        report: dict[str, Any] = {
+            "world": shown,
+            "profile": args.profile,
+            "seed": args.seed,
+            "capabilities": caps,
+            "seconds": round(elapsed, 3),
+            "examples": examples,
+            "operations": ops,
+            "guarantees": {g: status for g, (status, _) in by_guarantee(results).items()},
+            "results": [r.as_json() for r in results],
+        }
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
+        print(f"\nreport written to {args.report}", file=out)
+    return 1 if failed else 0
+
+
+def format_table(results: list[CheckResult]) -> str:
+    """One row per guarantee: status, and the failing check, or the skip reasons."""
+    rows = []
+    for g, (status, checks) in by_guarantee(results).items():
+        if status == "failed":
+            first = checks[0].detail.strip().splitlines()[0] if checks[0].detail else ""
+            note = f"{checks[0].name}: {first}"
+        elif status == "passed":
+            skipped = [c for c in checks if c.status == "skipped"]
+            ran = [c for c in checks if c.status == "passed"]
+            note = f"{len(ran)} check(s)"
+            if skipped:
+                note += "; skipped: " + "; ".join(f"{c.name} ({c.detail})" for c in skipped)
+        else:
+            note = "; ".join(f"{c.name}: {c.detail}" for c in checks) or "no check ran"
+        mark = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}[status]
+        rows.append(f"{g:<4} {GUARANTEES[g]:<24} {mark:<5} {note}")
+    width = max(len(r) for r in rows)
+    line = "-" * min(width, 120)
+    return "\n".join([f"{'':4} {'guarantee':<24} {'':5} evidence", line, *rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fxworld-conformance", description="Run the fxworld conformance kit."
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

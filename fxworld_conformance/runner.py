@@ -1,0 +1,184 @@
+"""Running the whole kit against one target, and summarising it per guarantee.
+
+``run_kit(target, profile=..., seed=...)`` runs, in order: the directed checks
+(one per guarantee, fast), the tier-1 state machines, and the process tier
+(:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
+crashes, cut connections, server restart). It returns one
+:class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
+folds them into one row per guarantee W1-W17.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fxworld_conformance.model import Violation
+from fxworld_conformance.report import GUARANTEES, CheckResult, Status
+from fxworld_conformance.target import Target
+
+__all__ = ["run_kit", "run_check", "check_names", "by_guarantee", "TIERS", "capabilities_of"]
+
+TIERS = ("directed", "stateful", "processes")
+
+
+def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
+    """The names of the checks of the given tiers, in the order ``run_kit`` runs them
+    (the process tier counts as one name, ``processes``)."""
+    from fxworld_conformance.directed import DIRECTED
+    from fxworld_conformance.stateful import MACHINES
+
+    names: list[str] = []
+    tiers = set(tiers)
+    if "directed" in tiers:
+        names += [d.name for d in DIRECTED]
+    if "stateful" in tiers:
+        names += list(MACHINES)
+    if "processes" in tiers:
+        names.append("processes")
+    return names
+
+
+def capabilities_of(target: Target) -> frozenset[str]:
+    """The capabilities the world declares plus the fixture's (``restartable``)."""
+
+    async def probe() -> frozenset[str]:
+        world = await target.open()
+        try:
+            caps = getattr(world, "capabilities", frozenset())
+            return frozenset(c for c in caps if isinstance(c, str)) if caps else frozenset()
+        finally:
+            await world.close()
+
+    caps = asyncio.run(probe())
+    extra = set(target.extra_capabilities)
+    if target.restart is not None:
+        extra.add("restartable")
+    return caps | extra
+
+
+def run_check(
+    name: str,
+    target: Target,
+    *,
+    profile: str = "ci",
+    seed: int = 0,
+    shrink_seconds: float | None = None,
+) -> list[CheckResult]:
+    """Run one named check (see :func:`check_names`); the process tier returns
+    several results, any other check one."""
+    from fxworld_conformance.directed import DIRECTED, run_directed
+    from fxworld_conformance.stateful import MACHINES, run_machine
+
+    if name == "processes":
+        from fxworld_conformance.procs import run_process_checks
+
+        started = time.monotonic()
+        try:
+            return run_process_checks(target, profile=profile, seed=seed)
+        except Exception as e:  # noqa: BLE001 - the harness itself failed: report it
+            return [
+                CheckResult(
+                    name="processes",
+                    guarantees=("W4",),
+                    status="failed",
+                    detail=f"the process tier crashed: {type(e).__name__}: {e}\n"
+                    + traceback.format_exc(limit=8),
+                    seconds=time.monotonic() - started,
+                )
+            ]
+    if name in MACHINES:
+        return [
+            run_machine(name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds)
+        ]
+    for d in DIRECTED:
+        if d.name == name:
+            return [_directed(d, target, run_directed)]
+    raise KeyError(f"no check named {name!r}; known: {check_names()}")
+
+
+def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
+    started = time.monotonic()
+    ops = 0
+    try:
+        ops, seconds = asyncio.run(run(d, target))
+    except Violation as v:
+        return CheckResult(
+            name=d.name,
+            guarantees=(v.guarantee,),
+            status="failed",
+            detail=v.message,
+            seconds=time.monotonic() - started,
+            extra={"covers": list(d.guarantees)},
+        )
+    except Exception as e:  # noqa: BLE001 - an unexpected error is a failure of the check
+        g = "W16" if not _is_world_error(e) else d.guarantees[0]
+        return CheckResult(
+            name=d.name,
+            guarantees=(g,),
+            status="failed",
+            detail=f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=6),
+            seconds=time.monotonic() - started,
+            extra={"covers": list(d.guarantees)},
+        )
+    return CheckResult(
+        name=d.name, guarantees=d.guarantees, status="passed", operations=ops, seconds=seconds
+    )
+
+
+def _is_world_error(e: BaseException) -> bool:
+    from fxworld.errors import WorldError
+
+    return isinstance(e, WorldError)
+
+
+def run_kit(
+    target: Target,
+    *,
+    profile: str = "ci",
+    seed: int = 0,
+    tiers: Iterable[str] = TIERS,
+    fail_fast: bool = False,
+    progress: Callable[[CheckResult], None] | None = None,
+    shrink_seconds: float | None = None,
+) -> list[CheckResult]:
+    """Run the kit against ``target``; one result per check.
+
+    ``profile`` is ``ci`` (bounded, derandomized: a few minutes per backend) or
+    ``thorough``; ``seed`` makes a run repeatable with other random choices;
+    ``fail_fast`` stops at the first failed check; ``progress`` is called with
+    each result as it comes.
+    """
+    if profile not in ("ci", "thorough", "fast"):
+        raise ValueError(f"profile must be 'ci' or 'thorough', not {profile!r}")
+    results: list[CheckResult] = []
+    for name in check_names(tiers):
+        for result in run_check(
+            name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds
+        ):
+            results.append(result)
+            if progress is not None:
+                progress(result)
+        if fail_fast and any(r.status == "failed" for r in results):
+            break
+    return results
+
+
+def by_guarantee(results: list[CheckResult]) -> dict[str, tuple[Status, list[CheckResult]]]:
+    """One verdict per guarantee W1-W17: ``failed`` if any check names it broken,
+    else ``passed`` if any check covering it passed, else ``skipped``."""
+    out: dict[str, tuple[Status, list[CheckResult]]] = {}
+    for g in GUARANTEES:
+        failed = [r for r in results if r.status == "failed" and g in r.guarantees]
+        passed = [r for r in results if r.status == "passed" and g in r.guarantees]
+        skipped = [r for r in results if r.status == "skipped" and g in r.guarantees]
+        if failed:
+            out[g] = ("failed", failed)
+        elif passed:
+            out[g] = ("passed", passed + skipped)
+        else:
+            out[g] = ("skipped", skipped)
+    return out
