@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -47,6 +48,23 @@ async def follow_latency(path: Path, samples: int = 40) -> list[float]:
     return delays
 
 
+async def cpu_per_append(path: Path, n: int = 3000) -> float:
+    """CPU seconds (all threads, user + system) one single-entry append costs this
+    process: unlike appends/s, hardly affected by other load on the machine."""
+    world = SqliteWorld(path, namespace="cpu")
+    await world.setup()
+    entry = [NewEntry("bench", {"text": "x" * 64, "i": 0})]
+    for _ in range(100):  # warm up
+        await world.append("s", entry)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    for _ in range(n):
+        await world.append("s", entry)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    await world.close()
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return used / n
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -76,6 +94,11 @@ async def main() -> None:
         print(
             f"\nsingle-entry appends/s from one process: {single.ops_per_second:,.0f} "
             f"(target {TARGET:,.0f}: {verdict}, x{single.ops_per_second / TARGET:.2f})"
+        )
+        cpu = await cpu_per_append(path)
+        print(
+            f"CPU per single-entry append: {cpu * 1e6:.0f} us (all threads), so about "
+            f"{1 / cpu:,.0f} appends/s from one process on otherwise idle cores"
         )
         delays = sorted(await follow_latency(path))
         p95 = delays[int(len(delays) * 0.95) - 1]
