@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -78,11 +79,12 @@ class Turn:
     async def result(self) -> str:
         """Wait for the end of the turn answering this prompt; its final text."""
         accepted = await self.accepted
-        async for event in self.session.stream(accepted.cursor):
-            if event.kind in log.TURN_END_KINDS and event.data.get("prompt") == self._seq:
-                if event.kind == log.TURN_FAILED:
-                    raise TurnFailed(self.session.id, str(event.data.get("error", "")))
-                return str(event.data.get("text", ""))
+        async with contextlib.aclosing(self.session.stream(accepted.cursor)) as events:
+            async for event in events:
+                if event.kind in log.TURN_END_KINDS and event.data.get("prompt") == self._seq:
+                    if event.kind == log.TURN_FAILED:
+                        raise TurnFailed(self.session.id, str(event.data.get("error", "")))
+                    return str(event.data.get("text", ""))
         raise AssertionError("unreachable: stream() without until never ends")  # pragma: no cover
 
     def __await__(self) -> Generator[Any, None, str]:

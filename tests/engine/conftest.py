@@ -143,6 +143,30 @@ def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[...
             p.popen.wait(10)
 
 
+_opened: list[Any] = []
+
+
+def client(url: str) -> Any:
+    """An agent handle in the test process, on the test's world: it prompts and
+    reads, runs nothing. Its world is closed at the end of the test."""
+    import crash_agent
+
+    import fxworld
+
+    world = fxworld.open_world(url)
+    _opened.append(world)
+    return fxworld.Agent(
+        crash_agent.agent.model, tools=list(crash_agent.agent.tools.values()), world=world
+    )
+
+
+@pytest.fixture(autouse=True)
+async def _close_client_worlds() -> Any:
+    yield
+    while _opened:
+        await _opened.pop().close()
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []

@@ -9,36 +9,28 @@ from its last cursor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from pathlib import Path
 
 import crash_agent
 import pytest
-from conftest import read_jsonl
+from conftest import client, read_jsonl
 
-import fxworld
 from fxworld import Agent, StreamEvent
 from fxworld.engine import decode_cursor
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def client(url: str) -> Agent:
-    """An agent handle in the test process: it prompts and reads, runs nothing."""
-    return Agent(
-        crash_agent.agent.model,
-        tools=list(crash_agent.agent.tools.values()),
-        world=fxworld.open_world(url),
-    )
-
-
 async def read_with_reconnect(agent: Agent, sid: str, drop_after: int) -> list[StreamEvent]:
     """Follow the stream until the turn ends, reconnecting once from a cursor."""
     seen: list[StreamEvent] = []
-    async for ev in agent.session(sid).stream(until="turn"):
-        seen.append(ev)
-        if len(seen) == drop_after:
-            break  # the connection drops
+    async with contextlib.aclosing(agent.session(sid).stream(until="turn")) as events:
+        async for ev in events:
+            seen.append(ev)
+            if len(seen) == drop_after:
+                break  # the connection drops
     if seen and seen[-1].kind not in ("turn.finished", "turn.failed"):
         async for ev in agent.session(sid).stream(seen[-1].cursor, until="turn"):
             seen.append(ev)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import crash_agent
 import pytest
-from conftest import HERE, REPO, read_jsonl
-from test_crash import client
+from conftest import HERE, REPO, client, read_jsonl
 
 from fxworld.types import Entry
 
