@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -80,7 +80,7 @@ class Session:
 
     async def stream(
         self, cursor: str | None = None, *, until: Literal["turn"] | None = None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """Every event after ``cursor`` (``None``: from the start), in order, then new
         ones as they are saved. Works from any process; a consumer that reconnects
         with the last cursor it saw continues with no gap and no duplicate.
