@@ -8,6 +8,15 @@ background. ``Fenced`` means another worker replaced this one: it stops at once,
 with no further write and no further side effect. ``BackendUnavailable`` is retried
 with backoff; a fenced append whose outcome is unknown is checked by reading the
 log (only this fence writes entries of its epoch), so nothing is doubled.
+
+Parallel tool calls (several calls in one model message) run one after another,
+in the model's order, each with its own ``tool.started`` / ``tool.finished``, so
+a crash leaves at most one call started and unfinished.
+
+SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text is
+marked discarded, the call is made again by the next worker); a running tool is
+let finish; then ``turn.yielded`` is appended with a wake and the lease is
+released, so another worker continues at once.
 """
 
 from __future__ import annotations
