@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, Literal
 
 import asyncpg
@@ -31,6 +32,7 @@ _SCHEMES = {"postgresql", "postgres", "postgresql+asyncpg"}
 _RETRIES = 3
 _BACKOFF = (0.05, 0.2, 0.5)
 _MAX_STALE = 64
+_CHECKOUT_TIMEOUT = 30.0
 _Fetch = Literal["val", "row", "all", "exec"]
 
 
@@ -85,7 +87,7 @@ class PostgresWorld:
         self._url = mask(self._engine.url.render_as_string(hide_password=False))
         self._sql = _Statements(_schema.qualified(self.namespace))
         self._listener: _Listener | None = None
-        self._hot = _HotConnections(self._engine)
+        self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
         self._closed = False
 
     @classmethod
@@ -377,54 +379,112 @@ class _HotConnections:
 
     A checkout through ``AsyncEngine.connect()`` costs more than the round trip of
     an append (greenlet switches, events, a Connection object), so the world keeps
-    the connections it used and hands them to the next call directly. They stay
-    checked out of SQLAlchemy's pool (which still creates, limits and disposes of
-    them) and go back to it once idle for ``idle`` seconds, or on ``close()``.
+    the connections it used and hands them to the next call directly. At most
+    ``limit`` are held; further callers queue here (not in SQLAlchemy's pool, where
+    connections kept here would never reach them). They stay checked out of
+    SQLAlchemy's pool (which still creates, limits and disposes of them) and go back
+    to it once idle for ``idle`` seconds, or on ``close()``.
     """
 
-    def __init__(self, engine: AsyncEngine, idle: float = 2.0) -> None:
+    def __init__(self, engine: AsyncEngine, limit: int, idle: float = 2.0) -> None:
         self._engine = engine
+        self._limit = max(1, limit)
         self._idle_for = idle
+        self._held = 0
         self._idle: list[tuple[PoolProxiedConnection, float]] = []
+        self._waiters: collections.deque[asyncio.Future[PoolProxiedConnection | None]] = (
+            collections.deque()
+        )
         self._timer: asyncio.TimerHandle | None = None
         self._chores: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     async def get(self) -> PoolProxiedConnection:
         if self._idle:
             return self._idle.pop()[0]
-        return await self._engine.raw_connection()
+        if self._held >= self._limit:
+            fut: asyncio.Future[PoolProxiedConnection | None] = (
+                asyncio.get_running_loop().create_future()
+            )
+            self._waiters.append(fut)
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), timeout=_CHECKOUT_TIMEOUT)
+            except BaseException:
+                if fut.done() and not fut.cancelled():
+                    self._pass_on(fut.result())
+                else:
+                    fut.cancel()
+                raise
+            handed = fut.result()
+            if handed is not None:
+                return handed
+        self._held += 1
+        try:
+            return await self._engine.raw_connection()
+        except BaseException:
+            self._pass_on(None)
+            raise
 
     def put(self, fairy: PoolProxiedConnection) -> None:
-        self._idle.append((fairy, time.monotonic()))
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._idle_for, self._trim)
+        """Give a healthy connection back after a call."""
+        if self._closed:
+            self._pass_on(None)
+            self._spawn(self._release(fairy))
+            return
+        self._pass_on(fairy)
 
     async def drop(self, fairy: PoolProxiedConnection) -> None:
-        """Invalidate a broken connection: the pool replaces it."""
+        """Close a broken connection at once and invalidate it: the pool replaces it."""
+        driver = fairy.driver_connection
+        if driver is not None:
+            with contextlib.suppress(Exception):
+                driver.terminate()
+        self._pass_on(None)
         with contextlib.suppress(Exception):
             await greenlet_spawn(fairy.invalidate)
 
     async def close(self) -> None:
+        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         idle, self._idle = self._idle, []
         for fairy, _ in idle:
+            self._held -= 1
             await self._release(fairy)
         for task in list(self._chores):
             with contextlib.suppress(BaseException):
                 await task
+
+    def _pass_on(self, fairy: PoolProxiedConnection | None) -> None:
+        """Hand ``fairy`` (or, for None, the right to check out a new connection) to
+        the first waiter; else keep ``fairy`` idle (or free the slot)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(fairy)
+                return
+        if fairy is None:
+            self._held -= 1
+            return
+        self._idle.append((fairy, time.monotonic()))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._idle_for, self._trim)
 
     def _trim(self) -> None:
         self._timer = None
         cutoff = time.monotonic() - self._idle_for
         while self._idle and self._idle[0][1] <= cutoff:
             fairy, _ = self._idle.pop(0)
-            task = asyncio.get_running_loop().create_task(self._release(fairy))
-            self._chores.add(task)
-            task.add_done_callback(self._chores.discard)
+            self._held -= 1
+            self._spawn(self._release(fairy))
         if self._idle:
             self._timer = asyncio.get_running_loop().call_later(self._idle_for, self._trim)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
 
     @staticmethod
     async def _release(fairy: PoolProxiedConnection) -> None:
@@ -640,6 +700,14 @@ def _engine_url(dsn: str) -> URL:
             f"not {url.drivername}:// ({mask(dsn)})"
         )
     return url.set(drivername="postgresql+asyncpg")
+
+
+def _hot_limit(engine: AsyncEngine, pool_size: int) -> int:
+    """How many connections the world keeps for its calls: its ``pool_size``, or the
+    size of the application's pool (its overflow stays for the application and the
+    world's listener)."""
+    size = getattr(engine.sync_engine.pool, "size", None)
+    return pool_size if not callable(size) else max(1, min(pool_size, int(size())))
 
 
 def _check_lease(wake: WakeLease) -> None:

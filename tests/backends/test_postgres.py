@@ -566,3 +566,19 @@ async def test_take_wakes_in_a_batch_skips_held_rows(pg: PostgresWorld) -> None:
     assert len(first) == 3 and len(rest) == 2
     assert sorted(w.session_id for w in first + rest) == [f"s{i}" for i in range(5)]
     assert await pg.take_wake(lease=30) is None
+
+
+async def test_more_concurrent_calls_than_connections_all_complete(
+    postgres_server: PostgresServer,
+) -> None:
+    w = PostgresWorld(postgres_server.url, namespace=fresh_namespace(), pool_size=2)
+    await w.setup()
+    try:
+        seqs = await asyncio.gather(
+            *(w.append(f"s{i % 5}", [NewEntry("e", {"i": i})]) for i in range(300))
+        )
+        assert sorted(seqs) == sorted(j for _ in range(5) for j in range(1, 61))
+        await asyncio.gather(*(w.wake(f"s{i}") for i in range(50)))
+        assert len(await w.take_wakes(lease=30, limit=100)) == 5 + 45
+    finally:
+        await w.close()
