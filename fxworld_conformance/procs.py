@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from fxworld.errors import WorldError
+from fxworld.errors import ConfigurationError, WorldError
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld_conformance import history as hist
@@ -192,10 +192,8 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
     try:
         for k in range(prof.rounds):
             runs.append(await run_workload(target, prof, seed + 7919 * k))
-    except Exception as e:
-        why = f"the process tier could not run: {type(e).__module__}.{type(e).__qualname__}: {e}"
-        g = "W9" if isinstance(e, WorldError) else "W16"
-        return [_unjudgeable_row([Violation(g, why)], seed, time.monotonic() - started)]
+    except Unopenable as e:
+        return [_unjudgeable_row([e.violation], seed, time.monotonic() - started)]
     for run in runs:
         if run.unreadable is not None:
             found = [run.unreadable, *hist.check_errors_typed(run.history)]
@@ -405,7 +403,7 @@ async def run_workload(
     """Run one seeded workload with faults; return its history, drained and read."""
     rng = random.Random(seed)
     namespace = target.fresh_namespace()
-    world = await target.open(namespace)
+    world = await _reopen(target, namespace, prof.op_timeout, retry_for=0.0)
     if caps is None:
         caps = frozenset(world.capabilities) | target.extra_capabilities
     use_processes = target.url is not None and "shared" in caps
@@ -848,17 +846,34 @@ class _TaskHarness(_Harness):
 # -- after the workload ---------------------------------------------------------------
 
 
-async def _reopen(target: Target, namespace: str, op_timeout: float) -> World:
-    """Open the world directly (not through the proxy), retrying while the server
-    comes back."""
-    give_up = time.time() + 30.0
+class Unopenable(Exception):
+    """The world could not be opened and set up: nothing can be judged."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.message)
+        self.violation = violation
+
+
+async def _reopen(
+    target: Target, namespace: str, op_timeout: float, *, retry_for: float = 30.0
+) -> World:
+    """Open and set up the world directly (not through the proxy), retrying for
+    ``retry_for`` seconds while the server comes back. A configuration error is the
+    caller's and propagates; any other failure is :class:`Unopenable`."""
+    give_up = time.time() + retry_for
     while True:
         try:
-            return await asyncio.wait_for(target.open(namespace), op_timeout * 2)
-        except Exception:
-            if time.time() > give_up:
-                raise
-            await asyncio.sleep(0.3)
+            return await asyncio.wait_for(target.open(namespace), max(op_timeout * 2, 30.0))
+        except ConfigurationError:
+            raise
+        except Exception as e:
+            if time.time() < give_up:
+                await asyncio.sleep(0.3)
+                continue
+            name = f"{type(e).__module__}.{type(e).__qualname__}: {e}"
+            g = "W16" if not isinstance(e, WorldError) else "W9"
+            why = f"the world could not be opened and set up: {name}"
+            raise Unopenable(Violation(g, why)) from e
 
 
 def _lease_result(w: WakeLease | None) -> dict[str, Any] | None:
@@ -1172,7 +1187,10 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
     sink = ListSink()
     rec = Recorder("restart", sink)
     sessions = ["kit-restart-a", "kit-restart-b", "kit-restart-w1", "kit-restart-w2"]
-    world = await target.open(namespace)
+    try:
+        world = await _reopen(target, namespace, prof.op_timeout, retry_for=0.0)
+    except Unopenable as e:
+        return _unjudgeable_row([e.violation], seed, time.time() - started)
     try:
         keyed: list[str] = []
         for k in range(4):
