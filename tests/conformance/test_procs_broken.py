@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from fxworld.embedded.memory import MemoryWorld
 from fxworld_conformance.broken import BROKEN
 from fxworld_conformance.procs import run_process_checks
 from fxworld_conformance.report import CheckResult
@@ -63,3 +64,16 @@ def test_broken_world_fails_the_process_tier(
     assert re.search(rf"^{breaks}: ", detail, re.MULTILINE), detail
     assert re.search(r"\[\s*[\d.]+ \.\. +[\d.]+\] \S+ +\w+\(", detail), detail
     assert f"seed {SEED}" in detail
+
+
+class SetupLeaks(MemoryWorld):
+    """A world whose setup lets a driver error escape."""
+
+    async def setup(self) -> None:
+        raise KeyError("driver: schema table missing")
+
+
+def test_a_world_that_cannot_be_set_up_fails_with_the_reason() -> None:
+    rows = run_process_checks(Target(factory=SetupLeaks), profile="quick", seed=SEED)
+    assert [(r.status, r.guarantees) for r in rows] == [("failed", ("W16",))]
+    assert "schema table missing" in rows[0].detail
