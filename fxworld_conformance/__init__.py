@@ -1,11 +1,32 @@
 """fxworld_conformance: the kit that proves a World keeps W1-W17.
 
-Three tiers: Hypothesis state machines against a reference model, real OS
-processes racing with crashes and cut connections checked by history checkers,
-and deliberately broken worlds the kit must fail. See docs/conformance.md.
+Three tiers: directed checks and Hypothesis state machines against a reference
+model; real OS processes racing with crashes and cut connections, checked by
+history checkers; and deliberately broken worlds the kit must fail. Run it from
+pytest (subclass :class:`WorldConformance`, or ``--fxworld-world=...``) or from
+the command line (``fxworld conformance --world URL|module:factory``). See
+docs/conformance.md.
+
+Importing this package imports neither Hypothesis nor pytest: the pytest plugin
+loads it in every pytest run. :class:`WorldConformance` and :func:`run_kit` load
+them on first use.
 """
+
+from typing import Any
 
 from fxworld_conformance.report import CheckResult, Status
 from fxworld_conformance.target import Target
 
-__all__ = ["CheckResult", "Status", "Target"]
+__all__ = ["CheckResult", "Status", "Target", "WorldConformance", "run_kit"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WorldConformance":
+        from fxworld_conformance.suite import WorldConformance
+
+        return WorldConformance
+    if name == "run_kit":
+        from fxworld_conformance.runner import run_kit
+
+        return run_kit
+    raise AttributeError(f"module 'fxworld_conformance' has no attribute {name!r}")

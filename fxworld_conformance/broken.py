@@ -69,6 +69,7 @@ class StaleFenceAccepted(BrokenWorld):
 
 class HoleFilledLate(BrokenWorld):
     breaks, what = "W9", "the first entry of each append becomes readable 0.3 s after the rest"
+    also = frozenset({"W10"})  # follow() reads through the same holes
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

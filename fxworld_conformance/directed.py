@@ -52,6 +52,7 @@ class Probe:
         self.world = world
         self.guarantee = guarantee
         self.operations = 0
+        self.acked: dict[str, int] = {}  # session -> greatest seq an append/acquire returned
 
     async def call(self, what: str, aw: Awaitable[T]) -> T:
         self.operations += 1
@@ -69,12 +70,17 @@ class Probe:
             ) from e
 
     async def append(self, sid: str, entries: list[NewEntry], **kw: Any) -> int:
-        return await self.call(
+        seq = await self.call(
             f"append({sid!r}, {len(entries)} entries, {kw})", self.world.append(sid, entries, **kw)
         )
+        self.acked[sid] = max(self.acked.get(sid, 0), seq if isinstance(seq, int) else 0)
+        return seq
 
     async def acquire(self, sid: str) -> Fence:
-        return await self.call(f"acquire({sid!r})", self.world.acquire(sid))
+        f = await self.call(f"acquire({sid!r})", self.world.acquire(sid))
+        if isinstance(f, Fence):
+            self.acked[sid] = max(self.acked.get(sid, 0), f.seq)
+        return f
 
     async def read(self, sid: str, after: int = 0, limit: int = 1000) -> list[Entry]:
         what = f"read({sid!r}, {after}, limit={limit})"
@@ -89,6 +95,23 @@ class Probe:
         return got
 
     async def read_all(self, sid: str) -> list[Entry]:
+        """The whole log; an acknowledged entry missing from it is a W9 violation
+        if it shows up later, else W4 (lost)."""
+        out = await self._read_all(sid)
+        acked = self.acked.get(sid, 0)
+        if len(out) < acked:
+            await asyncio.sleep(0.5)
+            again = await self._read_all(sid)
+            if len(again) >= acked:
+                raise Violation(
+                    "W9",
+                    f"read of {sid!r} showed {len(out)} entries though seq {acked} was "
+                    "acknowledged; the rest appeared later",
+                )
+            raise Violation("W4", f"acknowledged seq {acked} of {sid!r} is lost: log {show(again)}")
+        return out
+
+    async def _read_all(self, sid: str) -> list[Entry]:
         out: list[Entry] = []
         while True:
             page = await self.read(sid, len(out))
@@ -110,6 +133,7 @@ class Probe:
 
     async def delete(self, sid: str) -> None:
         await self.call(f"delete({sid!r})", self.world.delete(sid))
+        self.acked.pop(sid, None)
 
     async def expect_error(
         self, err: type[BaseException], what: str, aw: Awaitable[Any], guarantee: str

@@ -741,6 +741,13 @@ class WakeMachine(_KitMachine):
         self.run(self.world.wake(sid, delay=delay), f"wake({sid!r}, delay={delay:g})", "W11")
         self.wakes.wake(sid, LATER if later else NOW)
 
+    @precondition(lambda self: bool(self.leases) and not self.wakes.uncertain())
+    @rule(i=st.integers(0, 7), later=st.booleans())
+    def rewake_leased(self, i: int, later: bool) -> None:
+        """A new request for a session whose wake a worker holds (W13)."""
+        sid = self.leases[i % len(self.leases)][1].session_id
+        self.wake(sid, later)
+
     @precondition(lambda self: not self.wakes.uncertain())
     @rule(worker=st.sampled_from(WORKERS), short=st.sampled_from([False, False, False, True]))
     def take(self, worker: str, short: bool) -> None:
@@ -1023,7 +1030,14 @@ def run_machine(
         else:
             guarantees = (violation.guarantee,)
             message = str(violation)
-        steps = "\n".join(line for line in lines if line.strip())
+        notes = [n for n in getattr(e, "__notes__", []) if isinstance(n, str)]
+        if violation is not None and violation is not e:
+            notes += [n for n in getattr(violation, "__notes__", []) if isinstance(n, str)]
+        steps = "\n".join(
+            line
+            for line in [*lines, *notes]
+            if line.strip() and not line.startswith(("WARNING: Hypothesis has spent", "PLEASE"))
+        )
         return CheckResult(
             name=name,
             guarantees=guarantees,
