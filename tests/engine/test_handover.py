@@ -125,7 +125,7 @@ async def test_sigterm_hands_over_at_once(
     cut text discarded, hands the session back, and a waiting worker continues
     well before the lease (15 s here) would have run out."""
     agent = client(engine_world_url)
-    env = {"ENGINE_TEST_TEXT_DELAY": "0.3"}
+    env = {"ENGINE_TEST_TEXT_DELAY": "0.5"}  # 2.5 s of streaming to stop it in
     workers = [start_worker(lease=15.0, env=env), start_worker(lease=15.0, env=env)]
     for w in workers:
         w.wait_for_log("worker ready")
