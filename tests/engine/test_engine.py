@@ -527,3 +527,58 @@ async def test_one_worker_runs_many_sessions_within_its_concurrency() -> None:
     await asyncio.wait_for(agent.work(until_idle=True, concurrency=3), 30)
     assert [await t for t in turns] == ["done"] * 8
     assert peak == 3
+
+
+class Paused:
+    """Streams ``"Hello"``, then stays silent until ``go`` is set, then the rest."""
+
+    name = "paused"
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+        self.calls = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        yield TextDelta("Hello")
+        await self.go.wait()
+        yield TextDelta(", world")
+        yield ModelResponse(text="Hello, world", stop_reason="end_turn")
+
+
+async def _wait_for_kind(agent: Agent, sid: str, kind: str) -> list[Entry]:
+    for _ in range(1000):
+        entries = await all_entries(agent, sid)
+        if any(e.kind == kind for e in entries):
+            return entries
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {kind} entry")
+
+
+async def test_text_is_saved_while_the_model_is_silent() -> None:
+    model = Paused()
+    agent = Agent(model, world=MemoryWorld(), text_chunk_interval=0.05)
+    turn = agent.session().prompt("hi")
+    worker = asyncio.create_task(agent.work(until_idle=True))
+    sid = (await turn.accepted).session_id
+    entries = await _wait_for_kind(agent, sid, "text")  # saved before the model goes on
+    assert [e.data["text"] for e in entries if e.kind == "text"] == ["Hello"]
+    model.go.set()
+    assert await asyncio.wait_for(turn, 10) == "Hello, world"
+    await worker
+
+
+async def test_stop_abandons_a_silent_model_call_and_hands_the_turn_over() -> None:
+    model = Paused()
+    agent = Agent(model, world=MemoryWorld(), text_chunk_interval=0.0)
+    turn = agent.session().prompt("hi")
+    worker = asyncio.create_task(agent.work())
+    sid = (await turn.accepted).session_id
+    await _wait_for_kind(agent, sid, "text")
+    agent.stop()  # what SIGTERM does in `fxworld worker`
+    await asyncio.wait_for(worker, 5)  # at once: not after the model or a lease
+    kinds = [e.kind for e in await all_entries(agent, sid)]
+    assert kinds[-2:] == ["text.discarded", "turn.yielded"]
+    model.go.set()
+    await asyncio.wait_for(agent.work(until_idle=True), 10)  # due at once: handed back
+    assert await turn == "Hello, world" and model.calls == 2
