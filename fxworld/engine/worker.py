@@ -133,8 +133,8 @@ class Worker:
         try:
             while not self.stopping.is_set():
                 left = self.time_left()
-                if left is not None and left <= 0:
-                    break
+                if left is not None and (left <= 0 or (left <= 0.5 and not tasks)):
+                    break  # too close to the deadline to start anything new
                 took = False
                 if len(tasks) < self.concurrency and (left is None or left > 0.5):
                     try:
