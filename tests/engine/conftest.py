@@ -1,7 +1,8 @@
 """Fixtures for the engine's tests: the world under test, and worker processes.
 
-``engine_world_url`` is THE world the process tests run against: a fresh SQLite
-file per test by default. Another backend runs the same tests by adding an entry
+``engine_world_url`` is THE world the process tests run against: by default each
+runs twice, on a fresh SQLite file and on a fresh namespace of the session's real
+PostgreSQL (``pg_url``). Another backend runs the same tests by adding an entry
 to :data:`ENGINE_WORLDS` (a function of the test's fixture ``request`` and
 ``tmp_path`` returning the URL of a fresh, empty world that several processes can
 open; it may use ``request.getfixturevalue`` to start a server) and naming it in
@@ -43,6 +44,8 @@ def _url_from_env(request: pytest.FixtureRequest, tmp: Path) -> str:
 ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: f"sqlite:///{tmp}/world.db",
     "url": _url_from_env,
+    # a fresh namespace on the session's real PostgreSQL (tests/support/postgres_server.py)
+    "postgres": lambda request, tmp: request.getfixturevalue("pg_url"),
 }
 """Worlds the engine's process tests run on: name -> ((request, tmp_path) -> URL)."""
 
@@ -50,7 +53,7 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_world_url" in metafunc.fixturenames:
         names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
-        chosen = [n for n in names.split(",") if n] or ["sqlite"]
+        chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres"]
         metafunc.parametrize("engine_world_name", chosen)
 
 
