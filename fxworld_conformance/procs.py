@@ -146,6 +146,7 @@ _PROBE_SESSIONS = (
     "kit-probe-key",
     "kit-probe-empty",
     "kit-probe-append-wake",
+    "kit-probe-batches",
 )
 
 
@@ -1117,6 +1118,9 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
         prof,
         _entry_dicts,
     )
+    # Concurrent batches land whole, never interleaved (W4).
+    sid = "kit-probe-batches"
+    await asyncio.gather(*(_append(world, rec, prof, sid, n=3) for _ in range(4)))
     # An append's wake is delivered though nothing else asks for the session (W7).
     await _append(world, rec, prof, "kit-probe-append-wake", n=1, wake=0.0)
 
