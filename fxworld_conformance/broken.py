@@ -318,28 +318,29 @@ class NoIdCheck(BrokenWorld):
 class CapabilitiesUndeclared(BrokenWorld):
     breaks, what = "W17", "capabilities is a list of made-up names, not a frozenset of known ones"
 
-    capabilities = ["fast", "durable-ish"]  # type: ignore[assignment]
+    capabilities = ["fast", "durable-ish"]  # type: ignore[assignment]  # noqa: RUF012
 
+
+_CLASSES: dict[str, type[BrokenWorld]] = {
+    "stale_fence": StaleFenceAccepted,
+    "hole_filled_late": HoleFilledLate,
+    "torn_batch": TornBatch,
+    "key_ignored": KeyIgnored,
+    "expect_ignored": ExpectIgnored,
+    "wake_early": WakeEarly,
+    "append_wake_lost": AppendWakeLost,
+    "rewake_lost_on_finish": RewakeLostOnFinish,
+    "lease_twice": LeaseTwice,
+    "epoch_reused": EpochReused,
+    "delete_keeps_wake": DeleteKeepsWake,
+    "follow_skips_first": FollowSkipsFirst,
+    "leaky_errors": LeakyErrors,
+    "no_id_check": NoIdCheck,
+    "capabilities_undeclared": CapabilitiesUndeclared,
+}
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {
-    name: (cls, cls.breaks, cls.what)  # type: ignore[misc]
-    for name, cls in {
-        "stale_fence": StaleFenceAccepted,
-        "hole_filled_late": HoleFilledLate,
-        "torn_batch": TornBatch,
-        "key_ignored": KeyIgnored,
-        "expect_ignored": ExpectIgnored,
-        "wake_early": WakeEarly,
-        "append_wake_lost": AppendWakeLost,
-        "rewake_lost_on_finish": RewakeLostOnFinish,
-        "lease_twice": LeaseTwice,
-        "epoch_reused": EpochReused,
-        "delete_keeps_wake": DeleteKeepsWake,
-        "follow_skips_first": FollowSkipsFirst,
-        "leaky_errors": LeakyErrors,
-        "no_id_check": NoIdCheck,
-        "capabilities_undeclared": CapabilitiesUndeclared,
-    }.items()
+    name: (cls, cls.breaks, cls.what) for name, cls in _CLASSES.items()
 }
 """name -> (factory, the guarantee it breaks, how)."""
 

@@ -637,20 +637,20 @@ async def w15_bad_input(p: Probe, target: Target) -> None:
     good = [NewEntry("message", {"ok": True})]
     await p.append("s", good)
     for bad in BAD_IDS:
-        calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-            ("append", lambda bad=bad: w.append(bad, good)),
-            ("acquire", lambda bad=bad: w.acquire(bad)),
-            ("read", lambda bad=bad: w.read(bad)),
-            ("wake", lambda bad=bad: w.wake(bad)),
-            ("delete", lambda bad=bad: w.delete(bad)),
+        calls: list[tuple[str, Awaitable[Any]]] = [
+            ("append", w.append(bad, good)),
+            ("acquire", w.acquire(bad)),
+            ("read", w.read(bad)),
+            ("wake", w.wake(bad)),
+            ("delete", w.delete(bad)),
         ]
-        for name, make in calls:
-            await p.expect_error(InvalidSessionId, f"{name}({bad!r})", make(), "W15")
+        for name, aw in calls:
+            await p.expect_error(InvalidSessionId, f"{name}({bad!r})", aw, "W15")
         try:
             w.follow(bad)
         except InvalidSessionId:
             pass
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise Violation(
                 "W15", f"follow({bad!r}) raised {type(e).__name__}, not InvalidSessionId"
             ) from e
@@ -677,10 +677,10 @@ async def w15_bad_input(p: Probe, target: Target) -> None:
         await p.expect_error(InvalidEntry, f"append with {what}", w.append("s", entries), "W15")
     limit = int(getattr(w, "max_entry_bytes", 1024 * 1024))
     huge = NewEntry("m", {"blob": "x" * (limit + 10)})
-    e = await p.expect_error(
+    too_large = await p.expect_error(
         EntryTooLarge, f"append of an entry over {limit} bytes", w.append("s", [*good, huge]), "W15"
     )
-    check(isinstance(e, InvalidEntry), "W15", "EntryTooLarge must be an InvalidEntry")
+    check(isinstance(too_large, InvalidEntry), "W15", "EntryTooLarge must be an InvalidEntry")
     bad_args: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("read(limit=0)", lambda: w.read("s", 0, limit=0)),
         ("read(after=-1)", lambda: w.read("s", -1)),
@@ -724,7 +724,7 @@ async def w16_errors(p: Probe, target: Target) -> None:
         for make in (lambda: p.world.read("bad id"), lambda: p.world.append("s", [])):
             try:
                 await make()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 errors.append(str(err))
         check(
             all(secret not in m for m in errors), "W16", "an error message shows the URL's password"
@@ -746,7 +746,8 @@ async def w17_capabilities(p: Probe, target: Target) -> None:
     check(
         not unknown,
         "W17",
-        f"unknown capabilities {unknown}; known: {sorted(CAPABILITIES)} (or prefix x- for your own)",
+        f"unknown capabilities {unknown}; known: {sorted(CAPABILITIES)} "
+        "(or prefix x- for your own)",
     )
     check(
         "restartable" not in caps or target.restart is not None,
@@ -808,6 +809,6 @@ async def run_directed(d: Directed, target: Target) -> tuple[int, float]:
     finally:
         try:
             await asyncio.wait_for(world.close(), CALL_TIMEOUT)
-        except Exception:  # noqa: BLE001 - a close failure must not hide the verdict
+        except Exception:
             pass
     return p.operations, time.monotonic() - started

@@ -48,8 +48,10 @@ def capabilities_of(target: Target) -> frozenset[str]:
     async def probe() -> frozenset[str]:
         world = await target.open()
         try:
-            caps = getattr(world, "capabilities", frozenset())
-            return frozenset(c for c in caps if isinstance(c, str)) if caps else frozenset()
+            caps: object = getattr(world, "capabilities", frozenset())
+            if not isinstance(caps, (set, frozenset, list, tuple)):
+                return frozenset()
+            return frozenset(c for c in caps if isinstance(c, str))
         finally:
             await world.close()
 
@@ -79,7 +81,7 @@ def run_check(
         started = time.monotonic()
         try:
             return run_process_checks(target, profile=profile, seed=seed)
-        except Exception as e:  # noqa: BLE001 - the harness itself failed: report it
+        except Exception as e:
             return [
                 CheckResult(
                     name="processes",
@@ -114,7 +116,7 @@ def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
             seconds=time.monotonic() - started,
             extra={"covers": list(d.guarantees)},
         )
-    except Exception as e:  # noqa: BLE001 - an unexpected error is a failure of the check
+    except Exception as e:
         g = "W16" if not _is_world_error(e) else d.guarantees[0]
         return CheckResult(
             name=d.name,

@@ -528,7 +528,8 @@ class _KitMachine(RuleBasedStateMachine):
             if got is None:
                 raise Violation(
                     "W4",
-                    f"acknowledged entry seq {seq} ({me.kind}) is missing: the log ends at {len(actual)}",
+                    f"acknowledged entry seq {seq} ({me.kind}) is missing: "
+                    f"the log ends at {len(actual)}",
                 )
             if not _same([got], [(seq, me)]):
                 raise Violation(
@@ -797,7 +798,8 @@ class WakeMachine(_KitMachine):
         if not live:
             raise Violation(
                 "W12",
-                f"renew_wake of a lease of {lease.session_id!r} that expired or was replaced succeeded",
+                f"renew_wake of a lease of {lease.session_id!r} that expired or was replaced "
+                "succeeded",
             )
         if new.session_id != lease.session_id or new.token != lease.token:
             raise Violation("W12", f"renew_wake returned {new!r} for {lease!r}")
@@ -820,7 +822,8 @@ class WakeMachine(_KitMachine):
         if not live:
             raise Violation(
                 "W12",
-                f"finish_wake of a lease of {lease.session_id!r} that expired or was replaced succeeded",
+                f"finish_wake of a lease of {lease.session_id!r} that expired or was replaced "
+                "succeeded",
             )
         self.wakes.finish(lease.session_id)
 
@@ -951,7 +954,8 @@ def _wrong_outcome(op: Op, snaps: list[SessionModel], writes: list[Op]) -> Viola
             return Violation("W3", f"an append without expect raised Conflict: {op.describe()}")
         return Violation(
             "W5",
-            f"Conflict(last={e.last}) but the log's last seq was {m.last}: {op.describe()}{context}",
+            f"Conflict(last={e.last}) but the log's last seq was {m.last}: "
+            f"{op.describe()}{context}",
         )
     if isinstance(e, WorldError) and op.args.get("key") is not None and isinstance(pred, Repeat):
         return Violation("W6", f"a repeat of a landed key raised {e!r}: {op.describe()}")
@@ -1010,15 +1014,19 @@ def run_machine(
     s = machine_settings(name, profile, shrink=shrink_seconds != 0)
     if seed:
         s = settings(s, derandomize=False)
-    test: Callable[[], None] = get_state_machine_test(bound, settings=s)
+    test: Callable[[], None] = get_state_machine_test(bound, settings=s)  # type: ignore[no-untyped-call]
     if seed:
         test = hypothesis_seed(seed)(test)
     lines: list[str] = []
+
+    def collect(value: object) -> None:
+        lines.append(str(value))
+
     started = time.monotonic()
     if shrink_seconds is None:
         shrink_seconds = 300.0 if profile == "thorough" else 30.0
     try:
-        with with_reporter(lines.append), _shrink_budget(shrink_seconds):
+        with with_reporter(collect), _shrink_budget(shrink_seconds):
             test()
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
