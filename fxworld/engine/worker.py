@@ -384,7 +384,11 @@ class _SessionRun:
                         [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {e}")]
                     )
                 if e.retryable and attempt <= self.agent.model_retries:
-                    await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+                    backoff = min(0.5 * 2 ** (attempt - 1), 8.0)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.worker.stopping.wait(), backoff)
+                    if self.worker.stopping.is_set():
+                        return  # the step loop hands the turn over; the call is made later
                     continue
                 await self._append(
                     [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=str(e))]
