@@ -77,7 +77,10 @@ def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> st
         raise InvalidEntry(
             "entry data does not survive JSON unchanged (non-string keys or tuples?)"
         )
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidEntry("entry data is not valid Unicode (a lone surrogate?)") from None
     if size > max_bytes:
         raise EntryTooLarge(size, max_bytes)
     return text
