@@ -984,6 +984,7 @@ async def _append(
     wake: float | None = None,
     repeat_of: str | None = None,
     tag: str | None = None,
+    expect: int | None = None,
 ) -> Done:
     tag = repeat_of or tag or rec.next_id()
     entries = [NewEntry("probe", {"b": tag, "i": i, "n": n, "p": rec.process}) for i in range(n)]
@@ -998,12 +999,14 @@ async def _append(
         args["wake"] = wake
     if repeat_of is not None:
         args["retry_of"] = repeat_of
+    if expect is not None:
+        args["expect"] = expect
     return await _call(
         rec,
         "append",
         sid,
         args,
-        partial(world.append, sid, entries, fence=fence, key=key, wake=wake),
+        partial(world.append, sid, entries, fence=fence, key=key, wake=wake, expect=expect),
         prof,
         op_id=None if repeat_of else tag,
     )
@@ -1121,6 +1124,9 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
     # Concurrent batches land whole, never interleaved (W4).
     sid = "kit-probe-batches"
     await asyncio.gather(*(_append(world, rec, prof, sid, n=3) for _ in range(4)))
+    # ... and expect= refuses a stale last seq, then accepts the true one (W5).
+    await _append(world, rec, prof, sid, n=1, expect=5)
+    await _append(world, rec, prof, sid, n=1, expect=12)
     # An append's wake is delivered though nothing else asks for the session (W7).
     await _append(world, rec, prof, "kit-probe-append-wake", n=1, wake=0.0)
 
