@@ -31,6 +31,7 @@ from fxworld.errors import (
     ConfigurationError,
     Conflict,
     Fenced,
+    InvalidArgument,
     InvalidEntry,
     LeaseLost,
     WorldError,
@@ -172,6 +173,8 @@ def translate(
         )
     if state in _BAD_DATA:
         return InvalidEntry(f"{what}: PostgreSQL refused the data ({detail})")
+    if state is not None and state[:2] == "22":
+        return InvalidArgument(f"{what}: an argument is out of PostgreSQL's range ({detail})")
     if state is not None and state[:2] in _CONFIG_CLASSES:
         return ConfigurationError(f"{what}: PostgreSQL refused the connection ({detail})")
     if isinstance(exc, NotSent) or _unreachable(exc):

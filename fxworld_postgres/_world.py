@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import asyncpg
 from sqlalchemy import text
@@ -53,12 +54,17 @@ class PostgresWorld:
         self,
         dsn: str | AsyncEngine,
         *,
-        namespace: str = "default",
+        namespace: str | None = None,
         max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
         pool_size: int = 10,
         follow_poll: float = 1.0,
     ) -> None:
-        self.namespace = validate.namespace(namespace)
+        if isinstance(dsn, str) and "?" in dsn:  # fxworld's own URL options
+            dsn, options = _own_options(dsn)
+            namespace = namespace if namespace is not None else options.get("namespace")
+            max_entry_bytes = int(options.get("max_entry_bytes", max_entry_bytes))
+            pool_size = int(options.get("pool_size", pool_size))
+        self.namespace = validate.namespace("default" if namespace is None else namespace)
         if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
             raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
         self.max_entry_bytes = max_entry_bytes
@@ -93,20 +99,9 @@ class PostgresWorld:
     @classmethod
     def from_url(cls, url: str) -> PostgresWorld:
         """``postgresql://user:password@host:port/db?namespace=ns&max_entry_bytes=n&pool_size=n``
-        (also ``postgres://`` and ``postgresql+asyncpg://``)."""
-        base, params = split_query(url)
-        kwargs: dict[str, Any] = {}
-        if "namespace" in params:
-            kwargs["namespace"] = params.pop("namespace")
-        for name in ("max_entry_bytes", "pool_size"):
-            if name in params:
-                try:
-                    kwargs[name] = int(params.pop(name))
-                except ValueError:
-                    raise ConfigurationError(f"{name} must be an integer in {mask(url)}") from None
-        if params:
-            base = base + "?" + "&".join(f"{k}={v}" for k, v in params.items())
-        return cls(base, **kwargs)
+        (also ``postgres://`` and ``postgresql+asyncpg://``); other query parameters go
+        to the driver."""
+        return cls(url)
 
     def __repr__(self) -> str:
         return f"PostgresWorld({self._url!r}, namespace={self.namespace!r})"
@@ -702,6 +697,19 @@ def _engine_url(dsn: str) -> URL:
     return url.set(drivername="postgresql+asyncpg")
 
 
+def _own_options(url: str) -> tuple[str, dict[str, str]]:
+    """Split fxworld's options (namespace, max_entry_bytes, pool_size) off ``url``."""
+    base, params = split_query(url)
+    names: tuple[str, ...] = ("namespace", "max_entry_bytes", "pool_size")
+    own: dict[str, str] = {k: params.pop(k) for k in names if k in params}
+    for name in ("max_entry_bytes", "pool_size"):
+        if name in own and not own[name].isdigit():
+            raise ConfigurationError(f"{name} must be an integer in {mask(url)}")
+    if params:
+        base += "?" + urlencode(params)
+    return base, own
+
+
 def _hot_limit(engine: AsyncEngine, pool_size: int) -> int:
     """How many connections the world keeps for its calls: its ``pool_size``, or the
     size of the application's pool (its overflow stays for the application and the
@@ -714,6 +722,8 @@ def _check_lease(wake: WakeLease) -> None:
     if not isinstance(wake, WakeLease):
         raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
     validate.session_id(wake.session_id)
+    if not isinstance(wake.token, str) or not wake.token:
+        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")
 
 
 def _jsonb_safe(data: str) -> bool:

@@ -24,6 +24,7 @@ from fxworld.errors import (
     ConfigurationError,
     Conflict,
     Fenced,
+    InvalidArgument,
     InvalidEntry,
     InvalidSessionId,
     LeaseLost,
@@ -514,6 +515,10 @@ async def test_bad_input_and_refusals_leave_stored_data_unchanged(
         (LeaseLost, pg.finish_wake(lease_other)),
         (LeaseLost, pg.renew_wake(lease_other, lease=5)),
     ]
+    attempts += [
+        (InvalidArgument, pg.read("s", 2**70)),
+        (InvalidArgument, pg.finish_wake(WakeLease("s", 5, 1, datetime.now(UTC)))),  # type: ignore[arg-type]
+    ]
     for error, call in attempts:
         with pytest.raises(error):
             await call
@@ -551,6 +556,9 @@ async def test_urls_schemes_and_masking(postgres_server: PostgresServer) -> None
         PostgresWorld("mysql://u@h/db")
     with pytest.raises(ConfigurationError):
         PostgresWorld.from_url(f"postgresql://{base}?pool_size=lots")
+    direct = PostgresWorld(f"postgresql://{base}?namespace=n2", max_entry_bytes=7)
+    assert (direct.namespace, direct.max_entry_bytes) == ("n2", 7)
+    await direct.close()
     unset = PostgresWorld(postgres_server.url, namespace=fresh_namespace("unset"))
     with pytest.raises(ConfigurationError, match="setup"):
         await unset.append("s", [NewEntry("a", {})])
