@@ -26,12 +26,22 @@ as concurrent tasks in this process on one world; crashes are then cancelled tas
 and freezes hold a task between two operations.
 
 After the workload the kit waits for every lease and due time, takes every wake
-left (the *drain*), runs a few deterministic probes (a wake asked for during a
-lease, a delayed wake, a lease left to expire and its worker's old fence, a second
-take during a lease, a stale writer), drains again and reads every log. The
-checkers of :mod:`fxworld_conformance.history` then judge the whole history, one
-report row each. With ``restartable`` a last check writes, restarts the server and
-verifies that acknowledged appends, fences and pending wakes survived.
+left (the *drain*), runs a few deterministic probes that the random workload may
+miss (a wake asked for during a lease, a delayed wake, a lease left to expire and
+its worker's old fence, a second take during a lease, a stale writer, a keyed
+retry, four concurrent batches, a stale ``expect``, a never-written session, an
+append's own wake), drains again and reads every log. The checkers of
+:mod:`fxworld_conformance.history` then judge the whole history, one report row
+each; a failure prints the operations that prove it and the faults injected
+around then. With ``Target.restart`` a last check writes, crash-restarts the
+server and verifies that acknowledged appends, keys, fences and pending wakes
+survived.
+
+Repeatable: the seed fixes the fault schedule and every process's choices (roles,
+sessions, batch sizes, pauses); the operating system still chooses the exact
+interleaving, which is why every operation is recorded and judged afterwards.
+Failures print the seed. Assumes the world's clock (a server's) and the kit's
+agree within :data:`~fxworld_conformance.history.CLOCK_TOLERANCE`.
 """
 
 from __future__ import annotations
