@@ -11,6 +11,7 @@ broken.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -637,15 +638,15 @@ async def w15_bad_input(p: Probe, target: Target) -> None:
     good = [NewEntry("message", {"ok": True})]
     await p.append("s", good)
     for bad in BAD_IDS:
-        calls: list[tuple[str, Awaitable[Any]]] = [
-            ("append", w.append(bad, good)),
-            ("acquire", w.acquire(bad)),
-            ("read", w.read(bad)),
-            ("wake", w.wake(bad)),
-            ("delete", w.delete(bad)),
+        calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("append", functools.partial(w.append, bad, good)),
+            ("acquire", functools.partial(w.acquire, bad)),
+            ("read", functools.partial(w.read, bad)),
+            ("wake", functools.partial(w.wake, bad)),
+            ("delete", functools.partial(w.delete, bad)),
         ]
-        for name, aw in calls:
-            await p.expect_error(InvalidSessionId, f"{name}({bad!r})", aw, "W15")
+        for name, make in calls:
+            await p.expect_error(InvalidSessionId, f"{name}({bad!r})", make(), "W15")
         try:
             w.follow(bad)
         except InvalidSessionId:
