@@ -32,7 +32,7 @@ __all__ = [
     "Idle",
     "StartTurn",
     "DiscardText",
-    "RunTool",
+    "RunTools",
     "InterruptTool",
     "CallModel",
     "FinishTurn",
@@ -215,9 +215,11 @@ class DiscardText:
 
 
 @dataclass(frozen=True)
-class RunTool:
-    call: CallState
-    attempt: int
+class RunTools:
+    """Run these calls of one message at the same time, each with its attempt
+    number (1 the first time; more when an idempotent call runs again)."""
+
+    runs: tuple[tuple[CallState, int], ...]
 
 
 @dataclass(frozen=True)
@@ -235,14 +237,15 @@ class FinishTurn:
     text: str
 
 
-Step = Idle | StartTurn | DiscardText | RunTool | InterruptTool | CallModel | FinishTurn
+Step = Idle | StartTurn | DiscardText | RunTools | InterruptTool | CallModel | FinishTurn
 
 
 def next_step(state: Replay, idempotent: Mapping[str, bool]) -> Step:
     """What the worker does next, given the state and which tools are idempotent.
 
     A call started but not finished runs again if its tool is idempotent, and is
-    marked interrupted otherwise (an unknown tool counts as not idempotent).
+    marked interrupted otherwise (an unknown tool counts as not idempotent). The
+    calls of one message that are to run, run together.
     """
     cur = state.current
     if cur is None:
@@ -250,14 +253,12 @@ def next_step(state: Replay, idempotent: Mapping[str, bool]) -> Step:
         return Idle() if p is None else StartTurn(p)
     if cur.open_call is not None:
         return DiscardText(cur.open_call)
-    for call in cur.calls:
-        if call.resolved:
-            continue
-        if call.started == 0:
-            return RunTool(call, 1)
-        if idempotent.get(call.name, False):
-            return RunTool(call, call.started + 1)
-        return InterruptTool(call)
+    pending = [c for c in cur.calls if not c.resolved]
+    for call in pending:
+        if call.started > 0 and not idempotent.get(call.name, False):
+            return InterruptTool(call)
+    if pending:
+        return RunTools(tuple((c, c.started + 1) for c in pending))
     if cur.model_calls > 0 and not cur.calls:
         return FinishTurn(cur.last_text)
     return CallModel()

@@ -9,9 +9,10 @@ with no further write and no further side effect. ``BackendUnavailable`` is retr
 with backoff; a fenced append whose outcome is unknown is checked by reading the
 log (only this fence writes entries of its epoch), so nothing is doubled.
 
-Parallel tool calls (several calls in one model message) run one after another,
-in the model's order, each with its own ``tool.started`` / ``tool.finished``, so
-a crash leaves at most one call started and unfinished.
+Parallel tool calls (several calls in one model message) run at the same time:
+their ``tool.started`` entries are appended together, before any of them runs,
+and each ``tool.finished`` as that call ends. After a crash, each call that was
+started and not finished is handled on its own (run again, or reported).
 
 SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text is
 marked discarded, the call is made again by the next worker); a running tool is
@@ -41,12 +42,13 @@ from . import log
 from ._faults import crash_point
 from .replay import (
     CallModel,
+    CallState,
     DiscardText,
     FinishTurn,
     Idle,
     InterruptTool,
     Replay,
-    RunTool,
+    RunTools,
     StartTurn,
     Step,
     interrupted_message,
@@ -252,7 +254,7 @@ class _SessionRun:
         if left is None:
             return None
         needs = 0.0
-        if isinstance(step, (CallModel, RunTool)):
+        if isinstance(step, (CallModel, RunTools)):
             needs = max(self.worker.longest_step, 0.5)
         return "deadline" if left <= needs else None
 
@@ -291,9 +293,9 @@ class _SessionRun:
                     )
                 ]
             )
-        elif isinstance(step, RunTool):
+        elif isinstance(step, RunTools):
             started = time.monotonic()
-            await self._run_tool(step)
+            await self._run_tools(step)
             self._note_step(started)
         elif isinstance(step, CallModel):
             started = time.monotonic()
@@ -308,10 +310,12 @@ class _SessionRun:
     def _note_step(self, started: float) -> None:
         self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
 
-    async def _run_tool(self, step: RunTool) -> None:
-        c = step.call
-        t = self.agent.tools.get(c.name)
-        if t is None:
+    async def _run_tools(self, step: RunTools) -> None:
+        """Run the calls of one message at the same time: one ``tool.started`` batch
+        before any runs, then each ``tool.finished`` as that call ends."""
+        tools = self.agent.tools
+        unknown = [c for c, _ in step.runs if c.name not in tools]
+        if unknown:
             await self._append(
                 [
                     log.entry(
@@ -319,11 +323,14 @@ class _SessionRun:
                         execution_id=c.execution_id,
                         call_id=c.id,
                         name=c.name,
-                        output=f"unknown tool {c.name!r}; available: {sorted(self.agent.tools)}",
+                        output=f"unknown tool {c.name!r}; available: {sorted(tools)}",
                         is_error=True,
                     )
+                    for c in unknown
                 ]
             )
+        runs = [(c, attempt) for c, attempt in step.runs if c.name in tools]
+        if not runs:
             return
         await self._append(
             [
@@ -333,31 +340,44 @@ class _SessionRun:
                     call_id=c.id,
                     name=c.name,
                     input=c.input,
-                    attempt=step.attempt,
+                    attempt=attempt,
                 )
+                for c, attempt in runs
             ]
         )
         crash_point("after-tool-started")
-        ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, step.attempt)
-        try:
-            output = render_output(await t.call(c.input, ctx))
-            is_error = False
-        except Exception as e:  # a tool that raises is a result the model sees
-            output = f"{type(e).__name__}: {e}"
-            is_error = True
-        await self._append(
-            [
-                log.entry(
-                    log.TOOL_FINISHED,
-                    execution_id=c.execution_id,
-                    call_id=c.id,
-                    name=c.name,
-                    output=output,
-                    is_error=is_error,
+        lock = asyncio.Lock()
+
+        async def run_one(c: CallState, attempt: int) -> None:
+            ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
+            try:
+                output = render_output(await tools[c.name].call(c.input, ctx))
+                is_error = False
+            except Exception as e:  # a tool that raises is a result the model sees
+                output = f"{type(e).__name__}: {e}"
+                is_error = True
+            async with lock:
+                await self._append(
+                    [
+                        log.entry(
+                            log.TOOL_FINISHED,
+                            execution_id=c.execution_id,
+                            call_id=c.id,
+                            name=c.name,
+                            output=output,
+                            is_error=is_error,
+                        )
+                    ]
                 )
-            ]
-        )
-        crash_point("after-tool-finished")
+                crash_point("after-tool-finished")
+
+        tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:  # replaced (Fenced) or stopped: nothing more of this step runs
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _call_model(self, prompt: int, turn: str) -> None:
         request = ModelRequest(

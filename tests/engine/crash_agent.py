@@ -6,7 +6,8 @@ Configured by environment, so every process builds the same agent:
 - ``ENGINE_TEST_TEXT_DELAY``: seconds between streamed text pieces (default 0.05);
 - ``ENGINE_TEST_BLOCK``: ``tool:seconds``, that tool sleeps that long after it
   recorded its run (so a test can stop the process inside it);
-- ``FXWORLD_TEST_CRASH_AT``: the engine's crash points, and ``in-tool:<name>``.
+- ``FXWORLD_TEST_CRASH_AT``: the engine's crash points, and ``in-tool:<name>``;
+- ``ENGINE_TEST_SCRIPT=parallel``: both tools called in one message.
 
 The script: look up order A (idempotent), charge it (not idempotent), answer.
 """
@@ -26,6 +27,13 @@ FINAL = "Order A is charged. All done, thank you for waiting."
 SCRIPT = [
     {"tool": "lookup", "input": {"id": "A"}},
     {"tool": "charge", "input": {"id": "A", "cents": 1250}},
+    FINAL,
+]
+PARALLEL = [  # ENGINE_TEST_SCRIPT=parallel: both calls in one message
+    [
+        {"tool": "lookup", "input": {"id": "A"}},
+        {"tool": "charge", "input": {"id": "A", "cents": 1250}},
+    ],
     FINAL,
 ]
 
@@ -69,7 +77,7 @@ def charge(id: str, cents: int, ctx: ToolContext) -> str:
 
 agent = Agent(
     ScriptedModel(
-        SCRIPT,
+        PARALLEL if os.environ.get("ENGINE_TEST_SCRIPT") == "parallel" else SCRIPT,
         record_to=DIR / "model.jsonl",
         pieces=5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),

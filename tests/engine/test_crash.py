@@ -143,3 +143,35 @@ async def test_crash_at_step_boundary(
         for m in h["messages"]
         if m["role"] == "assistant"
     )
+
+
+async def test_crash_during_parallel_calls(
+    engine_world_url: str, start_worker, tmp_path: Path
+) -> None:
+    """Both calls of one message run together; the worker dies inside ``charge``
+    while ``lookup`` still runs: ``lookup`` runs again, ``charge`` is reported."""
+    agent = client(engine_world_url)
+    turn = agent.session().prompt("Please charge order A.")
+    sid = (await turn.accepted).session_id
+    script = {"ENGINE_TEST_SCRIPT": "parallel"}
+    first = start_worker(
+        env={**script, "FXWORLD_TEST_CRASH_AT": "in-tool:charge", "ENGINE_TEST_BLOCK": "lookup:30"}
+    )
+    assert await first.wait() == -signal.SIGKILL, first.text()
+    second = start_worker(env=script)
+    assert await asyncio.wait_for(turn, 60) == crash_agent.FINAL
+    second.signal(signal.SIGTERM)
+    assert await second.wait() == 0, second.text()
+
+    runs = read_jsonl(tmp_path / "runs.jsonl")
+    lookups = [r for r in runs if r["tool"] == "lookup"]
+    charges = [r for r in runs if r["tool"] == "charge"]
+    assert len(charges) == 1 and charges[0]["pid"] == first.pid
+    assert [r["pid"] for r in lookups] == [first.pid, second.pid]
+    assert lookups[0]["execution_id"] == lookups[1]["execution_id"]
+    stored = await agent.session(sid).read()
+    assert [e.data["name"] for e in stored if e.kind == "tool.interrupted"] == ["charge"]
+    heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"]
+    results = {m["tool_call_id"]: m for m in heard if m["role"] == "tool"}
+    assert results["call_0_1"]["is_error"] and "may have partly run" in results["call_0_1"]["text"]
+    assert not results["call_0_0"]["is_error"]

@@ -232,9 +232,11 @@ async def test_bad_tool_input_and_unknown_tools_are_errors_for_the_model(tmp_pat
     results = [
         m for m in read_recording(tmp_path / "model.jsonl")[1]["messages"] if m["role"] == "tool"
     ]
-    assert [m["tool_call_id"] for m in results] == ["call_0_0", "call_0_1"]
+    by_call = {m["tool_call_id"]: m for m in results}  # results come in the order they end
+    assert sorted(by_call) == ["call_0_0", "call_0_1"]
     assert all(m["is_error"] for m in results)
-    assert "validation error" in results[0]["text"] and "unknown tool 'nope'" in results[1]["text"]
+    assert "validation error" in by_call["call_0_0"]["text"]
+    assert "unknown tool 'nope'" in by_call["call_0_1"]["text"]
 
 
 class Flaky:
@@ -582,3 +584,40 @@ async def test_stop_abandons_a_silent_model_call_and_hands_the_turn_over() -> No
     model.go.set()
     await asyncio.wait_for(agent.work(until_idle=True), 10)  # due at once: handed back
     assert await turn == "Hello, world" and model.calls == 2
+
+
+async def test_parallel_calls_run_together_and_each_is_recorded() -> None:
+    running = 0
+    peak = 0
+
+    @tool(idempotent=True)
+    async def fetch(key: str, ctx: ToolContext) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.1 if key == "slow" else 0.0)
+        running -= 1
+        return f"{key}:{ctx.execution_id}"
+
+    agent = Agent(
+        ScriptedModel([[{"tool": "fetch", "input": {"key": k}} for k in ("slow", "a", "b")], "ok"]),
+        tools=[fetch],
+        world=MemoryWorld(),
+    )
+    turn = agent.session().prompt("go")
+    await run_until_idle(agent)
+    assert await turn == "ok"
+    assert peak == 3
+    log = await all_entries(agent, turn.session_id)
+    kinds = [e.kind for e in log]
+    first_finished = kinds.index("tool.finished")
+    assert kinds[first_finished - 3 : first_finished] == ["tool.started"] * 3  # one batch
+    finished = [e.data for e in log if e.kind == "tool.finished"]
+    assert finished[-1]["output"].startswith("slow:")  # recorded as each one ended
+    assert all(d["output"].endswith(d["execution_id"]) for d in finished)
+    msgs = conversation(log)
+    assert [m.tool_call_id for m in msgs if m.role == "tool"] == [
+        "call_0_1",
+        "call_0_2",
+        "call_0_0",
+    ]
