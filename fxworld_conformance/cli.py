@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     target = Target.parse(args.world)
     shown = mask(args.world) if "://" in args.world else args.world
     tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
