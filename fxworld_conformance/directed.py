@@ -800,14 +800,19 @@ DIRECTED: list[Directed] = [
 ]
 
 
-async def run_directed(d: Directed, target: Target) -> tuple[int, float]:
-    """Run one directed check on a fresh world; return (operations, seconds)."""
+async def run_directed(
+    d: Directed, target: Target, counter: list[int] | None = None
+) -> tuple[int, float]:
+    """Run one directed check on a fresh world; return (operations, seconds).
+    ``counter[0]`` gets the operation count even when the check fails."""
     started = time.monotonic()
     world = await asyncio.wait_for(target.open(), CALL_TIMEOUT)
     p = Probe(world, d.guarantees[0])
     try:
         await d.run(p, target)
     finally:
+        if counter is not None:
+            counter[:] = [p.operations]
         try:
             await asyncio.wait_for(world.close(), CALL_TIMEOUT)
         except Exception:

@@ -104,15 +104,16 @@ def run_check(
 
 def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
     started = time.monotonic()
-    ops = 0
+    counter = [0]
     try:
-        ops, seconds = asyncio.run(run(d, target))
+        ops, seconds = asyncio.run(run(d, target, counter))
     except Violation as v:
         return CheckResult(
             name=d.name,
             guarantees=(v.guarantee,),
             status="failed",
             detail=v.message,
+            operations=counter[0],
             seconds=time.monotonic() - started,
             extra={"covers": list(d.guarantees)},
         )
@@ -123,6 +124,7 @@ def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
             guarantees=(g,),
             status="failed",
             detail=f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=6),
+            operations=counter[0],
             seconds=time.monotonic() - started,
             extra={"covers": list(d.guarantees)},
         )

@@ -973,7 +973,7 @@ MACHINES: dict[str, tuple[type[_KitMachine], tuple[str, ...]]] = {
 
 _PROFILES: dict[str, dict[str, tuple[int, int]]] = {
     # machine -> (max_examples, steps per example)
-    "ci": {"stateful log": (60, 40), "stateful wakes": (100, 30)},
+    "ci": {"stateful log": (80, 40), "stateful wakes": (100, 30)},
     "thorough": {"stateful log": (600, 80), "stateful wakes": (400, 60)},
     "fast": {"stateful log": (25, 30), "stateful wakes": (25, 25)},
 }
