@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 import uuid
@@ -44,7 +45,8 @@ async def _timed(workers: int, seconds: float, step: Callable[[int], Awaitable[i
     async def loop(k: int) -> None:
         nonlocal done
         while time.perf_counter() < stop:
-            done += await step(k)
+            ops = await step(k)  # not `done += await ...`: that reads `done` before awaiting
+            done += ops
 
     start = time.perf_counter()
     await asyncio.gather(*(loop(k) for k in range(workers)))
@@ -235,6 +237,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--no-fsync", action="store_true", help="throwaway server without fsync")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop our server when killed
     server = None
     url = args.url
     if url is None:

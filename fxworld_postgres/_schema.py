@@ -14,8 +14,9 @@ Every namespace is its own Postgres schema, ``fxworld_<namespace>``, holding:
               (bumped by every wake request), ``taken_gen``, ``attempt``, ``token``;
               ``ready_at`` = ``coalesce(lease_until, due)`` is when it can be taken.
 ``follows``   sessions some process follows right now, with the listener's backend
-              pid: an append sends NOTIFY only for those (a NOTIFY in every commit
-              serialises commits server-wide).
+              pid; a trigger keeps ``sessions.followers`` counting them, and an append
+              sends NOTIFY only when its session row says someone follows (a NOTIFY in
+              every commit serialises commits server-wide).
 ``migrations`` the versions applied.
 
 The hot path runs as plpgsql functions (``fx_append``, ``fx_acquire``,
@@ -62,13 +63,13 @@ class Migration:
 
 
 _V1_TABLES = (
+    # no index beyond the key, and room in each page: the append's update stays HOT
     """CREATE TABLE IF NOT EXISTS {s}.sessions (
         session_id text COLLATE "C" PRIMARY KEY,
         epoch bigint NOT NULL DEFAULT 0,
-        last_seq bigint NOT NULL DEFAULT 0
-    )""",
-    """CREATE INDEX IF NOT EXISTS sessions_nonempty ON {s}.sessions (session_id)
-        WHERE last_seq > 0""",
+        last_seq bigint NOT NULL DEFAULT 0,
+        followers integer NOT NULL DEFAULT 0
+    ) WITH (fillfactor = 50)""",
     """CREATE TABLE IF NOT EXISTS {s}.entries (
         session_id text NOT NULL,
         seq bigint NOT NULL,
@@ -103,6 +104,23 @@ _V1_TABLES = (
         pid integer NOT NULL,
         PRIMARY KEY (session_id, pid)
     )""",
+    # sessions.followers counts the follows rows, so an append learns from the row it
+    # updates anyway whether to NOTIFY (a counter: concurrent changes cannot lose one)
+    """CREATE OR REPLACE FUNCTION {s}.fx_follows_count() RETURNS trigger
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO {s}.sessions AS t (session_id, followers) VALUES (NEW.session_id, 1)
+                ON CONFLICT (session_id) DO UPDATE SET followers = t.followers + 1;
+        ELSE
+            UPDATE {s}.sessions SET followers = greatest(followers - 1, 0)
+                WHERE session_id = OLD.session_id;
+        END IF;
+        RETURN NULL;
+    END
+    $fx$""",
+    """CREATE OR REPLACE TRIGGER follows_count AFTER INSERT OR DELETE ON {s}.follows
+        FOR EACH ROW EXECUTE FUNCTION {s}.fx_follows_count()""",
 )
 
 _V1_FUNCTIONS = (
@@ -131,7 +149,7 @@ _V1_FUNCTIONS = (
     """CREATE OR REPLACE FUNCTION {s}.fx_changed(p_sid text) RETURNS void
     LANGUAGE plpgsql AS $fx$
     BEGIN
-        IF EXISTS (SELECT 1 FROM {s}.follows WHERE session_id = p_sid) THEN
+        IF EXISTS (SELECT 1 FROM {s}.sessions WHERE session_id = p_sid AND followers > 0) THEN
             PERFORM pg_notify('{channel}', p_sid);
         END IF;
     END
@@ -145,14 +163,15 @@ _V1_FUNCTIONS = (
     RETURNS bigint LANGUAGE plpgsql AS $fx$
     DECLARE
         v_n integer := cardinality(p_kinds);
-        v_epoch bigint; v_last bigint; v_seq bigint;
+        v_epoch bigint; v_last bigint; v_seq bigint; v_followers integer;
     BEGIN
         UPDATE {s}.sessions SET last_seq = last_seq + v_n WHERE session_id = p_sid
-            RETURNING epoch, last_seq - v_n INTO v_epoch, v_last;
+            RETURNING epoch, last_seq - v_n, followers INTO v_epoch, v_last, v_followers;
         IF NOT FOUND THEN
             INSERT INTO {s}.sessions AS t (session_id, last_seq) VALUES (p_sid, v_n)
                 ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq + v_n
-                RETURNING t.epoch, t.last_seq - v_n INTO v_epoch, v_last;
+                RETURNING t.epoch, t.last_seq - v_n, t.followers
+                INTO v_epoch, v_last, v_followers;
         END IF;
         IF p_key IS NOT NULL THEN
             SELECT seq INTO v_seq FROM {s}.keys WHERE session_id = p_sid AND key = p_key;
@@ -182,7 +201,7 @@ _V1_FUNCTIONS = (
         IF p_wake IS NOT NULL THEN
             PERFORM {s}.fx_wake(p_sid, p_wake);
         END IF;
-        IF EXISTS (SELECT 1 FROM {s}.follows WHERE session_id = p_sid) THEN
+        IF v_followers > 0 THEN
             PERFORM pg_notify('{channel}', p_sid);
         END IF;
         RETURN v_seq;

@@ -403,7 +403,8 @@ class _HotConnections:
             )
             self._waiters.append(fut)
             try:
-                await asyncio.wait_for(asyncio.shield(fut), timeout=_CHECKOUT_TIMEOUT)
+                async with asyncio.timeout(_CHECKOUT_TIMEOUT):
+                    await asyncio.shield(fut)
             except BaseException:
                 if fut.done() and not fut.cancelled():
                     self._pass_on(fut.result())
@@ -574,7 +575,8 @@ class _Listener:
         if self._subs[sid] > 1:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), timeout=5.0)
+            async with asyncio.timeout(5.0):
+                await self._connected.wait()
         await self._locked(self._world._sql.follow_add, [sid])
 
     def unsubscribe(self, sid: str) -> None:
@@ -600,7 +602,8 @@ class _Listener:
         timeout = self._world.follow_poll if self._connected.is_set() else 0.1
         event = self._events.setdefault(sid, asyncio.Event())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._chores) if t is not None]
