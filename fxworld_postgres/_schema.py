@@ -125,12 +125,15 @@ _V1_TABLES = (
 
 _V1_FUNCTIONS = (
     # -- a wake request: coalesce with a pending one, keep the earlier due (W11)
+    # (plpgsql, not sql: plpgsql caches its plans, a sql function is planned per call)
     """CREATE OR REPLACE FUNCTION {s}.fx_wake(p_sid text, p_delay double precision)
-    RETURNS void LANGUAGE sql AS $fx$
+    RETURNS void LANGUAGE plpgsql AS $fx$
+    BEGIN
         INSERT INTO {s}.wakes AS w (session_id, due)
         VALUES (p_sid, now() + make_interval(secs => p_delay))
         ON CONFLICT (session_id) DO UPDATE
-            SET gen = w.gen + 1, due = least(w.due, EXCLUDED.due)
+            SET gen = w.gen + 1, due = least(w.due, EXCLUDED.due);
+    END
     $fx$""",
     # -- lock (creating if needed) the session row; returns (epoch, last_seq)
     """CREATE OR REPLACE FUNCTION {s}.fx_lock(p_sid text, OUT l_epoch bigint, OUT l_last bigint)
@@ -239,8 +242,9 @@ _V1_FUNCTIONS = (
     # -- take up to p_limit due wakes under a lease (W12), skipping rows others hold
     """CREATE OR REPLACE FUNCTION {s}.fx_take_wakes(p_lease double precision, p_limit integer)
     RETURNS TABLE (session_id text, token text, attempt integer, expires_at timestamptz)
-    LANGUAGE sql AS $fx$
-        WITH ready AS (
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        RETURN QUERY WITH ready AS (
             SELECT w.session_id FROM {s}.wakes w
             WHERE w.ready_at <= now()
             ORDER BY w.ready_at
@@ -254,7 +258,8 @@ _V1_FUNCTIONS = (
                 taken_gen = w.gen,
                 due = NULL
         FROM ready WHERE w.session_id = ready.session_id
-        RETURNING w.session_id, w.token, w.attempt, w.lease_until
+        RETURNING w.session_id, w.token, w.attempt, w.lease_until;
+    END
     $fx$""",
     # -- renew a held lease (W12)
     """CREATE OR REPLACE FUNCTION {s}.fx_renew_wake(
