@@ -216,8 +216,11 @@ class MemoryWorld:
 
     async def _wait_change(self, sid: str) -> None:
         event = self._changed.setdefault(sid, asyncio.Event())
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+        # arrives as the event fires, and the follow() task would then never stop.
         try:
-            await asyncio.wait_for(event.wait(), timeout=1.0)
+            async with asyncio.timeout(1.0):
+                await event.wait()
         except TimeoutError:
             pass
 
