@@ -346,13 +346,20 @@ class ContainerPostgres(PostgresServer):
     """A testcontainers PostgreSQL (only used when a Docker daemon answers)."""
 
     def __init__(self) -> None:
-        from testcontainers.postgres import PostgresContainer
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:
+            from testcontainers.postgres import PostgresContainer
 
         image = os.environ.get("FXWORLD_TEST_POSTGRES_IMAGE", "postgres:16")
         port = _free_port()
-        self._container = PostgresContainer(
-            image, username=USER, password="fxworld", dbname=DATABASE
-        ).with_bind_ports(5432, port)
+        self._container = (
+            PostgresContainer(
+                image, username=USER, password="fxworld", dbname=DATABASE, driver=None
+            )
+            .with_bind_ports(5432, port)
+            .with_command("postgres -c max_connections=300 -c fsync=off")
+        )
         self._container.start()
         super().__init__("127.0.0.1", port, USER, "fxworld", DATABASE)
         self.wait_ready()
