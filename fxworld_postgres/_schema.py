@@ -312,36 +312,6 @@ def migration_sql(migration: Migration, namespace: str) -> list[str]:
     return [stmt.replace("{s}", s).replace("{channel}", channel) for stmt in migration.statements]
 
 
-def append_fast_sql(s: str, channel: str) -> str:
-    """An unkeyed append as one statement: it lands only if the session row exists
-    and the fence and ``expect`` hold (the update locks the row and re-checks them on
-    its newest version), and returns one row ``(last seq, notified)``; no row means
-    "ask ``fx_append``", which creates a new session or raises the refusal. Params:
-    ``$1`` session, ``$2`` kinds, ``$3`` jsonb texts, ``$4`` raw texts, ``$5`` epoch,
-    ``$6`` expect, ``$7`` wake delay."""
-    return f"""WITH s AS (
-        UPDATE {s}.sessions SET last_seq = last_seq + cardinality($2::text[])
-        WHERE session_id = $1::text
-          AND ($5::bigint IS NULL OR epoch = $5::bigint)
-          AND ($6::bigint IS NULL OR last_seq = $6::bigint)
-        RETURNING last_seq - cardinality($2::text[]) AS base, followers
-    ), ins AS (
-        INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
-        SELECT $1::text, s.base + i, ($2::text[])[i], (($3::text[])[i])::jsonb,
-               ($4::text[])[i], $5::bigint
-        FROM s, generate_series(1, cardinality($2::text[])) AS i
-    ), wk AS (
-        INSERT INTO {s}.wakes AS w (session_id, due)
-        SELECT $1::text, now() + make_interval(secs => $7::double precision)
-        FROM s WHERE $7::double precision IS NOT NULL
-        ON CONFLICT (session_id) DO UPDATE
-            SET gen = w.gen + 1, due = least(w.due, EXCLUDED.due)
-    )
-    SELECT s.base + cardinality($2::text[]),
-           CASE WHEN s.followers > 0 THEN pg_notify('{channel}', $1::text) END
-    FROM s"""
-
-
 def lock_key(namespace: str) -> str:
     """The text whose ``hashtext`` is the advisory-lock key of ``namespace``'s migrations."""
     return f"fxworld.migrate:{namespace}"

@@ -91,9 +91,7 @@ class PostgresWorld:
                 f"PostgresWorld takes a URL or an AsyncEngine, not {type(dsn).__name__}"
             )
         self._url = mask(self._engine.url.render_as_string(hide_password=False))
-        self._sql = _Statements(
-            _schema.qualified(self.namespace), _schema.channel_name(self.namespace)
-        )
+        self._sql = _Statements(_schema.qualified(self.namespace))
         self._listener: _Listener | None = None
         self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
         self._closed = False
@@ -177,27 +175,6 @@ class PostgresWorld:
                     raws = [None] * i
                 raws.append(data)
         epoch = fence.epoch if fence is not None else None
-        seconds = float(wake) if wake is not None else None
-        if key is None:
-            # The common case in one statement; a miss (a new session, or a refusal)
-            # goes to the function, which creates the session or raises the refusal.
-            row = await self._call(
-                "append",
-                "row",
-                self._sql.append_fast,
-                session_id,
-                kinds,
-                datas,
-                raws,
-                epoch,
-                expect,
-                seconds,
-                session_id=session_id,
-                epoch=epoch,
-                expected=expect,
-            )
-            if row is not None:
-                return int(row[0])
         seq = await self._call(
             "append",
             "val",
@@ -209,7 +186,7 @@ class PostgresWorld:
             epoch,
             expect,
             key.encode("utf-8", "surrogatepass") if key is not None else None,
-            seconds,
+            float(wake) if wake is not None else None,
             idempotent=key is not None,
             session_id=session_id,
             epoch=epoch,
@@ -514,9 +491,8 @@ class _HotConnections:
 class _Statements:
     """The SQL of one namespace, built once (asyncpg caches the prepared statements)."""
 
-    def __init__(self, s: str, channel: str) -> None:
+    def __init__(self, s: str) -> None:
         self.append = f"SELECT {s}.fx_append($1, $2, $3, $4, $5, $6, $7, $8)"
-        self.append_fast = _schema.append_fast_sql(s, channel)
         self.acquire = f"SELECT o_epoch, o_seq FROM {s}.fx_acquire($1)"
         self.read = (
             f"SELECT seq, kind, coalesce(raw, data::text), epoch, at FROM {s}.entries "
