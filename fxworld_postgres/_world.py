@@ -514,6 +514,7 @@ class _Statements:
         self.follow_remove = (
             f"DELETE FROM {s}.follows WHERE session_id = $1 AND pid = pg_backend_pid()"
         )
+        self.follow_drop_own = f"DELETE FROM {s}.follows WHERE pid = pg_backend_pid()"
         self.follow_gc = (
             f"DELETE FROM {s}.follows WHERE pid = pg_backend_pid() "
             "OR pid NOT IN (SELECT pid FROM pg_stat_activity)"
@@ -606,6 +607,11 @@ class _Listener:
                 await event.wait()
 
     async def stop(self) -> None:
+        if self._subs:  # still followed: take our rows out so appends stop notifying
+            self._subs.clear()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await self._locked(self._world._sql.follow_drop_own)
         tasks = [t for t in (self._task, *self._chores) if t is not None]
         for t in tasks:
             t.cancel()

@@ -413,6 +413,37 @@ async def test_appends_notify_only_sessions_somebody_follows(
         assert "unwatched" not in got and got.count("watched") >= 1
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+    # once nobody follows, appends stop notifying (the listener took its row out)
+    schema = f'"fxworld_{pg.namespace}"'
+    for _ in range(100):
+        if not await conn.fetchval(f"SELECT count(*) FROM {schema}.follows"):
+            break
+        await asyncio.sleep(0.05)
+    assert (
+        await conn.fetchval(f"SELECT followers FROM {schema}.sessions WHERE session_id = 'watched'")
+        == 0
+    )
+    got.clear()
+    await pg.append("watched", [NewEntry("c", {})])
+    await asyncio.sleep(0.2)
+    assert got == []
+    await conn.close()
+
+
+async def test_a_closed_world_leaves_no_follower_behind(
+    pg: PostgresWorld, postgres_server: PostgresServer
+) -> None:
+    other = PostgresWorld(postgres_server.url, namespace=pg.namespace)
+    stream = other.follow("s")
+    await pg.append("s", [NewEntry("a", {})])
+    assert (await asyncio.wait_for(anext(stream), 20)).kind == "a"
+    await other.close()  # the follower never stopped iterating
+    await stream.aclose()  # type: ignore[attr-defined]
+    conn = await _admin(postgres_server)
+    try:
+        rows = await conn.fetchval(f'SELECT count(*) FROM "fxworld_{pg.namespace}".follows')
+        assert rows == 0
+    finally:
         await conn.close()
 
 
