@@ -95,6 +95,7 @@ class PostgresWorld:
         self._listener: _Listener | None = None
         self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_url(cls, url: str) -> PostgresWorld:
@@ -113,9 +114,25 @@ class PostgresWorld:
 
     # -- lifecycle ------------------------------------------------------------------
 
+    async def _on_this_loop(self) -> None:
+        """Connections belong to the event loop that opened them. Used from a new loop
+        (a second ``asyncio.run``), the world drops what it kept from the old one
+        (and the pool of its own engine; an application's engine is the
+        application's to manage, as SQLAlchemy requires)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        if self._loop is not None:
+            await self._hot.forget()
+            self._listener = None
+            if self._owns_engine:
+                await self._engine.dispose(close=False)
+        self._loop = loop
+
     async def setup(self) -> None:
         """Create or migrate this namespace's schema. Idempotent; safe from several
         processes at once (a transaction-scoped advisory lock serialises them)."""
+        await self._on_this_loop()
         for attempt in range(_RETRIES):
             try:
                 async with self._engine.begin() as conn:
@@ -132,6 +149,7 @@ class PostgresWorld:
         if self._closed:
             return
         self._closed = True
+        await self._on_this_loop()
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
@@ -213,6 +231,7 @@ class PostgresWorld:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
+        await self._on_this_loop()
         if self._listener is None:
             self._listener = _Listener(self)
         listener = self._listener
@@ -315,6 +334,8 @@ class PostgresWorld:
 
         Retries what ``_errors.retry_safe`` allows, then translates the error.
         """
+        if self._loop is not asyncio.get_running_loop():
+            await self._on_this_loop()
         attempt = 0
         stale = 0  # pooled connections found closed: discarded, not counted as attempts
         while True:
@@ -421,6 +442,18 @@ class _HotConnections:
             self._pass_on(None)
             raise
 
+    async def forget(self) -> None:
+        """The world is used from another event loop (a second ``asyncio.run``): the
+        connections kept belong to the old one, so drop them."""
+        old_idle, self._idle = self._idle, []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._waiters.clear()
+        self._held = 0
+        for fairy, _ in old_idle:
+            await self.drop(fairy, counted=False)
+
     def put(self, fairy: PoolProxiedConnection) -> None:
         """Give a healthy connection back after a call."""
         if self._closed:
@@ -429,13 +462,14 @@ class _HotConnections:
             return
         self._pass_on(fairy)
 
-    async def drop(self, fairy: PoolProxiedConnection) -> None:
+    async def drop(self, fairy: PoolProxiedConnection, *, counted: bool = True) -> None:
         """Close a broken connection at once and invalidate it: the pool replaces it."""
         driver = fairy.driver_connection
         if driver is not None:
             with contextlib.suppress(Exception):
                 driver.terminate()
-        self._pass_on(None)
+        if counted:
+            self._pass_on(None)
         with contextlib.suppress(Exception):
             await greenlet_spawn(fairy.invalidate)
 

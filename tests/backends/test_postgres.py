@@ -621,3 +621,22 @@ async def test_more_concurrent_calls_than_connections_all_complete(
         assert len(await w.take_wakes(lease=30, limit=100)) == 5 + 45
     finally:
         await w.close()
+
+
+def test_one_world_used_from_several_event_loops(postgres_server: PostgresServer) -> None:
+    """Each ``asyncio.run`` is a new event loop; the world drops what the last one kept."""
+    w = PostgresWorld(postgres_server.url, namespace=fresh_namespace())
+    asyncio.run(w.setup())
+    assert asyncio.run(w.append("s", [NewEntry("a", {})])) == 1
+    assert asyncio.run(w.append("s", [NewEntry("b", {})])) == 2
+
+    async def first_followed() -> int:
+        stream = w.follow("s")
+        entry = await asyncio.wait_for(anext(stream), 20)
+        await stream.aclose()  # type: ignore[attr-defined]
+        return entry.seq
+
+    assert asyncio.run(first_followed()) == 1
+    assert asyncio.run(first_followed()) == 1
+    assert [e.kind for e in asyncio.run(w.read("s"))] == ["a", "b"]
+    asyncio.run(w.close())
