@@ -40,3 +40,9 @@ async def poll_follow(
             await asyncio.sleep(interval)
         else:
             await changed()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # ``changed`` swallowed a cancel (asyncio.wait_for does on Python 3.11
+                # when the signal fires at the same moment): honour it, or the
+                # follower would never stop.
+                raise asyncio.CancelledError
