@@ -28,14 +28,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
+from fxworld.models._common import (
+    close_client,
+    connection_error,
+    import_sdk,
+    other_error,
+    status_error,
+)
 from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
     provider_message,
-    retry_after_seconds,
     scrub,
-    should_retry_status,
     stream_with_retries,
 )
 from fxworld.models.base import (
@@ -69,16 +74,6 @@ _EVENT_STATUS = {
 }
 
 
-def _import_sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError:
-        raise ConfigurationError(
-            "the Anthropic adapter needs the anthropic SDK: pip install 'fxworld[anthropic]'"
-        ) from None
-    return anthropic
-
-
 class AnthropicModel:
     """Claude through the Anthropic Messages API.
 
@@ -106,7 +101,7 @@ class AnthropicModel:
             raise ConfigurationError("AnthropicModel needs a model id")
         if max_tokens < 1:
             raise ConfigurationError("AnthropicModel: max_tokens must be at least 1")
-        self._sdk = _import_sdk()
+        self._sdk = import_sdk("anthropic", "Anthropic")
         self.model = model
         self.name = name or f"anthropic/{model}"
         self._api_key = api_key
@@ -134,7 +129,9 @@ class AnthropicModel:
             )
         self._secrets: tuple[str | None, ...] = (probe.api_key, probe.auth_token)
         self._endpoint = str(probe.base_url)
-        self._clients: PerLoop[AsyncAnthropic] = PerLoop(self._new_client, _close, first=probe)
+        self._clients: PerLoop[AsyncAnthropic] = PerLoop(
+            self._new_client, close_client, first=probe
+        )
 
     def __repr__(self) -> str:
         return (
@@ -276,37 +273,17 @@ class AnthropicModel:
             else:
                 where = f"HTTP {status}"
             label = where + (f" {kind}" if kind else "")
-            message = scrub(f"{self.name}: {label}: {detail}", self._secrets)
-            if should_retry_status(status, headers):
-                return RetryableModelError(
-                    message, status=status, retry_after=retry_after_seconds(headers)
-                )
-            return ModelError(message, retryable=False, status=status)
+            return status_error(self.name, label, detail, status, headers, self._secrets)
         if isinstance(e, sdk.APIConnectionError):
-            where = mask(self._endpoint)
-            text = (
-                f"{self.name}: the stream from {where} broke: {e.message}"
-                if streaming
-                else f"{self.name}: could not reach {where}: {e.message}"
+            return connection_error(
+                self.name, mask(self._endpoint), e.message, self._secrets, streaming=streaming
             )
-            return RetryableModelError(scrub(text, self._secrets))
         if isinstance(e, sdk.APIError):
             kind, detail = provider_message(e.body, e.message)
             return RetryableModelError(
                 scrub(f"{self.name}: error in stream ({kind}): {detail}", self._secrets)
             )
-        if isinstance(e, ValueError):  # json.JSONDecodeError: a malformed chunk
-            return RetryableModelError(
-                scrub(f"{self.name}: malformed chunk in the stream: {e}", self._secrets)
-            )
-        if isinstance(e, OSError | EOFError) or _is_transport_error(e):
-            return RetryableModelError(
-                scrub(f"{self.name}: the stream broke: {type(e).__name__}: {e}", self._secrets)
-            )
-        return ModelError(
-            scrub(f"{self.name}: unexpected {type(e).__name__}: {e}", self._secrets),
-            retryable=False,
-        )
+        return other_error(self.name, e, self._secrets)
 
 
 def _input_tokens(usage: Any) -> int:
@@ -316,18 +293,6 @@ def _input_tokens(usage: Any) -> int:
         if isinstance(value, int):
             total += value
     return total
-
-
-async def _close(client: AsyncAnthropic) -> None:
-    await client.close()
-
-
-def _is_transport_error(e: BaseException) -> bool:
-    try:
-        import httpx2
-    except ImportError:  # pragma: no cover - the SDK depends on it
-        return False
-    return isinstance(e, httpx2.TransportError | httpx2.StreamError)
 
 
 @dataclass

@@ -26,12 +26,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
+from fxworld.models._common import (
+    close_client,
+    connection_error,
+    import_sdk,
+    other_error,
+    status_error,
+)
 from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
     provider_message,
-    retry_after_seconds,
     scrub,
     should_retry_status,
     stream_with_retries,
@@ -67,16 +73,6 @@ _FATAL_KINDS = frozenset(
 )
 
 
-def _import_sdk() -> Any:
-    try:
-        import openai
-    except ImportError:
-        raise ConfigurationError(
-            "the OpenAI adapter needs the openai SDK: pip install 'fxworld[openai]'"
-        ) from None
-    return openai
-
-
 class OpenAIModel:
     """A model behind an OpenAI-compatible chat-completions endpoint.
 
@@ -104,7 +100,7 @@ class OpenAIModel:
     ) -> None:
         if not model:
             raise ConfigurationError("OpenAIModel needs a model id")
-        self._sdk = _import_sdk()
+        self._sdk = import_sdk("openai", "OpenAI")
         self.model = model
         self.name = name or f"openai/{model}"
         key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -133,7 +129,7 @@ class OpenAIModel:
         if failure is not None:
             raise failure
         _ = probe.chat.completions  # and loads what it loads lazily, outside the loop
-        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, _close, first=probe)
+        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, close_client, first=probe)
 
     def __repr__(self) -> str:
         where = mask(self._base_url) if self._base_url else "default endpoint"
@@ -264,20 +260,10 @@ class OpenAIModel:
             headers = e.response.headers
             kind, detail = provider_message(e.body, e.message)
             label = f"HTTP {e.status_code}" + (f" {kind}" if kind else "")
-            message = scrub(f"{self.name}: {label}: {detail}", secrets)
-            if should_retry_status(e.status_code, headers):
-                return RetryableModelError(
-                    message, status=e.status_code, retry_after=retry_after_seconds(headers)
-                )
-            return ModelError(message, retryable=False, status=e.status_code)
+            return status_error(self.name, label, detail, e.status_code, headers, secrets)
         if isinstance(e, sdk.APIConnectionError):
             where = mask(self._base_url) if self._base_url else "the OpenAI API"
-            text = (
-                f"{self.name}: the stream from {where} broke: {e.message}"
-                if streaming
-                else f"{self.name}: could not reach {where}: {e.message}"
-            )
-            return RetryableModelError(scrub(text, secrets))
+            return connection_error(self.name, where, e.message, secrets, streaming=streaming)
         if isinstance(e, sdk.APIError):
             # An error object inside a 200 stream.
             kind, detail = provider_message(e.body, e.message)
@@ -291,29 +277,7 @@ class OpenAIModel:
             if fatal:
                 return ModelError(message, retryable=False)
             return RetryableModelError(message)
-        if isinstance(e, ValueError):  # json.JSONDecodeError: a malformed chunk
-            return RetryableModelError(
-                scrub(f"{self.name}: malformed chunk in the stream: {e}", secrets)
-            )
-        if isinstance(e, OSError | EOFError) or _is_transport_error(e):
-            return RetryableModelError(
-                scrub(f"{self.name}: the stream broke: {type(e).__name__}: {e}", secrets)
-            )
-        return ModelError(
-            scrub(f"{self.name}: unexpected {type(e).__name__}: {e}", secrets), retryable=False
-        )
-
-
-async def _close(client: AsyncOpenAI) -> None:
-    await client.close()
-
-
-def _is_transport_error(e: BaseException) -> bool:
-    try:
-        import httpx2
-    except ImportError:  # pragma: no cover - the SDK depends on it
-        return False
-    return isinstance(e, httpx2.TransportError | httpx2.StreamError)
+        return other_error(self.name, e, secrets)
 
 
 @dataclass
