@@ -1,4 +1,5 @@
-"""Fixtures for the model adapter tests: a local provider server, a clean environment."""
+"""Fixtures for the model adapter tests: a local provider server, a clean environment;
+helpers both adapters' tests use."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fxworld.models import RetryPolicy
+from fxworld.models import Message, Model, ModelEvent, ModelRequest, RetryPolicy, TextDelta
 from tests.models.provider_server import ProviderServer
 
 KEY = "sk-test-0123456789abcdefSECRET"
+
+HELLO = ModelRequest(instructions="Be brief.", messages=[Message("user", "Hi")])
 
 _ENV = (
     "OPENAI_API_KEY",
@@ -48,3 +51,13 @@ def server() -> Iterator[ProviderServer]:
 def fast_retry() -> RetryPolicy:
     """Short waits so retry tests stay quick; Retry-After still wins."""
     return RetryPolicy(max_attempts=4, max_elapsed=20.0, base_delay=0.05, max_delay=0.2)
+
+
+async def collect(m: Model, request: ModelRequest = HELLO) -> list[ModelEvent]:
+    """Every event ``m`` streams for ``request``."""
+    return [event async for event in m.stream(request)]
+
+
+def texts(events: list[ModelEvent]) -> list[str]:
+    """The text deltas among ``events``."""
+    return [e.text for e in events if isinstance(e, TextDelta)]

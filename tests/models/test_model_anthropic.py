@@ -11,7 +11,6 @@ from fxworld.models import (
     AnthropicModel,
     Message,
     ModelError,
-    ModelEvent,
     ModelRequest,
     ModelResponse,
     RetryPolicy,
@@ -19,7 +18,7 @@ from fxworld.models import (
     ToolCall,
     ToolSpec,
 )
-from tests.models.conftest import KEY
+from tests.models.conftest import HELLO, KEY, collect, texts
 from tests.models.provider_server import (
     ProviderServer,
     Sse,
@@ -29,19 +28,9 @@ from tests.models.provider_server import (
     anthropic_stream,
 )
 
-HELLO = ModelRequest(instructions="Be brief.", messages=[Message("user", "Hi")])
-
 
 def model(server: ProviderServer, retry: RetryPolicy | None = None) -> AnthropicModel:
     return AnthropicModel("claude-test", api_key=KEY, base_url=server.url, retry=retry)
-
-
-async def collect(m: AnthropicModel, request: ModelRequest = HELLO) -> list[ModelEvent]:
-    return [event async for event in m.stream(request)]
-
-
-def texts(events: list[ModelEvent]) -> list[str]:
-    return [e.text for e in events if isinstance(e, TextDelta)]
 
 
 async def test_text_deltas_then_one_response_with_usage(server: ProviderServer) -> None:

@@ -12,7 +12,6 @@ import pytest
 from fxworld.models import (
     Message,
     ModelError,
-    ModelEvent,
     ModelRequest,
     ModelResponse,
     OpenAIModel,
@@ -21,22 +20,12 @@ from fxworld.models import (
     ToolCall,
     ToolSpec,
 )
-from tests.models.conftest import KEY
+from tests.models.conftest import HELLO, KEY, collect, texts
 from tests.models.provider_server import ProviderServer, Sse, Status, openai_error, openai_stream
-
-HELLO = ModelRequest(instructions="Be brief.", messages=[Message("user", "Hi")])
 
 
 def model(server: ProviderServer, retry: RetryPolicy | None = None) -> OpenAIModel:
     return OpenAIModel("gpt-test", api_key=KEY, base_url=server.url + "/v1", retry=retry)
-
-
-async def collect(m: OpenAIModel, request: ModelRequest = HELLO) -> list[ModelEvent]:
-    return [event async for event in m.stream(request)]
-
-
-def texts(events: list[ModelEvent]) -> list[str]:
-    return [e.text for e in events if isinstance(e, TextDelta)]
 
 
 async def test_text_streams_then_one_response_with_usage(server: ProviderServer) -> None:
