@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fxworld import validate
-from fxworld.errors import Conflict, Fenced, LeaseLost
+from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import split_query
@@ -60,8 +60,18 @@ class MemoryWorld:
 
     @classmethod
     def from_url(cls, url: str) -> MemoryWorld:
+        """``memory://`` with optional ``?namespace=&max_entry_bytes=``."""
         _, params = split_query(url)
-        return cls(namespace=params.get("namespace", "default"))
+        unknown = sorted(set(params) - {"namespace", "max_entry_bytes"})
+        if unknown:
+            raise ConfigurationError(
+                f"unknown memory URL parameter(s) {', '.join(unknown)}; "
+                "known: namespace, max_entry_bytes"
+            )
+        limit = params.get("max_entry_bytes", str(validate.DEFAULT_MAX_ENTRY_BYTES))
+        if not limit.isdigit() or int(limit) < 1:
+            raise ConfigurationError(f"max_entry_bytes must be an integer >= 1, not {limit!r}")
+        return cls(namespace=params.get("namespace", "default"), max_entry_bytes=int(limit))
 
     def __repr__(self) -> str:
         return f"MemoryWorld(namespace={self.namespace!r})"
