@@ -155,7 +155,8 @@ class PostgresWorld:
             self._listener = None
         await self._hot.close()
         if self._owns_engine:
-            await self._engine.dispose()
+            with contextlib.suppress(Exception):  # best effort: the server may be gone
+                await self._engine.dispose()
 
     # -- append-with-fence ------------------------------------------------------------
 
