@@ -41,8 +41,18 @@ from typing import Any
 from fxworld import open_world
 from fxworld.errors import Conflict, Fenced
 from fxworld.protocol import World
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld_conformance.history import Done, FileSink, Outcome, Recorder, entry_dict
+from fxworld.types import Fence, WakeLease
+from fxworld_conformance.history import (
+    Done,
+    FileSink,
+    Outcome,
+    Recorder,
+    batch_entries,
+    entry_dict,
+    entry_dicts,
+    fence_dict,
+    lease_dict,
+)
 
 __all__ = ["ROLES", "Spec", "Gate", "run_role", "main"]
 
@@ -120,29 +130,6 @@ class _Ctx:
         )
 
 
-def _fence(f: Fence) -> dict[str, int]:
-    return {"epoch": f.epoch, "seq": f.seq}
-
-
-def _lease(w: WakeLease | None) -> dict[str, Any] | None:
-    if w is None:
-        return None
-    return {
-        "session": w.session_id,
-        "token": w.token,
-        "attempt": w.attempt,
-        "expires": w.expires_at.timestamp(),
-    }
-
-
-def _entries(es: list[Entry]) -> list[dict[str, Any]]:
-    return [entry_dict(e) for e in es]
-
-
-def _batch(kind: str, tag: str, n: int, process: str) -> list[NewEntry]:
-    return [NewEntry(kind, {"b": tag, "i": i, "n": n, "p": process}) for i in range(n)]
-
-
 async def _fenced_append(
     ctx: _Ctx,
     sid: str,
@@ -154,7 +141,7 @@ async def _fenced_append(
     lease: str | None = None,
 ) -> Done:
     tag = ctx.rec.next_id()
-    entries = _batch(kind, tag, n, ctx.spec.name)
+    entries = batch_entries(kind, tag, n, ctx.spec.name)
     args: dict[str, Any] = {"tag": tag, "n": n, "fence": fence.epoch}
     if expect is not None:
         args["expect"] = expect
@@ -173,7 +160,7 @@ async def writer(ctx: _Ctx) -> None:
     while ctx.alive():
         sid = ctx.rng.choice(ctx.spec.sessions)
         await ctx.pause()
-        got = await ctx.call("acquire", sid, {}, partial(ctx.world.acquire, sid), _fence)
+        got = await ctx.call("acquire", sid, {}, partial(ctx.world.acquire, sid), fence_dict)
         if got.outcome != "ok":
             continue
         fence: Fence = got.value
@@ -207,7 +194,7 @@ async def prompter(ctx: _Ctx) -> None:
         wake = ctx.rng.choice([0.0, 0.0, None, 0.3])
         tag = ctx.rec.next_id()
         key = f"k-{tag}"
-        entries = _batch("prompt", tag, n, ctx.spec.name)
+        entries = batch_entries("prompt", tag, n, ctx.spec.name)
         for attempt in range(3):
             args: dict[str, Any] = {"tag": tag, "n": n, "key": key, "wake": wake}
             if attempt:
@@ -279,7 +266,7 @@ async def reader(ctx: _Ctx) -> None:
             sid,
             {"after": after, "limit": limit},
             partial(ctx.world.read, sid, after, limit=limit),
-            _entries,
+            entry_dicts,
         )
         if done.outcome == "ok" and done.value:
             known[sid] = max(known[sid], done.value[-1].seq)
@@ -290,7 +277,11 @@ async def worker(ctx: _Ctx) -> None:
     while ctx.alive():
         await ctx.pause()
         got = await ctx.call(
-            "take_wake", None, {"lease": lease}, partial(ctx.world.take_wake, lease=lease), _lease
+            "take_wake",
+            None,
+            {"lease": lease},
+            partial(ctx.world.take_wake, lease=lease),
+            lease_dict,
         )
         if got.outcome != "ok" or got.value is None:
             await asyncio.sleep(ctx.rng.uniform(0.02, 0.08))
@@ -298,7 +289,7 @@ async def worker(ctx: _Ctx) -> None:
         held: WakeLease = got.value
         sid, token = held.session_id, held.token
         taken = await ctx.call(
-            "acquire", sid, {"lease": token}, partial(ctx.world.acquire, sid), _fence
+            "acquire", sid, {"lease": token}, partial(ctx.world.acquire, sid), fence_dict
         )
         if taken.outcome == "ok":
             fence: Fence = taken.value

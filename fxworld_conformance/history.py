@@ -48,6 +48,7 @@ from fxworld.errors import (
     LeaseLost,
     WorldError,
 )
+from fxworld.types import Fence, NewEntry, WakeLease
 
 __all__ = [
     "Outcome",
@@ -61,6 +62,10 @@ __all__ = [
     "ListSink",
     "load_records",
     "entry_dict",
+    "entry_dicts",
+    "fence_dict",
+    "lease_dict",
+    "batch_entries",
     "check_dense",
     "check_no_duplicates",
     "check_no_lost",
@@ -285,18 +290,7 @@ class Recorder:
 
         A cancelled call (a simulated crash) records no end, like a killed process.
         """
-        op_id = op_id or self.next_id()
-        self.sink(
-            {
-                "e": "s",
-                "id": op_id,
-                "p": self.process,
-                "op": op,
-                "sid": session,
-                "a": args,
-                "t": time.time(),
-            }
-        )
+        op_id = self._start(op_id or self.next_id(), op, session, args, time.time())
         limit = asyncio.timeout(within)
         try:
             async with limit:
@@ -326,20 +320,17 @@ class Recorder:
         error: BaseException | None = None,
     ) -> str:
         """Record an operation that already ended (a follow connection)."""
-        op_id = self.next_id()
-        self.sink(
-            {
-                "e": "s",
-                "id": op_id,
-                "p": self.process,
-                "op": op,
-                "sid": session,
-                "a": args,
-                "t": start,
-            }
-        )
+        op_id = self._start(self.next_id(), op, session, args, start)
         typed = error is None or isinstance(error, WorldError)
         self._end(op_id, outcome, result, error, typed)
+        return op_id
+
+    def _start(
+        self, op_id: str, op: str, session: str | None, args: dict[str, Any], t: float
+    ) -> str:
+        self.sink(
+            {"e": "s", "id": op_id, "p": self.process, "op": op, "sid": session, "a": args, "t": t}
+        )
         return op_id
 
     def _end(
@@ -409,6 +400,35 @@ def read_record_file(path: str) -> list[dict[str, Any]]:
 def entry_dict(entry: Any) -> EntryDict:
     """An :class:`~fxworld.types.Entry` as the kit records it."""
     return {"seq": entry.seq, "kind": entry.kind, "data": entry.data, "epoch": entry.epoch}
+
+
+def entry_dicts(entries: Iterable[Any]) -> list[EntryDict]:
+    """Entries as the kit records them."""
+    return [entry_dict(e) for e in entries]
+
+
+def fence_dict(fence: Fence) -> dict[str, int]:
+    """A :class:`~fxworld.types.Fence` as the kit records it."""
+    return {"epoch": fence.epoch, "seq": fence.seq}
+
+
+def lease_dict(lease: WakeLease | None) -> dict[str, Any] | None:
+    """A :class:`~fxworld.types.WakeLease` (or none taken) as the kit records it."""
+    if lease is None:
+        return None
+    return {
+        "session": lease.session_id,
+        "token": lease.token,
+        "attempt": lease.attempt,
+        "expires": lease.expires_at.timestamp(),
+    }
+
+
+def batch_entries(kind: str, tag: str, n: int, process: str) -> list[NewEntry]:
+    """``n`` entries of one batch, marked so that the checkers can tell whether it
+    landed whole: ``b`` the batch's tag, ``i`` the place in it, ``n`` its size,
+    ``p`` the process that wrote it."""
+    return [NewEntry(kind, {"b": tag, "i": i, "n": n, "p": process}) for i in range(n)]
 
 
 # -- helpers --------------------------------------------------------------------------

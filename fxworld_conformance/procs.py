@@ -67,7 +67,7 @@ from typing import Any, TypeVar
 
 from fxworld.errors import ConfigurationError, WorldError
 from fxworld.protocol import World
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Fence, WakeLease
 from fxworld_conformance import history as hist
 from fxworld_conformance._child import Gate, Spec, run_role
 from fxworld_conformance.history import (
@@ -79,7 +79,10 @@ from fxworld_conformance.history import (
     Op,
     Recorder,
     Violation,
-    entry_dict,
+    batch_entries,
+    entry_dicts,
+    fence_dict,
+    lease_dict,
     load_records,
     read_record_file,
 )
@@ -887,25 +890,6 @@ async def _reopen(
             raise Unopenable(Violation(g, why)) from e
 
 
-def _lease_result(w: WakeLease | None) -> dict[str, Any] | None:
-    if w is None:
-        return None
-    return {
-        "session": w.session_id,
-        "token": w.token,
-        "attempt": w.attempt,
-        "expires": w.expires_at.timestamp(),
-    }
-
-
-def _entry_dicts(entries: list[Entry]) -> list[EntryDict]:
-    return [entry_dict(e) for e in entries]
-
-
-def _fence_result(f: Fence) -> dict[str, int]:
-    return {"epoch": f.epoch, "seq": f.seq}
-
-
 async def _call(
     rec: Recorder,
     op: str,
@@ -932,7 +916,7 @@ async def _drain(world: World, rec: Recorder, prof: Profile) -> bool:
             {"lease": 10.0},
             partial(world.take_wake, lease=10.0),
             prof,
-            _lease_result,
+            lease_dict,
         )
         if got.outcome != "ok":
             await asyncio.sleep(0.2)
@@ -963,7 +947,7 @@ async def _take(
             {"lease": lease},
             partial(world.take_wake, lease=lease),
             prof,
-            _lease_result,
+            lease_dict,
         )
         if got.outcome != "ok" or got.value is None:
             return None
@@ -997,7 +981,7 @@ async def _append(
     expect: int | None = None,
 ) -> Done:
     tag = repeat_of or tag or rec.next_id()
-    entries = [NewEntry("probe", {"b": tag, "i": i, "n": n, "p": rec.process}) for i in range(n)]
+    entries = batch_entries("probe", tag, n, rec.process)
     args: dict[str, Any] = {"tag": tag, "n": n}
     if fence is not None:
         args["fence"] = fence.epoch
@@ -1070,7 +1054,7 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
             {"lease": old.token},
             partial(world.acquire, sid),
             prof,
-            _fence_result,
+            fence_dict,
         )
         if got.outcome == "ok":
             old_fence: Fence = got.value
@@ -1085,7 +1069,7 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
                     {"lease": new.token},
                     partial(world.acquire, sid),
                     prof,
-                    _fence_result,
+                    fence_dict,
                 )
                 await _append(world, rec, prof, sid, fence=old_fence, lease=old.token)
                 await _call(
@@ -1109,8 +1093,8 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
                 )
     # A replaced writer is refused, and stays refused (W2, W8).
     sid = "kit-probe-stale"
-    a = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, _fence_result)
-    b = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, _fence_result)
+    a = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, fence_dict)
+    b = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, fence_dict)
     if a.outcome == "ok" and b.outcome == "ok":
         for _ in range(2):
             await _append(world, rec, prof, sid, fence=a.value, n=2)
@@ -1129,7 +1113,7 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
         {"after": 0, "limit": 10},
         partial(world.read, sid, 0, limit=10),
         prof,
-        _entry_dicts,
+        entry_dicts,
     )
     # Concurrent batches land whole, never interleaved (W4).
     sid = "kit-probe-batches"
@@ -1158,11 +1142,11 @@ async def _read_all(
                 {"after": after, "limit": 1000},
                 partial(world.read, sid, after, limit=1000),
                 prof,
-                _entry_dicts,
+                entry_dicts,
             )
             if done.outcome != "ok":
                 break
-            out.extend(_entry_dicts(done.value))
+            out.extend(entry_dicts(done.value))
             if len(done.value) < 1000:
                 return out
         failures.append(_last_op(rec, sid, done))
@@ -1225,7 +1209,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             {},
             partial(world.acquire, "kit-restart-a"),
             prof,
-            _fence_result,
+            fence_dict,
         )
         fence: Fence | None = got.value if got.outcome == "ok" else None
         if fence is not None:
@@ -1254,7 +1238,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             {},
             partial(world.acquire, "kit-restart-a"),
             prof,
-            _fence_result,
+            fence_dict,
         )
         if fence is not None:
             await _append(world, rec, prof, "kit-restart-a", fence=fence, n=1)
