@@ -28,7 +28,6 @@ def register(sub: Any) -> None:
 async def _run(args: argparse.Namespace) -> int:
     from fxworld import open_world
     from fxworld._select import DEFAULT_URL, ENV_VAR
-    from fxworld.urls import mask
 
     url = args.world or os.environ.get(ENV_VAR) or DEFAULT_URL
     world = open_world(url)
@@ -36,5 +35,5 @@ async def _run(args: argparse.Namespace) -> int:
         await world.setup()
     finally:
         await world.close()
-    print(f"fxworld setup: {mask(url)} is ready")
+    print(f"fxworld setup: {world!r} is ready")
     return 0
