@@ -905,33 +905,55 @@ async def _call(
     )
 
 
+async def _wake(world: World, rec: Recorder, prof: Profile, sid: str, delay: float) -> Done:
+    return await _call(
+        rec, "wake", sid, {"delay": delay}, partial(world.wake, sid, delay=delay), prof
+    )
+
+
+async def _take_wake(world: World, rec: Recorder, prof: Profile, lease: float) -> Done:
+    return await _call(
+        rec,
+        "take_wake",
+        None,
+        {"lease": lease},
+        partial(world.take_wake, lease=lease),
+        prof,
+        lease_dict,
+    )
+
+
+async def _finish_wake(world: World, rec: Recorder, prof: Profile, held: WakeLease) -> Done:
+    return await _call(
+        rec,
+        "finish_wake",
+        held.session_id,
+        {"token": held.token},
+        partial(world.finish_wake, held),
+        prof,
+    )
+
+
+async def _acquire(
+    world: World, rec: Recorder, prof: Profile, sid: str, lease: WakeLease | None = None
+) -> Done:
+    """``acquire`` of ``sid``, recorded with the token of the lease it acts under."""
+    args: dict[str, Any] = {} if lease is None else {"lease": lease.token}
+    return await _call(rec, "acquire", sid, args, partial(world.acquire, sid), prof, fence_dict)
+
+
 async def _drain(world: World, rec: Recorder, prof: Profile) -> bool:
     """Take and finish every due wake; True when none is left."""
     give_up = time.time() + 20.0
     while time.time() < give_up:
-        got = await _call(
-            rec,
-            "take_wake",
-            None,
-            {"lease": 10.0},
-            partial(world.take_wake, lease=10.0),
-            prof,
-            lease_dict,
-        )
+        got = await _take_wake(world, rec, prof, 10.0)
         if got.outcome != "ok":
             await asyncio.sleep(0.2)
             continue
         if got.value is None:
             return True
         held: WakeLease = got.value
-        await _call(
-            rec,
-            "finish_wake",
-            held.session_id,
-            {"token": held.token},
-            partial(world.finish_wake, held),
-            prof,
-        )
+        await _finish_wake(world, rec, prof, held)
     return False
 
 
@@ -940,28 +962,13 @@ async def _take(
 ) -> WakeLease | None:
     """Take wakes until ``want``'s; finish any other taken on the way."""
     for _ in range(20):
-        got = await _call(
-            rec,
-            "take_wake",
-            None,
-            {"lease": lease},
-            partial(world.take_wake, lease=lease),
-            prof,
-            lease_dict,
-        )
+        got = await _take_wake(world, rec, prof, lease)
         if got.outcome != "ok" or got.value is None:
             return None
         held: WakeLease = got.value
         if held.session_id == want:
             return held
-        await _call(
-            rec,
-            "finish_wake",
-            held.session_id,
-            {"token": held.token},
-            partial(world.finish_wake, held),
-            prof,
-        )
+        await _finish_wake(world, rec, prof, held)
     return None
 
 
@@ -1010,67 +1017,40 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
     """Deterministic scenarios the random workload may or may not hit."""
     # A wake asked for while a lease is held survives that lease's finish (W13).
     sid = "kit-probe-finish"
-    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    await _wake(world, rec, prof, sid, 0.0)
     held = await _take(world, rec, prof, 5.0, sid)
-    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    await _wake(world, rec, prof, sid, 0.0)
     if held is not None:
-        await _call(
-            rec, "finish_wake", sid, {"token": held.token}, partial(world.finish_wake, held), prof
-        )
+        await _finish_wake(world, rec, prof, held)
     # A delayed wake is not delivered before its time (W11).
     sid = "kit-probe-early"
-    await _call(rec, "wake", sid, {"delay": 0.8}, partial(world.wake, sid, delay=0.8), prof)
+    await _wake(world, rec, prof, sid, 0.8)
     early = await _take(world, rec, prof, 5.0, sid)
     if early is not None:
-        await _call(
-            rec, "finish_wake", sid, {"token": early.token}, partial(world.finish_wake, early), prof
-        )
+        await _finish_wake(world, rec, prof, early)
     # A second take while the lease lasts does not get the same session (W12).
     sid = "kit-probe-twice"
-    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    await _wake(world, rec, prof, sid, 0.0)
     first = await _take(world, rec, prof, 5.0, sid)
     second = await _take(world, rec, prof, 5.0, sid)
     for held_twice in (first, second):
         if held_twice is not None:
-            await _call(
-                rec,
-                "finish_wake",
-                sid,
-                {"token": held_twice.token},
-                partial(world.finish_wake, held_twice),
-                prof,
-            )
+            await _finish_wake(world, rec, prof, held_twice)
     # A lease left to expire is delivered again; the new worker's takeover refuses
     # the old worker's fence; the old lease can no longer be renewed (W12, W2).
     sid = "kit-probe-lease"
     short = 0.4
-    await _call(rec, "wake", sid, {"delay": 0.0}, partial(world.wake, sid, delay=0.0), prof)
+    await _wake(world, rec, prof, sid, 0.0)
     old = await _take(world, rec, prof, short, sid)
     if old is not None:
-        got = await _call(
-            rec,
-            "acquire",
-            sid,
-            {"lease": old.token},
-            partial(world.acquire, sid),
-            prof,
-            fence_dict,
-        )
+        got = await _acquire(world, rec, prof, sid, old)
         if got.outcome == "ok":
             old_fence: Fence = got.value
             await _append(world, rec, prof, sid, fence=old_fence, lease=old.token)
             await asyncio.sleep(short + 0.4)
             new = await _take(world, rec, prof, 5.0, sid)
             if new is not None:
-                took = await _call(
-                    rec,
-                    "acquire",
-                    sid,
-                    {"lease": new.token},
-                    partial(world.acquire, sid),
-                    prof,
-                    fence_dict,
-                )
+                took = await _acquire(world, rec, prof, sid, new)
                 await _append(world, rec, prof, sid, fence=old_fence, lease=old.token)
                 await _call(
                     rec,
@@ -1083,18 +1063,11 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
                 )
                 if took.outcome == "ok":
                     await _append(world, rec, prof, sid, fence=took.value, lease=new.token)
-                await _call(
-                    rec,
-                    "finish_wake",
-                    sid,
-                    {"token": new.token},
-                    partial(world.finish_wake, new),
-                    prof,
-                )
+                await _finish_wake(world, rec, prof, new)
     # A replaced writer is refused, and stays refused (W2, W8).
     sid = "kit-probe-stale"
-    a = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, fence_dict)
-    b = await _call(rec, "acquire", sid, {}, partial(world.acquire, sid), prof, fence_dict)
+    a = await _acquire(world, rec, prof, sid)
+    b = await _acquire(world, rec, prof, sid)
     if a.outcome == "ok" and b.outcome == "ok":
         for _ in range(2):
             await _append(world, rec, prof, sid, fence=a.value, n=2)
@@ -1202,27 +1175,12 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             await _append(
                 world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}", tag=keyed[-1]
             )
-        got = await _call(
-            rec,
-            "acquire",
-            "kit-restart-a",
-            {},
-            partial(world.acquire, "kit-restart-a"),
-            prof,
-            fence_dict,
-        )
+        got = await _acquire(world, rec, prof, "kit-restart-a")
         fence: Fence | None = got.value if got.outcome == "ok" else None
         if fence is not None:
             await _append(world, rec, prof, "kit-restart-a", fence=fence, n=3)
         await _append(world, rec, prof, "kit-restart-w1", n=1, wake=0.0)
-        await _call(
-            rec,
-            "wake",
-            "kit-restart-w2",
-            {"delay": 1.0},
-            partial(world.wake, "kit-restart-w2", delay=1.0),
-            prof,
-        )
+        await _wake(world, rec, prof, "kit-restart-w2", 1.0)
         with contextlib.suppress(Exception):
             await world.close()
         await target.restart()
@@ -1231,15 +1189,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             await _append(
                 world, rec, prof, "kit-restart-b", n=1 + k % 3, key=f"rk{k}", repeat_of=keyed[k]
             )
-        got = await _call(
-            rec,
-            "acquire",
-            "kit-restart-a",
-            {},
-            partial(world.acquire, "kit-restart-a"),
-            prof,
-            fence_dict,
-        )
+        await _acquire(world, rec, prof, "kit-restart-a")
         if fence is not None:
             await _append(world, rec, prof, "kit-restart-a", fence=fence, n=1)
         await asyncio.sleep(1.1)
