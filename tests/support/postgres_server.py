@@ -384,6 +384,7 @@ def start_postgres(*, fsync: bool = False) -> PostgresServer:
 
 
 if __name__ == "__main__":  # pragma: no cover
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on SIGTERM too
     server = start_postgres(fsync="--fsync" in sys.argv)
     print(server.url, flush=True)
     try:
