@@ -618,8 +618,11 @@ class SqliteWorld:
         self._waiters.append(fut)
         if self._poller is None or self._poller.done() or self._poller.get_loop() is not loop:
             self._poller = loop.create_task(self._poll())
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+        # arrives as the change fires, and the follower would then never stop.
         try:
-            await asyncio.wait_for(fut, within)
+            async with asyncio.timeout(within):
+                await fut
         except TimeoutError:
             pass
         finally:

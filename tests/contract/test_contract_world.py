@@ -349,3 +349,25 @@ async def test_w17_capabilities_declared(world_url: str) -> None:
         assert "durable" not in caps and "shared" not in caps
     else:
         assert {"durable", "shared"} <= caps
+
+
+async def test_w10_follow_stops_when_its_consumer_is_cancelled(w: World) -> None:
+    # A consumer cancelled just as a new entry wakes its follower must stop (the
+    # cancel must not be swallowed, e.g. by asyncio.wait_for on Python 3.11).
+    for i in range(10):
+        last = await w.append("s", [E(i=i)])
+
+        async def consume(after: int) -> None:
+            async for _ in w.follow("s", after):
+                pass
+
+        task = asyncio.ensure_future(consume(last if i % 2 else last + 10**6))
+        await asyncio.sleep((0.0, 0.05, 0.01)[i % 3])
+        await w.append("s", [E(wake=i)])
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=3.0)
+        if not done:
+            while not done:
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=0.1)
+            pytest.fail(f"attempt {i}: the cancelled follow() consumer kept running")
