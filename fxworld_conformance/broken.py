@@ -274,6 +274,29 @@ class FollowSkipsFirst(BrokenWorld):
         return super().follow(session_id, after + 1)
 
 
+class FollowIgnoresCancel(BrokenWorld):
+    breaks, what = "W10", "follow() waits with asyncio.wait_for and drops a cancel (Python 3.11)"
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return self._follow(session_id, after)
+
+    async def _follow(self, sid: str, after: int) -> AsyncIterator[Entry]:
+        cursor = after
+        while True:
+            batch = await self.read(sid, cursor)
+            for entry in batch:
+                cursor = entry.seq
+                yield entry
+            if not batch:
+                event = self._changed.setdefault(sid, asyncio.Event())
+                try:
+                    await asyncio.wait_for(event.wait(), timeout=1.0)  # the bug
+                except TimeoutError:
+                    pass
+
+
 class LeakyErrors(BrokenWorld):
     breaks, what = "W16", "reading an empty session raises a bare KeyError (a driver error leaks)"
 
@@ -334,6 +357,7 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "epoch_reused": EpochReused,
     "delete_keeps_wake": DeleteKeepsWake,
     "follow_skips_first": FollowSkipsFirst,
+    "follow_ignores_cancel": FollowIgnoresCancel,
     "leaky_errors": LeakyErrors,
     "no_id_check": NoIdCheck,
     "capabilities_undeclared": CapabilitiesUndeclared,

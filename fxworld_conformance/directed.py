@@ -500,6 +500,41 @@ async def w10_follow(p: Probe, target: Target) -> None:
     )
 
 
+async def w10_follow_cancel(p: Probe, target: Target) -> None:
+    """A follower whose task is cancelled stops, even when the cancel arrives just as
+    new entries wake it (a classic asyncio.wait_for trap on Python 3.11)."""
+    for i in range(10):
+
+        async def consume(after: int) -> None:
+            async for _ in p.world.follow("s", after):
+                pass
+
+        last = await p.append("s", msgs(1, f"c{i}"))
+        # half wait at the end of the log, half far past it (woken, nothing to yield)
+        task = asyncio.ensure_future(consume(last if i % 2 else last + 10**6))
+        # let the follower reach its wait for new entries (or be on its way there)
+        await asyncio.sleep((0.0, 0.05, 0.01)[i % 3])
+        # the append awaited directly (no wrapper task), so the cancel below lands in
+        # the same loop iteration as the change signal
+        p.operations += 1
+        await p.world.append("s", msgs(1, f"wake{i}"))
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=3.0)
+        if not done:
+            for _ in range(50):  # do not leave it running
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=0.1)
+                if done:
+                    break
+            raise Violation(
+                "W10",
+                f"a follow() consumer cancelled as a new entry arrived kept running for 3 s "
+                f"(attempt {i + 1}): the cancel was swallowed while it read or waited for "
+                "new entries (e.g. by asyncio.wait_for on Python 3.11, or a worker-thread "
+                "call that outlives its caller's cancel)",
+            )
+
+
 async def w11_coalesce(p: Probe, target: Target) -> None:
     await drain_wakes(p)
     await p.wake("s", LATER)
@@ -807,6 +842,7 @@ DIRECTED: list[Directed] = [
     Directed("W8 epochs never decrease along the log", ("W8",), w8_epochs),
     Directed("W9 paged reads, readers racing writers", ("W9",), w9_read),
     Directed("W10 follow, new entries, reconnect", ("W10",), w10_follow),
+    Directed("W10 follow stops when its consumer is cancelled", ("W10",), w10_follow_cancel),
     Directed("W11 wake coalescing and due times", ("W11",), w11_coalesce),
     Directed("W12 leases, expiry, redelivery, LeaseLost", ("W12",), w12_lease),
     Directed("W13 finish keeps a re-wake", ("W13",), w13_finish),

@@ -60,6 +60,8 @@ def _test_name(name: str) -> str:
     m = re.match(r"W(\d+) ", name)
     if m:
         slug = re.sub(r"\W+", "_", GUARANTEES[f"W{m.group(1)}"]).strip("_").lower()
+        if "cancel" in name:
+            slug += "_cancelled"
         return f"test_w{int(m.group(1)):02d}_{slug}"
     return "test_" + re.sub(r"\W+", "_", name).strip("_").lower()
 
