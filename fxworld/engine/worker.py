@@ -69,6 +69,11 @@ _BACKOFF_MAX = 2.0
 _UNAVAILABLE_GIVE_UP = 60.0
 
 
+def _tool_entry(kind: str, c: CallState, **data: Any) -> NewEntry:
+    """A ``tool.*`` entry of call ``c``: its execution id, call id and name, then ``data``."""
+    return log.entry(kind, execution_id=c.execution_id, call_id=c.id, name=c.name, **data)
+
+
 class _Stop(Exception):
     """This run must stop now (replaced, lease lost, storage gone too long)."""
 
@@ -282,17 +287,8 @@ class _SessionRun:
             await self._append([log.entry(log.TEXT_DISCARDED, call=step.call, reason="cut")])
         elif isinstance(step, InterruptTool):
             c = step.call
-            await self._append(
-                [
-                    log.entry(
-                        log.TOOL_INTERRUPTED,
-                        execution_id=c.execution_id,
-                        call_id=c.id,
-                        name=c.name,
-                        message=interrupted_message(c.name, c.execution_id),
-                    )
-                ]
-            )
+            message = interrupted_message(c.name, c.execution_id)
+            await self._append([_tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
         elif isinstance(step, RunTools):
             started = time.monotonic()
             await self._run_tools(step)
@@ -307,6 +303,10 @@ class _SessionRun:
                 [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=step.text)]
             )
 
+    def _call_open(self, call: str) -> bool:
+        """Whether model call ``call`` saved text that no entry closed yet."""
+        return self.state.current is not None and self.state.current.open_call == call
+
     def _note_step(self, started: float) -> None:
         self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
 
@@ -318,11 +318,9 @@ class _SessionRun:
         if unknown:
             await self._append(
                 [
-                    log.entry(
+                    _tool_entry(
                         log.TOOL_FINISHED,
-                        execution_id=c.execution_id,
-                        call_id=c.id,
-                        name=c.name,
+                        c,
                         output=f"unknown tool {c.name!r}; available: {sorted(tools)}",
                         is_error=True,
                     )
@@ -334,14 +332,7 @@ class _SessionRun:
             return
         await self._append(
             [
-                log.entry(
-                    log.TOOL_STARTED,
-                    execution_id=c.execution_id,
-                    call_id=c.id,
-                    name=c.name,
-                    input=c.input,
-                    attempt=attempt,
-                )
+                _tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt)
                 for c, attempt in runs
             ]
         )
@@ -358,16 +349,7 @@ class _SessionRun:
                 is_error = True
             async with lock:
                 await self._append(
-                    [
-                        log.entry(
-                            log.TOOL_FINISHED,
-                            execution_id=c.execution_id,
-                            call_id=c.id,
-                            name=c.name,
-                            output=output,
-                            is_error=is_error,
-                        )
-                    ]
+                    [_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error)]
                 )
                 crash_point("after-tool-finished")
 
@@ -393,13 +375,13 @@ class _SessionRun:
             try:
                 _response, wrote_text = await self._stream_model(request, call)
             except _Handover:
-                if self.state.current and self.state.current.open_call == call:
+                if self._call_open(call):
                     await self._append(
                         [log.entry(log.TEXT_DISCARDED, call=call, reason="handover")]
                     )
                 return  # the loop sees the stop flag and yields
             except ModelError as e:
-                if wrote_text or (self.state.current and self.state.current.open_call == call):
+                if wrote_text or (self._call_open(call)):
                     await self._append(
                         [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {e}")]
                     )
@@ -418,7 +400,7 @@ class _SessionRun:
                 raise
             except Exception as e:  # an adapter bug must not crash-loop the session
                 logger.exception("session %s: model call raised", self.sid)
-                if self.state.current and self.state.current.open_call == call:
+                if self._call_open(call):
                     await self._append(
                         [log.entry(log.TEXT_DISCARDED, call=call, reason="model error")]
                     )
