@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -79,10 +81,15 @@ def with_namespace(url: str, namespace: str) -> str:
 
 
 def load_factory(spec: str) -> Factory:
-    """Import ``"pkg.module:name"`` and return the callable it names."""
+    """Import ``"pkg.module:name"`` (the current directory is importable) and return
+    the callable it names."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(f"factory {spec!r} is not of the form pkg.module:factory")
+    # The current directory is importable, as it is for `python -m pytest` (the
+    # `fxworld` console script's sys.path[0] is its own bin directory).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
