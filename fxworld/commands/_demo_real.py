@@ -13,15 +13,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shutil
-import signal
 import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
-from fxworld.commands.demo import LEASE, _describe, _kill, _runs, _say, _short, _start_worker
+from fxworld.commands.demo import (
+    LEASE,
+    _clean_up,
+    _describe,
+    _kill,
+    _runs,
+    _say,
+    _short,
+    _start_worker,
+    _Worker,
+)
 
 __all__ = ["run_real"]
 
@@ -40,7 +47,7 @@ async def run_real(args: argparse.Namespace) -> int:
     url = f"sqlite:///{work}/world.db"
     world = open_world(url)
     client = Agent(ScriptedModel(["(the client never calls the model)"]), world=world)
-    workers: list[Any] = []
+    workers: list[_Worker] = []
     answer_task: asyncio.Task[str] | None = None
     try:
         _say(f"fxworld demo with a real model: {model.name}\n")
@@ -118,15 +125,4 @@ async def run_real(args: argparse.Namespace) -> int:
             answer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await answer_task
-        for w in workers:
-            if w.proc.returncode is None:
-                w.proc.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(w.proc.wait(), 10)
-                except TimeoutError:
-                    w.proc.kill()
-        await world.close()
-        if args.keep:
-            _say(f"(kept {work})")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        await _clean_up(workers, world, work, keep=args.keep)

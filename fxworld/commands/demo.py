@@ -21,7 +21,10 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fxworld.protocol import World
 
 LEASE = 2.0
 
@@ -282,15 +285,20 @@ async def _run(args: argparse.Namespace) -> int:
         _say("docs/log-format.md; run turns with `fxworld worker yourmodule:agent`.")
         return 0
     finally:
-        for w in workers:
-            if w.proc.returncode is None:
-                w.proc.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(w.proc.wait(), 10)
-                except TimeoutError:
-                    w.proc.kill()
-        await world.close()
-        if args.keep:
-            _say(f"(kept {work})")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        await _clean_up(workers, world, work, keep=args.keep)
+
+
+async def _clean_up(workers: list[_Worker], world: World, work: Path, *, keep: bool) -> None:
+    """Stop the workers still running, close the world, remove ``work`` unless kept."""
+    for w in workers:
+        if w.proc.returncode is None:
+            w.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(w.proc.wait(), 10)
+            except TimeoutError:
+                w.proc.kill()
+    await world.close()
+    if keep:
+        _say(f"(kept {work})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
