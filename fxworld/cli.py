@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 
@@ -49,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = asyncio.run(result)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Whoever read our output went away (`fxworld sessions show ID | head`): not
+        # an error worth a traceback. Point stdout at devnull so the interpreter's
+        # final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except WorldError as e:
         print(f"fxworld: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
