@@ -78,8 +78,24 @@ class HTTPError(Exception):
         self.message = message
 
 
-def _error_response(status: int, code: str, message: str) -> JSONResponse:
+def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or ``None`` as soon as it is known to pass ``limit`` bytes
+    (from its Content-Length, else while it is read)."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _translate(exc: BaseException) -> HTTPError | None:
@@ -139,20 +155,11 @@ class _Routes:
         return session
 
     async def _prompt_body(self, request: Request) -> tuple[str, str | None, dict[str, Any]]:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_prompt_bytes:
+        raw = await read_body(request, self.max_prompt_bytes)
+        if raw is None:
             raise HTTPError(413, "too_large", f"the prompt is over {self.max_prompt_bytes} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_prompt_bytes:
-                raise HTTPError(
-                    413, "too_large", f"the prompt is over {self.max_prompt_bytes} bytes"
-                )
-            chunks.append(chunk)
         try:
-            body = json.loads(b"".join(chunks))
+            body = json.loads(raw)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             raise HTTPError(400, "invalid_json", "the body is not JSON") from None
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
@@ -316,17 +323,17 @@ def _guard(
 async def _handle_error(request: Request, exc: Exception) -> Response:
     mapped = _translate(exc)
     if mapped is not None:
-        return _error_response(mapped.status, mapped.code, mapped.message)
+        return error_response(mapped.status, mapped.code, mapped.message)
     logger.exception("%s %s failed", request.method, request.url.path)
-    return _error_response(500, "internal", "internal server error")
+    return error_response(500, "internal", "internal server error")
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return _error_response(404, "not_found", "no such route")
+    return error_response(404, "not_found", "no such route")
 
 
 async def _method_not_allowed(request: Request, exc: Exception) -> Response:
-    return _error_response(405, "method_not_allowed", "method not allowed")
+    return error_response(405, "method_not_allowed", "method not allowed")
 
 
 def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:

@@ -26,6 +26,7 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
 
 from . import _signing
+from ._app import error_response, read_body
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent
@@ -39,10 +40,6 @@ SECRET_ENV = "FXWORLD_WAKE_SECRET"
 
 MAX_BODY_BYTES = 64 * 1024
 _MIN_SECRET_BYTES = 16
-
-
-def _refuse(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message}, status_code=status)
 
 
 class WakeHandler:
@@ -121,17 +118,17 @@ class WakeHandler:
             response = await self._handle(request, started)
         except Exception:
             logger.exception("wake handler failed")
-            response = _refuse(500, "internal", "internal server error")
+            response = error_response(500, "internal", "internal server error")
         await response(scope, receive, send)
 
     async def _handle(self, request: Request, started: float) -> JSONResponse:
         if request.method != "POST":
-            return _refuse(405, "method_not_allowed", "POST a signed wake request")
-        body = await self._body(request)
+            return error_response(405, "method_not_allowed", "POST a signed wake request")
+        body = await read_body(request, MAX_BODY_BYTES)
         if body is None:
-            return _refuse(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
+            return error_response(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
         if not _signing.verify(self._key, body, request.headers, window=self.replay_window):
-            return _refuse(401, "unauthorized", "missing, invalid or expired signature")
+            return error_response(401, "unauthorized", "missing, invalid or expired signature")
         session_id = _named_session(body)
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
@@ -185,20 +182,6 @@ class WakeHandler:
                 high = mid
         last = await world.read(session_id, high - 1, limit=1)
         return bool(last) and last[-1].kind in log.TURN_END_KINDS
-
-    @staticmethod
-    async def _body(request: Request) -> bytes | None:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
 
 
 def _named_session(body: bytes) -> str | None:
