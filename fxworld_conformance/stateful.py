@@ -451,6 +451,9 @@ class _KitMachine(RuleBasedStateMachine):
 
     def _position_violation(self, sid: str, w: Op, m: SessionModel, writes: list[Op]) -> None:
         if w.first <= m.last:
+            torn = self._explain_torn(self._read_all(sid), writes)
+            if torn is not None:
+                raise torn
             others = [o for o in writes if o is not w and o.first <= w.last and w.first <= o.last]
             raise Violation(
                 "W4",
@@ -460,9 +463,30 @@ class _KitMachine(RuleBasedStateMachine):
             )
         actual = self._read_all(sid)
         gap = [e for e in actual if m.last < e.seq < w.first]
+        torn = self._explain_torn(actual, writes)
+        if torn is not None:
+            raise torn
         raise self._explain_extra(sid, gap, m.last + 1, w.first - 1) or Violation(
-            "W4", f"positions {m.last + 1}..{w.first - 1} were written by no acknowledged call"
+            "W4",
+            f"positions {m.last + 1}..{w.first - 1} were written by no acknowledged call; "
+            f"the log there: {_show(gap[:4])}",
         )
+
+    def _explain_torn(self, actual: list[Entry], writes: list[Op]) -> Violation | None:
+        """A landed batch whose entries are not where its returned seq says (W4)."""
+        for w in writes:
+            if w.kind != "append" or w.args.get("key") is not None:
+                continue
+            seqs = [e.seq for e in actual if isinstance(e.data, dict) and e.data.get("op") == w.id]
+            if seqs and seqs != list(range(w.first, w.last + 1)):
+                between = [e for e in actual if seqs[0] < e.seq < seqs[-1] and e.seq not in seqs]
+                return Violation(
+                    "W4",
+                    f"the batch of op#{w.id} is torn: its entries are at seqs {seqs}, "
+                    f"interleaved with {_show(between[:3])}, though it returned seq "
+                    f"{w.last}:\n  {w.describe()}",
+                )
+        return None
 
     def _explain_extra(self, sid: str, extra: list[Entry], lo: int, hi: int) -> Violation | None:
         """Name the guarantee a refused or repeated call broke by leaving ``extra``."""
