@@ -129,6 +129,20 @@ def load_agent(target: str) -> Any:
     return obj
 
 
+def agent_from_args(args: argparse.Namespace) -> Any:
+    """What ``fxworld serve`` and ``fxworld worker`` do first: log at the level
+    ``--verbose`` asks for, make ``--world`` the default world, load the agent."""
+    import fxworld
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s[%(process)d] %(message)s",
+    )
+    if args.world:
+        fxworld.world(args.world)
+    return load_agent(args.agent)
+
+
 def _server_class() -> Any:
     import uvicorn
 
@@ -175,8 +189,6 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    import fxworld
-
     try:
         import uvicorn
     except ImportError:
@@ -184,15 +196,9 @@ async def _run(args: argparse.Namespace) -> int:
             "fxworld serve needs uvicorn; install it with: pip install 'fxworld[web]'"
         ) from None
 
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s[%(process)d] %(message)s",
-    )
     if args.workers < 0:
         raise ConfigurationError("--workers must be 0 or more")
-    if args.world:
-        fxworld.world(args.world)
-    agent = load_agent(args.agent)
+    agent = agent_from_args(args)
     app = build_app(args, agent)
     await agent._ready_world()  # fail now on a bad world, not at the first request
     config = uvicorn.Config(

@@ -8,7 +8,6 @@ once, so another worker continues them without waiting for a lease to run out.
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
 from fxworld.cli import add_world_option
@@ -46,16 +45,9 @@ def register(sub: Any) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    import fxworld
-    from fxworld.commands.serve import load_agent  # module:agent or path/file.py:agent
+    from fxworld.commands.serve import agent_from_args  # module:agent or path/file.py:agent
 
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s[%(process)d] %(message)s",
-    )
-    if args.world:
-        fxworld.world(args.world)
-    agent = load_agent(args.agent)
+    agent = agent_from_args(args)
     await agent.work(
         concurrency=args.concurrency,
         lease=args.lease,
