@@ -73,6 +73,17 @@ class Builder:
         self.ops.append(made)
         return made
 
+    def take(self, process: str, session: str, token: str, attempt: int, expires: float) -> Op:
+        """A ``take_wake`` that got ``session``'s wake, its lease expiring ``expires``
+        seconds after the previous operation's start."""
+        lease = {
+            "session": session,
+            "token": token,
+            "attempt": attempt,
+            "expires": self.t + expires,
+        }
+        return self.op(process, "take_wake", None, result=lease)
+
     def land(self, session: str, op: Op, epoch: int | None = None) -> None:
         """Put ``op``'s batch at the end of ``session``'s final log."""
         log = self.final.setdefault(session, [])
@@ -338,42 +349,22 @@ def test_check_wakes_never_early() -> None:
 def test_check_wakes_never_early_consumed_request_does_not_count() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    b.op(
-        "worker-0",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 9},
-    )
+    b.take("worker-0", "q", "a", 1, 9)
     b.op("poker-0", "wake", "q", delay=30.0)  # during the lease: due in 30 s (W13)
     b.op("worker-0", "finish_wake", "q", token="a")
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "b", "attempt": 1, "expires": b.t + 9},
-    )
+    b.take("worker-1", "q", "b", 1, 9)
     fails(hist.check_wakes_never_early, b.history(), "W11")
     # ... whereas a second request made before the first take is coalesced: fine.
     b2 = good()
     b2.op("poker-0", "wake", "q", delay=0.0)
-    b2.op(
-        "worker-0",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b2.t + 9},
-    )
+    b2.take("worker-0", "q", "a", 1, 9)
     b2.op("worker-0", "finish_wake", "q", token="a")
     assert hist.check_wakes_never_early(b2.history()) == []
 
 
 def test_check_wakes_never_lost() -> None:
     b = good()
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 9},
-    )
+    b.take("worker-1", "q", "a", 1, 9)
     during = b.op("poker-0", "wake", "q", delay=0.0)
     b.op("worker-1", "finish_wake", "q", token="a")
     v = fails(hist.check_wakes_never_lost, b.history(), "W13", "while a lease was held")
@@ -396,18 +387,8 @@ def test_check_wakes_never_lost_needs_a_drained_history() -> None:
 def test_check_lease_handed_out_twice() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 1 + 30},
-    )
-    b.op(
-        "worker-2",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "b", "attempt": 2, "expires": b.t + 1 + 30},
-    )
+    b.take("worker-1", "q", "a", 1, 1 + 30)
+    b.take("worker-2", "q", "b", 2, 1 + 30)
     b.op("worker-2", "finish_wake", "q", token="b")
     fails(hist.check_lease_redelivery, b.history(), "W12", "handed out again", "before the first")
 
@@ -415,12 +396,7 @@ def test_check_lease_handed_out_twice() -> None:
 def test_check_lease_dead_worker_not_redelivered() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    dead = b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 2},
-    )
+    dead = b.take("worker-1", "q", "a", 1, 2)
     v = fails(hist.check_lease_redelivery, b.history(), "W12", "was not delivered again")
     assert dead in v.ops
     assert hist.check_lease_redelivery(b.history(drained=False)) == []
@@ -429,18 +405,8 @@ def test_check_lease_dead_worker_not_redelivered() -> None:
 def test_check_lease_attempt_and_stale_token() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 1.5},
-    )
-    b.op(
-        "worker-2",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "b", "attempt": 1, "expires": b.t + 5},
-    )
+    b.take("worker-1", "q", "a", 1, 1.5)
+    b.take("worker-2", "q", "b", 1, 5)
     b.op("worker-1", "renew_wake", "q", result={"expires": b.t + 9}, token="a", lease=5.0)
     b.op("worker-2", "finish_wake", "q", token="b")
     h = b.history()
@@ -451,18 +417,8 @@ def test_check_lease_attempt_and_stale_token() -> None:
 def test_check_lease_redelivery_good() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "a", "attempt": 1, "expires": b.t + 1.5},
-    )
-    b.op(
-        "worker-2",
-        "take_wake",
-        None,
-        result={"session": "q", "token": "b", "attempt": 2, "expires": b.t + 5},
-    )
+    b.take("worker-1", "q", "a", 1, 1.5)
+    b.take("worker-2", "q", "b", 2, 5)
     b.op("worker-1", "renew_wake", "q", "failed", error="LeaseLost", token="a", lease=5.0)
     b.op("worker-2", "finish_wake", "q", token="b")
     h = b.history()
@@ -472,12 +428,7 @@ def test_check_lease_redelivery_good() -> None:
 
 def test_check_new_epoch_refuses_old() -> None:
     b = good()  # worker-0 holds lease t1 with epoch 2
-    b.op(
-        "worker-1",
-        "take_wake",
-        None,
-        result={"session": "s", "token": "t2", "attempt": 2, "expires": b.t + 9},
-    )
+    b.take("worker-1", "s", "t2", 2, 9)
     b.op("worker-1", "acquire", "s", result={"epoch": 3, "seq": 8}, lease="t2")
     b.fence("s", 3)
     zombie = b.op("worker-0", "append", "s", result=9, n=1, fence=2, lease="t1")
