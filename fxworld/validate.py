@@ -11,7 +11,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from fxworld.errors import EntryTooLarge, InvalidArgument, InvalidEntry, InvalidSessionId
+from fxworld.errors import (
+    EntryTooLarge,
+    Fenced,
+    InvalidArgument,
+    InvalidEntry,
+    InvalidSessionId,
+)
 from fxworld.types import Fence, NewEntry
 
 __all__ = [
@@ -121,6 +127,9 @@ def append_args(
             raise InvalidArgument(f"fence must be a Fence, not {type(fence).__name__}")
         if fence.session_id != sid:
             raise InvalidArgument(f"fence is for session {fence.session_id!r}, not {sid!r}")
+        if not _is_int(fence.epoch) or fence.epoch < 1:
+            # acquire hands out epochs from 1: this fence was never the newest (W2)
+            raise Fenced(sid, fence.epoch)
     if expect is not None and (not _is_int(expect) or expect < 0):
         raise InvalidArgument(f"expect must be an integer >= 0, not {expect!r}")
     if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= _MAX_KEY):

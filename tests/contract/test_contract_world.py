@@ -371,3 +371,15 @@ async def test_w10_follow_stops_when_its_consumer_is_cancelled(w: World) -> None
                 task.cancel()
                 done, _ = await asyncio.wait({task}, timeout=0.1)
             pytest.fail(f"attempt {i}: the cancelled follow() consumer kept running")
+
+
+async def test_w2_fence_never_handed_out_is_refused(w: World) -> None:
+    # epochs start at 1: a made-up epoch-0 fence is not the session's newest fence
+    with pytest.raises(Fenced):
+        await w.append("fresh", [E()], fence=Fence("fresh", 0, 0), wake=0)
+    assert await w.read("fresh") == []
+    assert await w.take_wake(lease=5) is None
+    f = await w.acquire("fresh")
+    assert f.epoch >= 1
+    with pytest.raises(Fenced):
+        await w.append("fresh", [E()], fence=Fence("fresh", f.epoch + 1, f.seq))
