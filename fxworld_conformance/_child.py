@@ -34,7 +34,7 @@ import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -393,10 +393,6 @@ def main(argv: list[str] | None = None) -> int:
     with open(args[0], encoding="utf-8") as f:
         spec = Spec(**json.load(f))
     return asyncio.run(_main(spec))
-
-
-def spec_json(spec: Spec) -> str:
-    return json.dumps(asdict(spec))
 
 
 if __name__ == "__main__":
