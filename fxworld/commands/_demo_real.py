@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import tempfile
 import textwrap
 import time
-from pathlib import Path
 
 from fxworld.commands.demo import (
     LEASE,
@@ -25,6 +23,7 @@ from fxworld.commands.demo import (
     _kill,
     _runs,
     _say,
+    _set_up,
     _short,
     _start_worker,
     _Worker,
@@ -36,17 +35,13 @@ TIME_LIMIT = 180.0
 
 
 async def run_real(args: argparse.Namespace) -> int:
-    from fxworld import Agent, TurnFailed, open_world
+    from fxworld import TurnFailed
     from fxworld.commands import _demo_agent as demo
     from fxworld.models.resolve import resolve_model
-    from fxworld.testing import ScriptedModel
 
     model = resolve_model(args.model)  # ConfigurationError now, saying what to set
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="fxworld-demo-"))
-    url = f"sqlite:///{work}/world.db"
-    world = open_world(url)
-    client = Agent(ScriptedModel(["(the client never calls the model)"]), world=world)
+    work, url, world, client = _set_up()
     workers: list[_Worker] = []
     answer_task: asyncio.Task[str] | None = None
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fxworld import Agent
     from fxworld.protocol import World
 
 LEASE = 2.0
@@ -146,16 +147,12 @@ async def _run(args: argparse.Namespace) -> int:
         from fxworld.commands._demo_real import run_real
 
         return await run_real(args)
-    from fxworld import Agent, StreamEvent, open_world
+    from fxworld import StreamEvent
     from fxworld.commands import _demo_agent as demo
     from fxworld.engine import decode_cursor
-    from fxworld.testing import ScriptedModel
 
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="fxworld-demo-"))
-    url = f"sqlite:///{work}/world.db"
-    world = open_world(url)
-    client = Agent(ScriptedModel(["(the client never calls the model)"]), world=world)
+    work, url, world, client = _set_up()
     workers: list[_Worker] = []
     try:
         _say("fxworld demo: one agent turn that survives two crashed workers\n")
@@ -286,6 +283,19 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     finally:
         await _clean_up(workers, world, work, keep=args.keep)
+
+
+def _set_up() -> tuple[Path, str, World, Agent]:
+    """A temporary directory, the SQLite world in it (its URL too), and the
+    client's agent on that world (its model is never called)."""
+    from fxworld import Agent, open_world
+    from fxworld.testing import ScriptedModel
+
+    work = Path(tempfile.mkdtemp(prefix="fxworld-demo-"))
+    url = f"sqlite:///{work}/world.db"
+    world = open_world(url)
+    client = Agent(ScriptedModel(["(the client never calls the model)"]), world=world)
+    return work, url, world, client
 
 
 async def _clean_up(workers: list[_Worker], world: World, work: Path, *, keep: bool) -> None:
