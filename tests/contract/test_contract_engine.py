@@ -240,3 +240,34 @@ async def test_worker_sigkilled_inside_tools_turn_continues(tmp_path: Path) -> N
     charge_msg = next(m for m in tool_msgs if "found" not in m["text"])
     assert charge_msg["is_error"] is True
     assert "charged" not in charge_msg["text"]
+
+
+async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> None:
+    # lease 1 s, a tool that takes 2.5 s, a second worker waiting on the same world:
+    # the running worker renews its lease, so nobody takes the session over.
+    runs: list[str] = []
+    started = asyncio.Event()
+
+    @tool(idempotent=True)
+    async def slow(ctx: Any) -> str:
+        runs.append(ctx.execution_id)
+        started.set()
+        await asyncio.sleep(2.5)
+        return "slow done"
+
+    url = f"sqlite:///{tmp_path}/w.db"
+    model = ScriptedModel([{"tool": "slow", "input": {}}, "finished"])
+    first = Agent(model=model, tools=[slow], world=open_world(url))
+    second = Agent(model=model, tools=[slow], world=open_world(url))
+    turn = first.session("long").prompt("go")
+    await turn.accepted
+    async with working(first, lease=1.0):
+        await asyncio.wait_for(started.wait(), 30)
+        async with working(second, lease=1.0, poll_interval=0.1):
+            assert await asyncio.wait_for(turn, 30) == "finished"
+    assert len(runs) == 1
+    events = await first.session("long").read()
+    assert [e.kind for e in events].count("fence") == 1
+    # streamed text chunks add up to exactly the saved message's text
+    chunks = "".join(e.data["text"] for e in events if e.kind == "text")
+    assert chunks == "finished"
