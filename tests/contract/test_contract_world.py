@@ -383,3 +383,26 @@ async def test_w2_fence_never_handed_out_is_refused(w: World) -> None:
     assert f.epoch >= 1
     with pytest.raises(Fenced):
         await w.append("fresh", [E()], fence=Fence("fresh", f.epoch + 1, f.seq))
+
+
+async def test_w12_renew_after_expiry_raises_even_if_nobody_took_it(w: World) -> None:
+    await w.wake("s")
+    lease = await w.take_wake(lease=0.3)
+    assert lease is not None
+    await asyncio.sleep(0.6)
+    with pytest.raises(LeaseLost):
+        await w.renew_wake(lease, lease=5)
+    again = await w.take_wake(lease=5)
+    assert again is not None and again.attempt == lease.attempt + 1
+
+
+async def test_w13_rewake_with_delay_is_kept_and_not_early(w: World) -> None:
+    await w.wake("s")
+    lease = await w.take_wake(lease=5)
+    assert lease is not None
+    await w.wake("s", delay=0.7)
+    await w.finish_wake(lease)
+    assert await w.take_wake(lease=5) is None  # kept, but not before its due time
+    await asyncio.sleep(0.9)
+    again = await w.take_wake(lease=5)
+    assert again is not None and again.session_id == "s"
