@@ -6,8 +6,8 @@ that do not depend on the provider (every message passes through
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from fxworld.errors import ConfigurationError
 from fxworld.models._retry import (
@@ -19,6 +19,7 @@ from fxworld.models._retry import (
 from fxworld.models.base import ModelError
 
 __all__ = [
+    "first_client",
     "close_client",
     "connection_error",
     "import_sdk",
@@ -36,6 +37,24 @@ def import_sdk(module: str, provider: str) -> Any:
         raise ConfigurationError(
             f"the {provider} adapter needs the {module} SDK: pip install 'fxworld[{module}]'"
         ) from None
+
+
+C = TypeVar("C")
+
+
+def first_client(
+    make: Callable[[], C], name: str, secrets: Iterable[str | None], hint: str = ""
+) -> C:
+    """``make()``, the model's first client, made when the model is built so that the
+    SDK reads the environment and checks its options then, not mid-turn. What it
+    raises becomes a :class:`ConfigurationError`, raised outside the ``except``
+    block so that the SDK's exception (whose message may quote the key) is not
+    even kept as ``__context__``."""
+    try:
+        return make()
+    except Exception as e:
+        failure = ConfigurationError(scrub(f"model {name!r}: {e}{hint}", secrets))
+    raise failure
 
 
 async def close_client(client: Any) -> None:

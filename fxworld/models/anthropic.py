@@ -31,6 +31,7 @@ from fxworld.errors import ConfigurationError
 from fxworld.models._common import (
     close_client,
     connection_error,
+    first_client,
     import_sdk,
     other_error,
     status_error,
@@ -112,16 +113,7 @@ class AnthropicModel:
         self._retry = retry or RetryPolicy()
         self._headers = dict(default_headers or {})
         self._extra_body = dict(extra_body or {})
-        try:  # the SDK reads the environment and checks its options now, not mid-turn
-            probe = self._new_client()
-        except Exception as e:
-            failure: ConfigurationError | None = ConfigurationError(
-                scrub(f"model {self.name!r}: {e} (or set ANTHROPIC_API_KEY)", (api_key,))
-            )
-        else:
-            failure = None
-        if failure is not None:
-            raise failure
+        probe = first_client(self._new_client, self.name, (api_key,), " (or set ANTHROPIC_API_KEY)")
         _ = probe.messages  # and loads what the SDK loads lazily, outside the loop
         if probe.api_key is None and probe.auth_token is None and probe.credentials is None:
             raise ConfigurationError(

@@ -29,6 +29,7 @@ from fxworld.errors import ConfigurationError
 from fxworld.models._common import (
     close_client,
     connection_error,
+    first_client,
     import_sdk,
     other_error,
     status_error,
@@ -118,16 +119,7 @@ class OpenAIModel:
         self._headers = dict(default_headers or {})
         self._stream_usage = stream_usage
         self._extra_body = dict(extra_body or {})
-        try:  # the SDK checks its options now, not mid-turn
-            probe = self._new_client()
-        except Exception as e:
-            failure: ConfigurationError | None = ConfigurationError(
-                scrub(f"model {self.name!r}: {e}", (key,))
-            )
-        else:
-            failure = None
-        if failure is not None:
-            raise failure
+        probe = first_client(self._new_client, self.name, (key,))
         _ = probe.chat.completions  # and loads what it loads lazily, outside the loop
         self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, close_client, first=probe)
 
