@@ -54,3 +54,14 @@ def test_output_piped_to_head_is_no_traceback(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     proc.wait(120)
     assert "Traceback" not in err, err
+
+
+def test_python_dash_m_fxworld(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    asyncio.run(_fill(url, 1))
+    r = subprocess.run(
+        [sys.executable, "-m", "fxworld", "sessions", "list", "--world", url],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "s-1" in r.stdout
