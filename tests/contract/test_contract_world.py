@@ -406,3 +406,35 @@ async def test_w13_rewake_with_delay_is_kept_and_not_early(w: World) -> None:
     await asyncio.sleep(0.9)
     again = await w.take_wake(lease=5)
     assert again is not None and again.session_id == "s"
+
+
+async def test_w10_follow_sees_another_connections_appends(world_url: str) -> None:
+    if world_url.startswith("memory"):
+        pytest.skip("memory:// is one store per object: there is no second connection")
+    reader, writer = open_world(world_url), open_world(world_url)
+    await reader.setup()
+    await writer.setup()
+    follower = reader.follow("s")
+    try:
+        got: list[float] = []
+
+        async def consume() -> None:
+            async for _ in follower:
+                got.append(time.monotonic())
+                if len(got) == 3:
+                    return
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.3)
+        sent = []
+        for i in range(3):
+            sent.append(time.monotonic())
+            await writer.append("s", [E(i=i)])
+            await asyncio.sleep(0.2)
+        await asyncio.wait_for(task, 15)
+        # bounded delay: generous for a loaded machine, far below any "poll rarely" bug
+        assert max(g - s for g, s in zip(got, sent, strict=True)) < 3.0
+    finally:
+        await follower.aclose()  # type: ignore[attr-defined]
+        await reader.close()
+        await writer.close()
