@@ -86,6 +86,10 @@ class Stats:
 
     examples: int = 0
     operations: int = 0
+    groups: int = 0
+    """Groups of log calls checked together for linearizability."""
+    overlapping: int = 0
+    """Of those, groups where two or more calls were in flight at once."""
 
 
 @dataclass
@@ -343,6 +347,9 @@ class _KitMachine(RuleBasedStateMachine):
 
     def _settle(self) -> None:
         ops, self.group = self.group, []
+        self.stats.groups += 1
+        if len(ops) > 1:
+            self.stats.overlapping += 1
         for sid in SESSIONS:
             mine = [o for o in ops if o.sid == sid]
             if mine:
@@ -1087,6 +1094,7 @@ def run_machine(
         examples=stats.examples,
         operations=stats.operations,
         seconds=time.monotonic() - started,
+        extra={"linearized_groups": stats.groups, "overlapping_groups": stats.overlapping},
     )
 
 
