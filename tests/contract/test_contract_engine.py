@@ -271,3 +271,16 @@ async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> Non
     # streamed text chunks add up to exactly the saved message's text
     chunks = "".join(e.data["text"] for e in events if e.kind == "text")
     assert chunks == "finished"
+
+
+async def test_prompt_is_unfenced_with_a_wake_and_never_doubled() -> None:
+    w = open_world("memory://")
+    agent = Agent(model=ScriptedModel(["hi"]), world=w)
+    first = agent.session("p1").prompt("hello", key="retry-1")
+    again = agent.session("p1").prompt("hello", key="retry-1")  # a client's retry
+    a1, a2 = await first.accepted, await again.accepted
+    assert a1 == a2
+    log = await w.read("p1")
+    assert [(e.kind, e.epoch) for e in log] == [("prompt", None)]
+    lease = await w.take_wake(lease=5)
+    assert lease is not None and lease.session_id == "p1"
