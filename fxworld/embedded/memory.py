@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
+from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import split_query
@@ -207,6 +207,9 @@ class MemoryWorld:
         return w.lease_until if w.lease_until is not None else w.due
 
     def _held(self, wake: WakeLease) -> _Wake:
+        if not isinstance(wake, WakeLease):
+            raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+        validate.session_id(wake.session_id)
         w = self._wakes.get(wake.session_id)
         if (
             w is None

@@ -761,6 +761,7 @@ def _data_version(conn: sqlite3.Connection) -> int:
 def _lease_arg(wake: object) -> WakeLease:
     if not isinstance(wake, WakeLease):
         raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    validate.session_id(wake.session_id)  # W15: before any I/O
     return wake
 
 

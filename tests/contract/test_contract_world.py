@@ -438,3 +438,15 @@ async def test_w10_follow_sees_another_connections_appends(world_url: str) -> No
         await follower.aclose()  # type: ignore[attr-defined]
         await reader.close()
         await writer.close()
+
+
+async def test_w15_lease_with_a_bad_session_id(w: World) -> None:
+    from datetime import UTC, datetime
+
+    bad = WakeLease("../x", "token", 1, datetime.now(UTC))
+    with pytest.raises(InvalidSessionId):
+        await w.renew_wake(bad, lease=5)
+    with pytest.raises(InvalidSessionId):
+        await w.finish_wake(bad)
+    with pytest.raises(ValueError):  # not a WakeLease at all: a typed argument error
+        await w.finish_wake("s")  # type: ignore[arg-type]
