@@ -360,42 +360,17 @@ def anthropic_stream(
         ),
         _event("ping", {}),
     ]
-    index = 0
+    blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     if text:
-        frames.append(
-            _event(
-                "content_block_start",
-                {"index": index, "content_block": {"type": "text", "text": ""}},
-            )
-        )
-        for piece in text:
-            frames.append(
-                _event(
-                    "content_block_delta",
-                    {"index": index, "delta": {"type": "text_delta", "text": piece}},
-                )
-            )
-        frames.append(_event("content_block_stop", {"index": index}))
-        index += 1
+        deltas = [{"type": "text_delta", "text": piece} for piece in text]
+        blocks.append(({"type": "text", "text": ""}, deltas))
     for call_id, name, pieces in calls:
-        frames.append(
-            _event(
-                "content_block_start",
-                {
-                    "index": index,
-                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-                },
-            )
-        )
-        for piece in pieces:
-            frames.append(
-                _event(
-                    "content_block_delta",
-                    {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}},
-                )
-            )
+        start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        blocks.append((start, [{"type": "input_json_delta", "partial_json": p} for p in pieces]))
+    for index, (start, deltas) in enumerate(blocks):
+        frames.append(_event("content_block_start", {"index": index, "content_block": start}))
+        frames.extend(_event("content_block_delta", {"index": index, "delta": d}) for d in deltas)
         frames.append(_event("content_block_stop", {"index": index}))
-        index += 1
     reason = stop_reason or ("tool_use" if calls else "end_turn")
     frames.append(
         _event(
