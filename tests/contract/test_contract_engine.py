@@ -284,3 +284,37 @@ async def test_prompt_is_unfenced_with_a_wake_and_never_doubled() -> None:
     assert [(e.kind, e.epoch) for e in log] == [("prompt", None)]
     lease = await w.take_wake(lease=5)
     assert lease is not None and lease.session_id == "p1"
+
+
+async def test_prompts_sent_while_a_turn_runs_wait_their_turn_in_order() -> None:
+    gate = asyncio.Event()
+    started = asyncio.Event()
+
+    @tool
+    async def wait_gate() -> str:
+        started.set()
+        await gate.wait()
+        return "opened"
+
+    w = open_world("memory://")
+    agent = Agent(
+        model=ScriptedModel([{"tool": "wait_gate", "input": {}}, "first", "second", "third"]),
+        tools=[wait_gate],
+        world=w,
+    )
+    s = agent.session("queue")
+    t1 = s.prompt("one")
+    async with working(agent):
+        await asyncio.wait_for(started.wait(), 30)
+        t2 = s.prompt("two")
+        await t2.accepted
+        t3 = s.prompt("three")
+        await t3.accepted
+        gate.set()
+        results = [await asyncio.wait_for(t, 30) for t in (t1, t2, t3)]
+    assert results == ["first", "second", "third"]
+    log = await w.read("queue")
+    prompt_seq = {e.data["text"]: e.seq for e in log if e.kind == "prompt"}
+    order = [e.data["prompt"] for e in log if e.kind in ("turn.started", "turn.finished")]
+    one, two, three = prompt_seq["one"], prompt_seq["two"], prompt_seq["three"]
+    assert order == [one, one, two, two, three, three]
