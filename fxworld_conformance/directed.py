@@ -591,8 +591,12 @@ async def w12_lease(p: Probe, target: Target) -> None:
     assert a is not None
     check(await p.take() is None, "W12", "a wake under a live lease was handed out again")
     r = await p.renew(a, 120.0)
-    check(r.session_id == "s" and r.token == a.token, "W12", f"renew_wake returned {r!r}")
-    await p.finish(a)
+    check(
+        isinstance(r, WakeLease) and r.session_id == "s" and r.attempt == a.attempt,
+        "W12",
+        f"renew_wake returned {r!r} for {a!r}",
+    )
+    await p.finish(r)
     await p.wake("t")
     short = await p.take(0.3)
     assert short is not None

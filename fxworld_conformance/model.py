@@ -252,9 +252,10 @@ class WakeModel:
         w = self._wakes.get(sid)
         return w is not None and w.token == token and not w.expired
 
-    def renew(self, sid: str, *, short: bool) -> None:
+    def renew(self, sid: str, token: str, *, short: bool) -> None:
+        """A renewed lease (a world may hand out a new token for it)."""
         w = self._wakes[sid]
-        w.short = short
+        w.token, w.short = token, short
 
     def finish(self, sid: str) -> None:
         """Remove the wake unless a request arrived after the take (W13)."""

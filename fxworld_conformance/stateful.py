@@ -777,8 +777,34 @@ class WakeMachine(_KitMachine):
     @rule(i=st.integers(0, 7), later=st.booleans())
     def rewake_leased(self, i: int, later: bool) -> None:
         """A new request for a session whose wake a worker holds (W13)."""
-        sid = self.leases[i % len(self.leases)][1].session_id
+        sid = self.leases[self._pick(i, live=True)][1].session_id
         self.wake(sid, later)
+
+    @precondition(lambda self: not self.wakes.uncertain())
+    @rule(worker=st.sampled_from(WORKERS), later=st.booleans())
+    def take_rewake_finish_take(self, worker: str, later: bool) -> None:
+        """One worker's whole cycle with a request arriving mid-run (W12, W13): take a
+        due wake, wake its session again, finish, and take again."""
+        before = len(self.leases)
+        self.take(worker, short=False)
+        if len(self.leases) == before:
+            return  # nothing was due
+        sid = self.leases[-1][1].session_id
+        self.wake(sid, later)
+        self.finish(len(self.leases) - 1, live=False)
+        self.take(worker, short=False)
+
+    def _pick(self, i: int, *, live: bool) -> int:
+        """Index of a lease: the i-th live one if ``live`` and there is one, else any."""
+        if live:
+            held = [
+                j
+                for j, (_, lease, _) in enumerate(self.leases)
+                if self.wakes.held(lease.session_id, lease.token)
+            ]
+            if held:
+                return held[i % len(held)]
+        return i % len(self.leases)
 
     @precondition(lambda self: not self.wakes.uncertain())
     @rule(worker=st.sampled_from(WORKERS), short=st.sampled_from([False, False, False, True]))
@@ -813,9 +839,14 @@ class WakeMachine(_KitMachine):
         self.leases.append((worker, got, local_expiry))
 
     @precondition(lambda self: bool(self.leases) and not self.wakes.uncertain())
-    @rule(i=st.integers(0, 7), short=st.sampled_from([False, False, False, True]))
-    def renew(self, i: int, short: bool) -> None:
-        worker, lease, _ = self.leases[i % len(self.leases)]
+    @rule(
+        i=st.integers(0, 7),
+        short=st.sampled_from([False, False, False, True]),
+        live=st.sampled_from([True, True, False]),
+    )
+    def renew(self, i: int, short: bool, live: bool) -> None:
+        i = self._pick(i, live=live)
+        worker, lease, _ = self.leases[i]
         live = self.wakes.held(lease.session_id, lease.token)
         n = SHORT_LEASE if short else LONG_LEASE
         try:
@@ -832,15 +863,19 @@ class WakeMachine(_KitMachine):
                 f"renew_wake of a lease of {lease.session_id!r} that expired or was replaced "
                 "succeeded",
             )
-        if new.session_id != lease.session_id or new.token != lease.token:
+        if (
+            not isinstance(new, WakeLease)
+            or new.session_id != lease.session_id
+            or new.attempt != lease.attempt
+        ):
             raise Violation("W12", f"renew_wake returned {new!r} for {lease!r}")
-        self.wakes.renew(lease.session_id, short=short)
-        self.leases[i % len(self.leases)] = (worker, new, time.monotonic() + n)
+        self.wakes.renew(lease.session_id, new.token, short=short)
+        self.leases[i] = (worker, new, time.monotonic() + n)
 
     @precondition(lambda self: bool(self.leases) and not self.wakes.uncertain())
-    @rule(i=st.integers(0, 7))
-    def finish(self, i: int) -> None:
-        _, lease, _ = self.leases[i % len(self.leases)]
+    @rule(i=st.integers(0, 7), live=st.sampled_from([True, True, False]))
+    def finish(self, i: int, live: bool) -> None:
+        _, lease, _ = self.leases[self._pick(i, live=live)]
         live = self.wakes.held(lease.session_id, lease.token)
         try:
             self.run(self.world.finish_wake(lease), "finish_wake", "W13")
