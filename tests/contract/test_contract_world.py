@@ -450,3 +450,47 @@ async def test_w15_lease_with_a_bad_session_id(w: World) -> None:
         await w.finish_wake(bad)
     with pytest.raises(ValueError):  # not a WakeLease at all: a typed argument error
         await w.finish_wake("s")  # type: ignore[arg-type]
+
+
+async def test_w6_racing_retries_with_one_key_land_once(world_url: str) -> None:
+    worlds = [open_world(world_url)]
+    if not world_url.startswith("memory"):  # separate connections where the world has them
+        worlds += [open_world(world_url) for _ in range(3)]
+    for x in worlds:
+        await x.setup()
+    try:
+        calls = [
+            worlds[i % len(worlds)].append("s", [E(i=i), E(i=i)], key="same") for i in range(8)
+        ]
+        seqs = await asyncio.gather(*calls)
+        assert set(seqs) == {2}
+        assert len(await worlds[0].read("s")) == 2
+    finally:
+        for x in worlds:
+            await x.close()
+
+
+async def test_w1_racing_acquires_one_newest(world_url: str) -> None:
+    worlds = [open_world(world_url)]
+    if not world_url.startswith("memory"):
+        worlds += [open_world(world_url) for _ in range(3)]
+    for x in worlds:
+        await x.setup()
+    try:
+        fences = await asyncio.gather(*(worlds[i % len(worlds)].acquire("s") for i in range(8)))
+        epochs = [f.epoch for f in fences]
+        assert len(set(epochs)) == 8
+        assert sorted(f.seq for f in fences) == list(range(1, 9))
+        newest = max(fences, key=lambda f: f.epoch)
+        for f in fences:
+            if f is newest:
+                assert await worlds[0].append("s", [E()], fence=f) == 9
+            else:
+                with pytest.raises(Fenced):
+                    await worlds[1 % len(worlds)].append("s", [E()], fence=f)
+        log = await worlds[0].read("s")
+        fence_epochs = [e.data["epoch"] for e in log if e.kind == "fence"]
+        assert fence_epochs == sorted(fence_epochs)  # W8: along the log
+    finally:
+        for x in worlds:
+            await x.close()
