@@ -318,3 +318,27 @@ async def test_prompts_sent_while_a_turn_runs_wait_their_turn_in_order() -> None
     order = [e.data["prompt"] for e in log if e.kind in ("turn.started", "turn.finished")]
     one, two, three = prompt_seq["one"], prompt_seq["two"], prompt_seq["three"]
     assert order == [one, one, two, two, three, three]
+
+
+async def test_deadline_yields_at_a_step_boundary_and_next_invocation_continues() -> None:
+    runs: list[int] = []
+
+    @tool(idempotent=True)
+    async def step(n: int) -> str:
+        runs.append(n)
+        await asyncio.sleep(0.4)
+        return f"step {n}"
+
+    w = open_world("memory://")
+    replies: list[Any] = [{"tool": "step", "input": {"n": i}} for i in range(4)]
+    agent = Agent(model=ScriptedModel([*replies, "done"]), tools=[step], world=w)
+    turn = agent.session("dl").prompt("go")
+    await turn.accepted
+    await asyncio.wait_for(agent.work(deadline=1.0), 30)  # a serverless time limit
+    kinds = [e.kind for e in await w.read("dl")]
+    assert "turn.yielded" in kinds and "turn.finished" not in kinds
+    assert kinds[-1] == "turn.yielded"  # stopped at a step boundary, nothing half-done
+    assert kinds.count("tool.started") == kinds.count("tool.finished")
+    await asyncio.wait_for(agent.work(deadline=30, until_idle=True), 60)  # next invocation
+    assert await asyncio.wait_for(turn, 5) == "done"
+    assert sorted(runs) == [0, 1, 2, 3]  # every step ran once
