@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from fxworld import NewEntry, World, open_world, world
-from fxworld.errors import BackendUnavailable, ConfigurationError, WorldError
+from fxworld.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidEntry,
+    InvalidSessionId,
+    WorldError,
+)
 from fxworld_postgres import PostgresWorld
 
 
@@ -124,3 +130,17 @@ async def test_unreachable_server_is_backend_unavailable_without_password() -> N
         await w.close()
     assert isinstance(info.value, ConnectionError) and isinstance(info.value, WorldError)
     assert "pw9secret" not in str(info.value) and "pw9secret" not in repr(info.value)
+
+
+async def test_bad_input_refused_before_any_io() -> None:
+    # the server is unreachable: W15 errors still come first, not BackendUnavailable
+    w = open_world(f"postgresql://u:pw@127.0.0.1:{_closed_port()}/db?namespace=x")
+    try:
+        with pytest.raises(InvalidSessionId):
+            await w.append("../x", [NewEntry("k", {})])
+        with pytest.raises(InvalidEntry):
+            await w.append("ok", [NewEntry("fence", {})])
+        with pytest.raises(InvalidSessionId):
+            await w.read("a b")
+    finally:
+        await w.close()
