@@ -354,8 +354,13 @@ class _KitMachine(RuleBasedStateMachine):
             mine = [o for o in ops if o.sid == sid]
             if mine:
                 self._history = mine
-                self._linearize(sid, mine)
-                self._check_full(sid, mine)
+                try:
+                    self._linearize(sid, mine)
+                    self._check_full(sid, mine)
+                except Violation as v:
+                    # a torn batch explains every other symptom: name it first (W4)
+                    torn = None if v.guarantee == "W4" else self._torn_in(sid, mine)
+                    raise (torn or v) from None
         for f in list(self.followers.values()):
             self._check_follower(f)
 
@@ -426,7 +431,7 @@ class _KitMachine(RuleBasedStateMachine):
                 default=len(writes),
             )
             if not any(self._matches(op, snaps[k]) for k in range(lo, hi + 1)):
-                raise _wrong_outcome(op, snaps[lo : hi + 1], writes)
+                raise _partial_batch(op, writes) or _wrong_outcome(op, snaps[lo : hi + 1], writes)
         self.models[sid] = m
 
     def _fence_id(self, op: Op) -> tuple[int, int] | None:
@@ -479,6 +484,29 @@ class _KitMachine(RuleBasedStateMachine):
             f"the log there: {_show(gap[:4])}",
         )
 
+    def _torn_in(self, sid: str, ops: list[Op]) -> Violation | None:
+        landed = [o for o in ops if o.kind == "append" and o.error is None and _is_int(o.result)]
+        for o in landed:
+            o.last = o.result
+            o.first = o.result - len(o.args["entries"]) + 1
+        actual = self._read_all(sid)
+        torn = self._explain_torn(actual, landed)
+        if torn is not None:
+            return torn
+        for o in ops:
+            if o.kind == "append" and o.error is not None and o.args.get("key") is None:
+                left = [
+                    e.seq for e in actual if isinstance(e.data, dict) and e.data.get("op") == o.id
+                ]
+                if 0 < len(left) < len(o.args["entries"]):
+                    return Violation(
+                        "W4",
+                        f"a call that raised {type(o.error).__name__} left {len(left)} of its "
+                        f"{len(o.args['entries'])} entries (seqs {left}): a torn batch: "
+                        f"{o.describe()}",
+                    )
+        return None
+
     def _explain_torn(self, actual: list[Entry], writes: list[Op]) -> Violation | None:
         """A landed batch whose entries are not where its returned seq says (W4)."""
         for w in writes:
@@ -506,6 +534,17 @@ class _KitMachine(RuleBasedStateMachine):
                     f"key {key!r} landed twice: seq {e.seq} repeats an earlier call with that key",
                 )
             src = next((o for o in self._all_ops if o.id == op_id), None) if op_id else None
+            if src is not None and src.error is not None:
+                left = [
+                    x.seq for x in extra if isinstance(x.data, dict) and x.data.get("op") == src.id
+                ]
+                if len(left) < len(src.args["entries"]):
+                    return Violation(
+                        "W4",
+                        f"a call that raised {type(src.error).__name__} left {len(left)} of its "
+                        f"{len(src.args['entries'])} entries (seqs {left}): a torn batch: "
+                        f"{src.describe()}",
+                    )
             if src is not None and isinstance(src.error, Fenced):
                 return Violation(
                     "W2", f"a refused (Fenced) call left entry seq {e.seq}: {src.describe()}"
@@ -972,6 +1011,24 @@ def _wrong_landing(pred: object, w: Op, m: SessionModel) -> Violation:
             f"the key already landed at seq {pred.seq}, yet the call wrote again: {w.describe()}",
         )
     return Violation("W4", f"unexpected landing: {w.describe()}")
+
+
+def _partial_batch(op: Op, writes: list[Op]) -> Violation | None:
+    """``op`` saw the log end inside another call's batch: a batch seen half-landed (W4)."""
+    if isinstance(op.error, Conflict):
+        seen = op.error.last
+    elif op.kind == "read" and op.error is None and len(op.result) < op.args["limit"]:
+        seen = op.result[-1].seq if op.result else op.args["after"]
+    else:
+        return None
+    for w in writes:
+        if w is not op and w.first <= seen < w.last:
+            return Violation(
+                "W4",
+                f"a call saw the log end at seq {seen}, inside the batch {w.first}..{w.last} of "
+                f"another call (half of a batch was visible):\n  {op.describe()}\n  {w.describe()}",
+            )
+    return None
 
 
 def _wrong_outcome(op: Op, snaps: list[SessionModel], writes: list[Op]) -> Violation:
