@@ -68,10 +68,8 @@ def test_cli_broken_world_fails(author_dir: Path) -> None:
     assert w2 and "FAIL" in w2[0], r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("url", ["memory://", "sqlite"])
-def test_cli_url(tmp_path: Path, url: str) -> None:
-    if url == "sqlite":
-        url = f"sqlite:///{tmp_path}/kit.db"
+def test_cli_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/kit.db"  # (memory is run through the factories above)
     r = fxworld_cli(tmp_path, "conformance", "--world", url, "--tiers", "directed")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "W4 " in r.stdout and "FAIL" not in r.stdout
