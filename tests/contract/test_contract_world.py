@@ -495,3 +495,12 @@ async def test_w1_racing_acquires_one_newest(world_url: str) -> None:
     finally:
         for x in worlds:
             await x.close()
+
+
+async def test_w4_stored_entries_never_change_through_callers_objects(w: World) -> None:
+    data = {"list": [1, 2], "nested": {"a": "b"}}
+    await w.append("s", [NewEntry("k", data)])
+    data["list"].append(3)  # the caller reuses its dict
+    got = await w.read("s")
+    got[0].data["nested"]["a"] = "changed"  # the caller edits what it read
+    assert (await w.read("s"))[0].data == {"list": [1, 2], "nested": {"a": "b"}}
