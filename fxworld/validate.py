@@ -43,7 +43,7 @@ FENCE_KIND = "fence"
 starting with it."""
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_NAMESPACE = re.compile(r"[A-Za-z0-9_]{1,48}")
+_NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,48}")
 _MAX_KEY = 256
 
 
@@ -56,13 +56,13 @@ def session_id(value: object) -> str:
 
 
 def namespace(value: object) -> str:
-    """Return ``value`` if it is a valid namespace: 1..48 of ``[A-Za-z0-9_]``.
+    """Return ``value`` if it is a valid namespace: 1..48 of ``[A-Za-z0-9_-]``.
 
     Narrower than a session id so that every backend can use it as a schema, key
     prefix or path segment without quoting.
     """
     if not isinstance(value, str) or _NAMESPACE.fullmatch(value) is None:
-        raise InvalidArgument(f"namespace {value!r} is not 1..48 characters of [A-Za-z0-9_]")
+        raise InvalidArgument(f"namespace {value!r} is not 1..48 characters of [A-Za-z0-9_-]")
     return value
 
 

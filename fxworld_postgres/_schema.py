@@ -41,7 +41,8 @@ LEASE_LOST = "FX003"
 
 
 def schema_name(namespace: str) -> str:
-    """The Postgres schema of ``namespace`` (already validated: ``[A-Za-z0-9_]{1,48}``)."""
+    """The Postgres schema of ``namespace`` (already validated: ``[A-Za-z0-9_-]{1,48}``,
+    so quoting it is enough)."""
     return f"fxworld_{namespace}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
@@ -504,3 +505,29 @@ async def test_w4_stored_entries_never_change_through_callers_objects(w: World) 
     got = await w.read("s")
     got[0].data["nested"]["a"] = "changed"  # the caller edits what it read
     assert (await w.read("s"))[0].data == {"list": [1, 2], "nested": {"a": "b"}}
+
+
+@pytest.mark.parametrize("suffix", ["tenant-a", "Env_Prod-2"])
+async def test_namespaces_with_hyphens_and_case_isolate(world_url: str, suffix: str) -> None:
+    """A namespace such as ``tenant-a`` works on every backend (quoted where it
+    becomes an identifier) and shares nothing with its neighbour ``tenant-b``."""
+    base = world_url.split("?")[0] if "namespace=" in world_url else world_url
+    sep = "&" if "?" in base else "?"
+    tag = uuid.uuid4().hex[:6]
+    a = open_world(f"{base}{sep}namespace={suffix}{tag}")
+    b = open_world(f"{base}{sep}namespace={suffix}{tag}-b")
+    await a.setup()
+    await b.setup()
+    try:
+        follower = a.follow("s")
+        await a.append("s", [NewEntry("k", {"n": 1})], wake=0)
+        first = await asyncio.wait_for(anext(follower), timeout=10)
+        assert (first.seq, first.data) == (1, {"n": 1})
+        await follower.aclose()
+        assert await b.read("s") == []
+        assert await b.take_wake(lease=5) is None
+        assert (await b.acquire("s")).seq == 1
+        assert [e.kind for e in await a.read("s")] == ["k"]
+    finally:
+        await a.close()
+        await b.close()
