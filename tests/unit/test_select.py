@@ -255,7 +255,7 @@ async def test_namespaces_isolate_worlds_opened_by_url(tmp_path: Path) -> None:
         await a.close()
         await b.close()
     with pytest.raises(InvalidArgument):
-        open_world("memory://?namespace=bad-name")
+        open_world("memory://?namespace=bad/name")
     assert open_world("memory://?namespace=n1").namespace == "n1"  # type: ignore[attr-defined]
 
 
