@@ -115,7 +115,7 @@ class Probe:
     async def _read_all(self, sid: str) -> list[Entry]:
         out: list[Entry] = []
         while True:
-            page = await self.read(sid, len(out))
+            page = await self.read(sid, out[-1].seq if out else 0)
             if not page:
                 return out
             out.extend(page)
