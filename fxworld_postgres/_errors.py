@@ -121,6 +121,12 @@ def _unreachable(exc: BaseException) -> bool:
     )
 
 
+def not_set_up(exc: BaseException) -> bool:
+    """The namespace's schema or functions do not exist yet: nothing was done, and
+    the call can run again once ``setup()`` created them."""
+    return _sqlstate(exc) in _NOT_SET_UP
+
+
 def retry_safe(exc: BaseException, *, sent: bool, idempotent: bool) -> bool:
     """May the world retry the call that raised ``exc``?
 

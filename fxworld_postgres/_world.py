@@ -95,6 +95,7 @@ class PostgresWorld:
         self._listener: _Listener | None = None
         self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
         self._closed = False
+        self._setup_tried = False  # setup() ran, or a call already set the namespace up
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -133,6 +134,7 @@ class PostgresWorld:
         """Create or migrate this namespace's schema. Idempotent; safe from several
         processes at once (a transaction-scoped advisory lock serialises them)."""
         await self._on_this_loop()
+        self._setup_tried = True
         for attempt in range(_RETRIES):
             try:
                 async with self._engine.begin() as conn:
@@ -368,6 +370,10 @@ class PostgresWorld:
             except Exception as e:
                 if isinstance(e, _errors.NotSent) and stale < _MAX_STALE:
                     stale += 1
+                    continue
+                if not self._setup_tried and _errors.not_set_up(e):
+                    # A world used without setup(): set the namespace up once, run again.
+                    await self.setup()
                     continue
                 if attempt + 1 < _RETRIES and _errors.retry_safe(
                     e, sent=sent, idempotent=idempotent

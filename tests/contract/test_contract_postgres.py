@@ -144,3 +144,34 @@ async def test_bad_input_refused_before_any_io() -> None:
             await w.read("a b")
     finally:
         await w.close()
+
+
+@pytest.mark.parametrize("first", ["append", "acquire", "read", "follow", "take_wake", "wake"])
+async def test_a_world_used_without_setup_sets_its_namespace_up(dsn: str, first: str) -> None:
+    """`world(PostgresWorld(dsn))` users may never call setup(): the first call of any
+    kind creates the namespace and then does what it was asked."""
+    w = PostgresWorld(dsn, namespace=ns())
+    try:
+        if first == "append":
+            assert await w.append("s", [NewEntry("k", {})], wake=0) == 1
+        elif first == "acquire":
+            assert (await w.acquire("s")).epoch == 1
+        elif first == "read":
+            assert await w.read("s") == []
+        elif first == "follow":
+            follower = w.follow("s")
+            waiting = asyncio.ensure_future(anext(follower))
+            await asyncio.sleep(0.2)
+            other = PostgresWorld(dsn, namespace=w.namespace)
+            await other.append("s", [NewEntry("k", {"n": 1})])
+            await other.close()
+            assert (await asyncio.wait_for(waiting, timeout=10)).data == {"n": 1}
+            await follower.aclose()
+        elif first == "take_wake":
+            assert await w.take_wake(lease=5) is None
+        else:
+            await w.wake("s")
+            assert (await w.take_wake(lease=5)) is not None
+        assert [e.seq for e in await w.read("s")] in ([], [1])
+    finally:
+        await w.close()
