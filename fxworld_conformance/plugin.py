@@ -1,7 +1,9 @@
 """The kit's pytest plugin (entry point ``pytest11``: ``fxworld_conformance.plugin``).
 
-Adds ``--fxworld-world=URL|module:factory``, the markers ``fxworld`` (a kit test)
-and ``fxworld_slow`` (a kit test that takes more than a few seconds), and the
+Adds ``--fxworld-world=URL|module:factory`` (given with no test paths, as in
+``pytest --fxworld-world=mypkg.worlds:make_world``, it runs the whole kit), the
+markers ``fxworld`` (a kit test) and ``fxworld_slow`` (a kit test that takes more
+than a few seconds), and the
 fixture ``fxworld_target``: the :class:`~fxworld_conformance.target.Target` named by
 the option, or a skip when there is none. A kit test class
 (:class:`fxworld_conformance.WorldConformance`) uses that fixture unless a
@@ -51,6 +53,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fxworld_slow: a conformance check that takes more than a few seconds"
     )
+    if config.getoption("--fxworld-world") and not config.option.file_or_dir:
+        # `pytest --fxworld-world=X` with no test paths: run the whole kit against X.
+        from pathlib import Path
+
+        config.args = [str(Path(__file__).with_name("test_world.py"))]
 
 
 @pytest.fixture

@@ -64,6 +64,11 @@ class Target:
             assert self.factory is not None
             result = self.factory()
             made = await result if inspect.isawaitable(result) else result
+            if not isinstance(made, World):
+                name = self.factory_spec or getattr(self.factory, "__name__", "the factory")
+                raise ConfigurationError(
+                    f"factory {name} returned {type(made).__name__}, not a World"
+                )
         await made.setup()
         return made
 

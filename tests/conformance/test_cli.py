@@ -115,3 +115,42 @@ def test_plugin_skips_without_a_world(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 skipped" in proc.stdout, proc.stdout
+
+
+def test_plugin_option_alone_runs_the_whole_kit(tmp_path: Path) -> None:
+    # `pytest --fxworld-world=...` with no test paths collects the kit's own tests
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--fxworld-world=fxworld_conformance.broken:expect_ignored",
+            "-k",
+            "w05 or w03",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout
+    assert "W5 broken" in proc.stdout, proc.stdout
+
+
+def test_a_factory_that_returns_no_world_is_named(tmp_path: Path) -> None:
+    (tmp_path / "notaworld.py").write_text("def make():\n    return None\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "fxworld", "conformance", "--world", "notaworld:make"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode != 0
+    assert "returned NoneType, not a World" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
