@@ -115,7 +115,7 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(ConfigurationError):
             open_world(bad)
     with pytest.raises(InvalidArgument):
-        open_world("sqlite:///w.db?namespace=no-dashes")
+        open_world("sqlite:///w.db?namespace=no/slashes")
     with pytest.raises(InvalidArgument, match="busy_timeout"):
         open_world("sqlite:///w.db?busy_timeout=0")
     with pytest.raises(InvalidArgument, match="max_entry_bytes"):

@@ -14,6 +14,16 @@ import pytest
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def world_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _url(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_world_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Worlds with the capability ``shared``: two objects opened on one URL see each other."""
+    return _url(request, tmp_path)
+
+
+def _url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
         return "memory://"
     if request.param == "sqlite":

@@ -410,10 +410,8 @@ async def test_w13_rewake_with_delay_is_kept_and_not_early(w: World) -> None:
     assert again is not None and again.session_id == "s"
 
 
-async def test_w10_follow_sees_another_connections_appends(world_url: str) -> None:
-    if world_url.startswith("memory"):
-        pytest.skip("memory:// is one store per object: there is no second connection")
-    reader, writer = open_world(world_url), open_world(world_url)
+async def test_w10_follow_sees_another_connections_appends(shared_world_url: str) -> None:
+    reader, writer = open_world(shared_world_url), open_world(shared_world_url)
     await reader.setup()
     await writer.setup()
     follower = reader.follow("s")
