@@ -7,7 +7,9 @@ Configured by environment, so every process builds the same agent:
 - ``ENGINE_TEST_BLOCK``: ``tool:seconds``, that tool sleeps that long after it
   recorded its run (so a test can stop the process inside it);
 - ``FXWORLD_TEST_CRASH_AT``: the engine's crash points, and ``in-tool:<name>``;
-- ``ENGINE_TEST_SCRIPT=parallel``: both tools called in one message.
+- ``ENGINE_TEST_SCRIPT=parallel``: both tools called in one message; ``charge``
+  then starts only once ``lookup`` has recorded its run in this process, so a
+  crash inside ``charge`` always finds ``lookup`` running.
 
 The script: look up order A (idempotent), charge it (not idempotent), answer.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +39,10 @@ PARALLEL = [  # ENGINE_TEST_SCRIPT=parallel: both calls in one message
     ],
     FINAL,
 ]
+
+
+PARALLEL_MODE = os.environ.get("ENGINE_TEST_SCRIPT") == "parallel"
+_lookup_recorded = threading.Event()
 
 
 def _record(name: str, ctx: ToolContext) -> None:
@@ -61,6 +68,7 @@ def _block(name: str) -> None:
 def lookup(id: str, ctx: ToolContext) -> dict[str, str]:
     """Look up an order."""
     _record("lookup", ctx)
+    _lookup_recorded.set()
     crash_point("in-tool:lookup")
     _block("lookup")
     return {"id": id, "status": "unpaid"}
@@ -69,6 +77,9 @@ def lookup(id: str, ctx: ToolContext) -> dict[str, str]:
 @tool
 def charge(id: str, cents: int, ctx: ToolContext) -> str:
     """Charge an order (not idempotent)."""
+    if PARALLEL_MODE:
+        # Both calls run together; wait (bounded) for lookup to be under way.
+        _lookup_recorded.wait(timeout=10)
     _record("charge", ctx)
     crash_point("in-tool:charge")
     _block("charge")
@@ -77,7 +88,7 @@ def charge(id: str, cents: int, ctx: ToolContext) -> str:
 
 agent = Agent(
     ScriptedModel(
-        PARALLEL if os.environ.get("ENGINE_TEST_SCRIPT") == "parallel" else SCRIPT,
+        PARALLEL if PARALLEL_MODE else SCRIPT,
         record_to=DIR / "model.jsonl",
         pieces=5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
