@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
@@ -12,6 +12,9 @@ from fxworld.protocol import World
 
 from .session import Session
 from .tools import Tool, tool
+
+if TYPE_CHECKING:
+    from .worker import Worker
 
 __all__ = ["Agent"]
 
@@ -133,7 +136,8 @@ class Agent:
         of a serverless invocation), not an absolute time. Before a step that could
         outrun it, a running turn appends ``turn.yielded`` with a wake and stops,
         so the next invocation continues it; no new session is taken once it is
-        close; ``work()`` returns when the budget is spent.
+        close, or once a turn yielded; ``work()`` returns when the budget is spent
+        or nothing runs any more.
         ``until_idle``: return as soon as no wake is due and nothing runs (a wake
         handler or a serverless invocation uses it, with a ``deadline``).
         ``handle_signals``: on SIGTERM/SIGINT, stop at the next step boundary and
@@ -141,6 +145,26 @@ class Agent:
         ``poll_interval``: the longest wait between two looks for due wakes.
         Otherwise it runs until :meth:`stop` is called.
         """
+        await self._run_worker(
+            concurrency=concurrency,
+            lease=lease,
+            deadline=deadline,
+            until_idle=until_idle,
+            handle_signals=handle_signals,
+            poll_interval=poll_interval,
+        )
+
+    async def _run_worker(
+        self,
+        *,
+        concurrency: int,
+        lease: float,
+        deadline: float | None,
+        until_idle: bool,
+        handle_signals: bool,
+        poll_interval: float,
+    ) -> Worker:
+        """``work()``, returning the worker so the wake handler can tell why it ended."""
         from .worker import Worker
 
         worker = Worker(
@@ -156,6 +180,7 @@ class Agent:
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
+        return worker
 
     def stop(self) -> None:
         """Ask every ``work()`` of this agent in this process to stop: running

@@ -108,6 +108,9 @@ class Worker:
         self.deadline_at: float | None = None  # time.monotonic() based
         self.stopping = asyncio.Event()
         self.longest_step = 0.0
+        # A session yielded at the deadline: no step fits any more, so no wake is
+        # taken after it (taking one back would only fence and yield it again).
+        self.hit_deadline = False
 
     def stop(self) -> None:
         """Stop at the next step boundary and hand running sessions back."""
@@ -142,8 +145,14 @@ class Worker:
                 left = self.time_left()
                 if left is not None and (left <= 0 or (left <= 0.5 and not tasks)):
                     break  # too close to the deadline to start anything new
+                if self.hit_deadline and not tasks:
+                    break
                 took = False
-                if len(tasks) < self.concurrency and (left is None or left > 0.5):
+                if (
+                    len(tasks) < self.concurrency
+                    and (left is None or left > 0.5)
+                    and not self.hit_deadline
+                ):
                     try:
                         wl = await world.take_wake(lease=self.lease)
                     except BackendUnavailable as e:
@@ -264,6 +273,8 @@ class _SessionRun:
         return "deadline" if left <= needs else None
 
     async def _yield(self, reason: str) -> None:
+        if reason == "deadline":
+            self.worker.hit_deadline = True
         cur = self.state.current
         if cur is not None:
             await self._append(

@@ -132,18 +132,23 @@ class WakeHandler:
         session_id = _named_session(body)
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
+        hit_deadline = budget <= 0
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
-            await self.agent.work(
+            worker = await self.agent._run_worker(
                 deadline=budget,
                 until_idle=True,
                 lease=self.lease,
                 concurrency=self.concurrency,
+                handle_signals=False,
+                poll_interval=0.25,
             )
             ran = time.monotonic() - began
-        # "deadline": the budget ran out, and a turn may go on at the next invocation.
-        status = "deadline" if ran >= budget - 0.01 else "idle"
+            hit_deadline = worker.hit_deadline or ran >= budget - 0.01
+        # "deadline": a turn stopped for the time limit (or the budget ran out), and
+        # goes on at the next invocation.
+        status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
         if await self._turn_ended(session_id):

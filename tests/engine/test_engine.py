@@ -310,12 +310,15 @@ async def _fast_sleep(seconds: float, result: Any = None) -> Any:
 
 
 async def test_a_deadline_yields_and_the_next_invocation_continues(tmp_path: Path) -> None:
+    """Two 0.8 s tool calls never fit in one 1.5 s invocation: the turn yields at a
+    step boundary, and each invocation takes the session once (a yielded turn is
+    not taken back, fenced and yielded again while the budget lasts)."""
     runs: list[str] = []
 
     @tool(idempotent=True)
     async def slow(ctx: ToolContext) -> str:
         runs.append(ctx.execution_id)
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.8)
         return "slow done"
 
     agent = Agent(
@@ -329,12 +332,14 @@ async def test_a_deadline_yields_and_the_next_invocation_continues(tmp_path: Pat
     while not any(e.kind == "turn.finished" for e in await all_entries(agent, turn.session_id)):
         invocations += 1
         assert invocations < 10
-        await asyncio.wait_for(agent.work(deadline=0.7, until_idle=True), 30)
+        await asyncio.wait_for(agent.work(deadline=1.5, until_idle=True), 30)
     assert await turn == "finished"
     assert invocations >= 2 and len(runs) == 2 == len(set(runs))
     log = await all_entries(agent, turn.session_id)
     yielded = [e for e in log if e.kind == "turn.yielded"]
     assert yielded and all(e.data["reason"] == "deadline" for e in yielded)
+    assert len(yielded) == invocations - 1
+    assert [e.kind for e in log].count("fence") == invocations
 
 
 # -- the model hears ------------------------------------------------------------------
