@@ -89,11 +89,12 @@ def _entries(n: int) -> list[Any]:
 async def _work(
     world: Any, mode: str, sid: str, until: float, batch: int, read_size: int, total: int
 ) -> tuple[int, int]:
-    """Run one kind of operation until ``until`` (a ``time.time()``); (ops, entries)."""
+    """Run one kind of operation until ``until`` (a ``time.time()``), at least once
+    (a late start on a loaded machine still gives a figure); (ops, entries)."""
     ops = entries = 0
     if mode == "read":
         cursor = 0
-        while time.time() < until:
+        while ops == 0 or time.time() < until:
             got = await world.read(sid, cursor, limit=read_size)
             ops += 1
             entries += len(got)
@@ -101,7 +102,7 @@ async def _work(
         return ops, entries
     size = 1 if mode == "single" else batch
     payload = _entries(size)
-    while time.time() < until:
+    while ops == 0 or time.time() < until:
         await world.append(sid, payload)
         ops += 1
         entries += size

@@ -67,7 +67,7 @@ def test_state_machine_fails_the_broken_world(name: str) -> None:
 
 def test_a_failure_is_shrunk_and_replayable() -> None:
     factory = BROKEN["stale_fence"][0]
-    result = run_machine("stateful log", Target(factory=factory), shrink_seconds=20)
+    result = run_machine("stateful log", Target(factory=factory), shrink_seconds=60)
     assert result.status == "failed"
     assert set(result.guarantees) <= _allowed("stale_fence")
     steps = [line for line in result.detail.splitlines() if line.startswith("state.")]

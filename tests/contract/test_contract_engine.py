@@ -225,7 +225,7 @@ async def test_worker_sigkilled_inside_tools_turn_continues(tmp_path: Path) -> N
         child.wait(30)
     (tmp_path / "resume").touch()
     first = [json.loads(line) for line in runs.read_text().splitlines()]
-    async with working(agent, lease=1.0):
+    async with working(agent, lease=10.0):  # the successor: it never loses its lease
         assert await asyncio.wait_for(turn, 60) == "all done"
     after = [json.loads(line) for line in runs.read_text().splitlines()]
     new = after[len(first) :]
@@ -243,7 +243,7 @@ async def test_worker_sigkilled_inside_tools_turn_continues(tmp_path: Path) -> N
 
 
 async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> None:
-    # lease 1 s, a tool that takes 2.5 s, a second worker waiting on the same world:
+    # lease 2 s, a tool that takes 5 s, a second worker waiting on the same world:
     # the running worker renews its lease, so nobody takes the session over.
     runs: list[str] = []
     started = asyncio.Event()
@@ -252,7 +252,7 @@ async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> Non
     async def slow(ctx: Any) -> str:
         runs.append(ctx.execution_id)
         started.set()
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(5.0)
         return "slow done"
 
     url = f"sqlite:///{tmp_path}/w.db"
@@ -261,9 +261,9 @@ async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> Non
     second = Agent(model=model, tools=[slow], world=open_world(url))
     turn = first.session("long").prompt("go")
     await turn.accepted
-    async with working(first, lease=1.0):
+    async with working(first, lease=2.0):
         await asyncio.wait_for(started.wait(), 30)
-        async with working(second, lease=1.0, poll_interval=0.1):
+        async with working(second, lease=2.0, poll_interval=0.1):
             assert await asyncio.wait_for(turn, 30) == "finished"
     assert len(runs) == 1
     events = await first.session("long").read()

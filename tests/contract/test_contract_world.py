@@ -204,10 +204,14 @@ async def test_w11_wake_coalescing_and_due_time(w: World) -> None:
     assert lease is not None and lease.session_id == "s"
     assert await w.take_wake(lease=5) is None  # one pending wake, one delivery
     await w.finish_wake(lease)  # both wake() calls came before the take: it is gone
+    t0 = time.monotonic()
     await w.wake("t", delay=0.8)
-    assert await w.take_wake(lease=5) is None  # never before its due time
-    await asyncio.sleep(1.0)
     lease = await w.take_wake(lease=5)
+    # never before its due time (a loaded machine may reach this call after it)
+    assert lease is None or time.monotonic() - t0 >= 0.8
+    if lease is None:
+        await asyncio.sleep(1.0)
+        lease = await w.take_wake(lease=5)
     assert lease is not None and lease.session_id == "t"
 
 
@@ -220,13 +224,13 @@ async def test_w11_later_earlier_wake_wins(w: World) -> None:
 
 async def test_w12_lease_expiry_redelivers_and_renew_fails(w: World) -> None:
     await w.wake("s")
-    first = await w.take_wake(lease=0.5)
+    first = await w.take_wake(lease=1.5)
     assert first is not None and first.attempt == 1
     assert first.expires_at.utcoffset() == timedelta(0)
     assert await w.take_wake(lease=5) is None
-    renewed = await w.renew_wake(first, lease=0.5)
+    renewed = await w.renew_wake(first, lease=1.5)
     assert isinstance(renewed, WakeLease) and renewed.expires_at >= first.expires_at
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(2.0)
     again = await w.take_wake(lease=5)
     assert again is not None and again.session_id == "s" and again.attempt == 2
     with pytest.raises(LeaseLost):
@@ -402,11 +406,15 @@ async def test_w13_rewake_with_delay_is_kept_and_not_early(w: World) -> None:
     await w.wake("s")
     lease = await w.take_wake(lease=5)
     assert lease is not None
+    t0 = time.monotonic()
     await w.wake("s", delay=0.7)
     await w.finish_wake(lease)
-    assert await w.take_wake(lease=5) is None  # kept, but not before its due time
-    await asyncio.sleep(0.9)
     again = await w.take_wake(lease=5)
+    # kept, but not before its due time (a loaded machine may get here after it)
+    assert again is None or time.monotonic() - t0 >= 0.7
+    if again is None:
+        await asyncio.sleep(0.9)
+        again = await w.take_wake(lease=5)
     assert again is not None and again.session_id == "s"
 
 

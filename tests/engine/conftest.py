@@ -101,13 +101,20 @@ class Proc:
             os.kill(self.pid, sig)
 
 
+# The lease of a worker that is killed or frozen sets how long its successor waits;
+# the successor itself must never lose its own lease to a stall of a loaded machine
+# (it would take its session again: one more fence than the test expects).
+DYING_LEASE = 2.0
+SURVIVOR_LEASE = 10.0
+
+
 @pytest.fixture
 def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
     """Start ``fxworld worker crash_agent:agent`` against the test's world."""
     procs: list[Proc] = []
 
     def start(
-        *, lease: float = 2.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+        *, lease: float = DYING_LEASE, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
     ) -> Proc:
         full = dict(os.environ)
         full.pop("FXWORLD_TEST_CRASH_AT", None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import crash_agent
 import pytest
-from conftest import client, read_jsonl
+from conftest import SURVIVOR_LEASE, client, read_jsonl
 
 from fxworld import Agent, StreamEvent
 from fxworld.engine import decode_cursor
@@ -67,7 +67,7 @@ async def test_crash_at_step_boundary(
 
     first = start_worker(env={"FXWORLD_TEST_CRASH_AT": point})
     assert await first.wait() == -signal.SIGKILL, first.text()
-    second = start_worker()
+    second = start_worker(lease=SURVIVOR_LEASE)
     final = await asyncio.wait_for(turn, 60)
     seen = await asyncio.wait_for(reader, 30)
     second.signal(signal.SIGTERM)
@@ -158,7 +158,7 @@ async def test_crash_during_parallel_calls(
         env={**script, "FXWORLD_TEST_CRASH_AT": "in-tool:charge", "ENGINE_TEST_BLOCK": "lookup:30"}
     )
     assert await first.wait() == -signal.SIGKILL, first.text()
-    second = start_worker(env=script)
+    second = start_worker(lease=SURVIVOR_LEASE, env=script)
     assert await asyncio.wait_for(turn, 60) == crash_agent.FINAL
     second.signal(signal.SIGTERM)
     assert await second.wait() == 0, second.text()

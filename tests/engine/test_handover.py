@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
 import textwrap
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import crash_agent
 import pytest
-from conftest import HERE, REPO, client, read_jsonl
+from conftest import HERE, REPO, SURVIVOR_LEASE, Proc, client, read_jsonl
 
 from fxworld.types import Entry
 
@@ -32,6 +33,29 @@ async def wait_until(check, limit: float = 30.0, what: str = "condition"):  # ty
         await asyncio.sleep(0.02)
 
 
+async def freeze(proc: Proc, world_url: str) -> None:
+    """SIGSTOP ``proc``, but never inside an SQLite write transaction: a process
+    frozen there holds the database's write lock, and nobody could take over."""
+    if not world_url.startswith("sqlite:///"):
+        proc.signal(signal.SIGSTOP)
+        return
+    path = world_url.removeprefix("sqlite:///")
+    for _ in range(100):
+        proc.signal(signal.SIGSTOP)
+        try:
+            probe = sqlite3.connect(path, timeout=0.2)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.rollback()
+                return
+            finally:
+                probe.close()
+        except sqlite3.OperationalError:  # frozen holding the lock: try again
+            proc.signal(signal.SIGCONT)
+            await asyncio.sleep(0.01)
+    raise AssertionError("the worker always held the write lock")
+
+
 async def entries(url_agent, sid: str) -> list[Entry]:  # type: ignore[no-untyped-def]
     return await url_agent.world.read(sid, 0, limit=10_000)
 
@@ -46,14 +70,14 @@ async def test_two_workers_one_session_only_the_newest_writes(
     sid = (await turn.accepted).session_id
     runs_file = tmp_path / "runs.jsonl"
 
-    old = start_worker(env={"ENGINE_TEST_BLOCK": "lookup:2"})
+    old = start_worker(env={"ENGINE_TEST_BLOCK": "lookup:4"})
 
     async def old_in_lookup() -> bool:
         return any(r["pid"] == old.pid for r in read_jsonl(runs_file))
 
     await wait_until(old_in_lookup, what="the first worker inside lookup")
-    old.signal(signal.SIGSTOP)  # frozen (a GC pause, a stalled VM...) past its lease
-    new = start_worker()
+    await freeze(old, engine_world_url)  # frozen (a GC pause, a stalled VM...) past its lease
+    new = start_worker(lease=SURVIVOR_LEASE)
     assert await asyncio.wait_for(turn, 60) == crash_agent.FINAL
     old.signal(signal.SIGCONT)
     old.wait_for_log("replaced by another worker")
@@ -107,7 +131,7 @@ async def test_prompt_accepted_then_client_killed_is_answered(
     assert proc.returncode == -signal.SIGKILL, err.decode()
     sid, cursor = out.decode().split()
 
-    worker = start_worker()
+    worker = start_worker(lease=SURVIVOR_LEASE)
     agent = client(engine_world_url)
     events = [e async for e in agent.session(sid).stream(cursor, until="turn")]
     assert events[-1].kind == "turn.finished"
@@ -125,7 +149,7 @@ async def test_sigterm_hands_over_at_once(
     cut text discarded, hands the session back, and a waiting worker continues
     well before the lease (15 s here) would have run out."""
     agent = client(engine_world_url)
-    env = {"ENGINE_TEST_TEXT_DELAY": "0.5"}  # 2.5 s of streaming to stop it in
+    env = {"ENGINE_TEST_TEXT_DELAY": "0.8"}  # 4 s of streaming to stop it in
     workers = [start_worker(lease=15.0, env=env), start_worker(lease=15.0, env=env)]
     for w in workers:
         w.wait_for_log("worker ready")

@@ -207,7 +207,12 @@ async def wait_for_text(log: Path, needle: str, proc: subprocess.Popen[bytes]) -
 
 
 def start_worker(
-    procs: list[subprocess.Popen[bytes]], world_url: str, env: dict[str, str], log: Path
+    procs: list[subprocess.Popen[bytes]],
+    world_url: str,
+    env: dict[str, str],
+    log: Path,
+    *,
+    lease: float = 3.0,  # short, yet long enough for a loaded machine's first call
 ) -> subprocess.Popen[bytes]:
     full = dict(os.environ)
     full.update(env)
@@ -223,7 +228,7 @@ def start_worker(
                 "--world",
                 world_url,
                 "--lease",
-                "3",  # short, yet long enough for a loaded machine's first call
+                str(lease),
                 "-v",
             ],
             stdout=out,
@@ -265,7 +270,7 @@ async def test_worker_killed_while_text_streams(
     await wait_for_text(first_log, "worker ready", first)
     # The replacement starts now, idle while the first holds the lease, so the
     # test does not wait for a second interpreter to start after the kill.
-    second = start_worker(workers, url, env, second_log)
+    second = start_worker(workers, url, env, second_log, lease=15.0)  # never lost to a stall
 
     deadline = time.monotonic() + 60
     while sum(1 for e in reader_events if e.kind == "text") < 3:

@@ -78,7 +78,7 @@ def test_web_only_process_and_the_wake_path(tmp_path: Path) -> None:
                 client.stream(
                     "GET",
                     f"/sessions/{sid}/stream?until=turn",
-                    timeout=httpx.Timeout(30, read=1.5),
+                    timeout=httpx.Timeout(30, read=4.0),
                 ) as s,
             ):
                 seen.extend(line[7:] for line in s.iter_lines() if line.startswith("event: "))
