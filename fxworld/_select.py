@@ -39,6 +39,7 @@ _SCHEMES: dict[str, _Backend] = {
 }
 
 _current: World | None = None
+_current_from: str | None = None  # the URL read from the environment, if it chose _current
 
 
 def open_world(url: str) -> World:
@@ -72,14 +73,17 @@ def world(obj_or_url: World | str | None = None) -> World:
     """Set and return the process's world.
 
     A ``World`` object is used as is; a string is a URL for :func:`open_world`.
-    With no argument: the world already set, else the one named by
-    ``FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``.
+    With no argument: the world set by an earlier ``world(x)``; else the one named
+    by ``FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``
+    (made once, and made again only if ``FXWORLD_URL`` changed since).
     """
-    global _current
+    global _current, _current_from
     if obj_or_url is None:
-        if _current is None:
-            _current = open_world(os.environ.get(ENV_VAR) or DEFAULT_URL)
+        url = os.environ.get(ENV_VAR) or DEFAULT_URL
+        if _current is None or (_current_from is not None and _current_from != url):
+            _current, _current_from = open_world(url), url
         return _current
+    _current_from = None
     if isinstance(obj_or_url, str):
         _current = open_world(obj_or_url)
     elif isinstance(obj_or_url, World):

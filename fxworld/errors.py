@@ -35,12 +35,14 @@ class Fenced(WorldError):
     write nothing more. Nothing of the refused call was written.
     """
 
-    def __init__(self, session_id: str, epoch: int, current: int | None = None) -> None:
+    def __init__(
+        self, session_id: str, epoch: int, current: int | None = None, *, why: str = "is stale"
+    ) -> None:
         self.session_id = session_id
         self.epoch = epoch
         self.current = current
         newer = f" (newest is {current})" if current is not None else ""
-        super().__init__(f"session {session_id!r}: fence epoch {epoch} is stale{newer}")
+        super().__init__(f"session {session_id!r}: fence epoch {epoch} {why}{newer}")
 
 
 class Conflict(WorldError):

@@ -51,7 +51,8 @@ class World(Protocol):
     **W2 fenced append.** With ``fence=``, the append succeeds only if that fence is
     still the newest for the session; otherwise it raises
     :class:`~fxworld.errors.Fenced` and writes nothing. A replaced writer stays
-    refused on every later attempt.
+    refused on every later attempt. Another session's fence is never the newest
+    for this one: ``Fenced`` too.
 
     **W3 unfenced append.** Without ``fence=`` (prompts from clients), the append
     always succeeds (bad input and ``expect`` aside), between any two fenced
@@ -121,8 +122,11 @@ class World(Protocol):
     world's ``max_entry_bytes`` (default 1 MiB) raises
     :class:`~fxworld.errors.EntryTooLarge`. Nothing partial is written for a
     rejected call. Other arguments out of range raise
-    :class:`~fxworld.errors.InvalidArgument`. :mod:`fxworld.validate` does all of
-    these checks for a backend.
+    :class:`~fxworld.errors.InvalidArgument`: a cursor, limit or ``expect`` that is
+    not an integer from 0 (1 for a limit) to 2**63-1, a delay or lease that is not
+    a number of seconds up to 100 years (over 0 for a lease), an empty or over-256
+    character key. Data nested too deeply to encode is an ``InvalidEntry``.
+    :mod:`fxworld.validate` does all of these checks for a backend.
 
     **W16 errors.** Every error is in :mod:`fxworld.errors`: ``Fenced``,
     ``Conflict``, ``LeaseLost``; ``InvalidSessionId``, ``InvalidEntry``,

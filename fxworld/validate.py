@@ -6,7 +6,6 @@ Public so that third-party backends reject exactly what first-party ones reject.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +44,11 @@ starting with it."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,48}")
 _MAX_KEY = 256
+MAX_SEQ = 2**63 - 1
+"""The largest ``after``, ``limit`` or ``expect``: a signed 64-bit integer, so every
+backend stores and compares it natively."""
+MAX_SECONDS = 100 * 365 * 86400.0
+"""The longest wake delay or lease (100 years), so every due time is a datetime."""
 
 
 def session_id(value: object) -> str:
@@ -75,10 +79,12 @@ def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> st
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise InvalidEntry(f"entry data is not JSON: {e}") from None
+    except RecursionError:
+        raise InvalidEntry("entry data is nested too deeply") from None
     try:
         same = json.loads(text) == data
-    except RecursionError:  # pragma: no cover - absurdly deep data
-        same = False
+    except RecursionError:
+        raise InvalidEntry("entry data is nested too deeply") from None
     if not same:
         raise InvalidEntry(
             "entry data does not survive JSON unchanged (non-string keys or tuples?)"
@@ -126,12 +132,13 @@ def append_args(
         if not isinstance(fence, Fence):
             raise InvalidArgument(f"fence must be a Fence, not {type(fence).__name__}")
         if fence.session_id != sid:
-            raise InvalidArgument(f"fence is for session {fence.session_id!r}, not {sid!r}")
+            # another session's fence is never the newest for this one (W2)
+            raise Fenced(sid, fence.epoch, why=f"belongs to session {fence.session_id!r}")
         if not _is_int(fence.epoch) or fence.epoch < 1:
             # acquire hands out epochs from 1: this fence was never the newest (W2)
             raise Fenced(sid, fence.epoch)
-    if expect is not None and (not _is_int(expect) or expect < 0):
-        raise InvalidArgument(f"expect must be an integer >= 0, not {expect!r}")
+    if expect is not None and (not _is_int(expect) or not 0 <= expect <= MAX_SEQ):
+        raise InvalidArgument(f"expect must be an integer from 0 to 2**63-1, not {expect!r}")
     if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= _MAX_KEY):
         raise InvalidArgument(f"key must be a string of 1..{_MAX_KEY} characters")
     if wake is not None:
@@ -140,23 +147,27 @@ def append_args(
 
 def read_args(after: object, limit: object) -> None:
     """Check ``read``'s cursor and limit."""
-    if not _is_int(after) or after < 0:  # type: ignore[operator]
-        raise InvalidArgument(f"after must be an integer >= 0, not {after!r}")
-    if not _is_int(limit) or limit < 1:  # type: ignore[operator]
-        raise InvalidArgument(f"limit must be an integer >= 1, not {limit!r}")
+    if not _is_int(after) or not 0 <= after <= MAX_SEQ:  # type: ignore[operator]
+        raise InvalidArgument(f"after must be an integer from 0 to 2**63-1, not {after!r}")
+    if not _is_int(limit) or not 1 <= limit <= MAX_SEQ:  # type: ignore[operator]
+        raise InvalidArgument(f"limit must be an integer from 1 to 2**63-1, not {limit!r}")
 
 
 def delay(value: object) -> float:
-    """Check a wake delay: a finite number of seconds >= 0."""
-    if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type, operator]
-        raise InvalidArgument(f"delay must be a finite number of seconds >= 0, not {value!r}")
+    """Check a wake delay: a number of seconds from 0 to ``MAX_SECONDS``."""
+    if not _is_number(value) or not 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
+        raise InvalidArgument(
+            f"delay must be a number of seconds from 0 to 100 years, not {value!r}"
+        )
     return float(value)  # type: ignore[arg-type]
 
 
 def lease(value: object) -> float:
-    """Check a lease: a finite number of seconds > 0."""
-    if not _is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type, operator]
-        raise InvalidArgument(f"lease must be a finite number of seconds > 0, not {value!r}")
+    """Check a lease: a number of seconds over 0, up to ``MAX_SECONDS``."""
+    if not _is_number(value) or not 0 < value <= MAX_SECONDS:  # type: ignore[operator]
+        raise InvalidArgument(
+            f"lease must be a number of seconds over 0, up to 100 years, not {value!r}"
+        )
     return float(value)  # type: ignore[arg-type]
 
 

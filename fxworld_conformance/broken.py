@@ -290,7 +290,8 @@ class FollowIgnoresCancel(BrokenWorld):
                 cursor = entry.seq
                 yield entry
             if not batch:
-                event = self._changed.setdefault(sid, asyncio.Event())
+                waiting = self._changed.setdefault(sid, {})
+                event = waiting.setdefault(asyncio.get_running_loop(), asyncio.Event())
                 try:
                     await asyncio.wait_for(event.wait(), timeout=1.0)  # the bug
                 except TimeoutError:

@@ -726,6 +726,7 @@ async def w15_bad_input(p: Probe, target: Target) -> None:
         ("NaN", [NewEntry("m", {"x": math.nan})]),
         ("non-string key", [NewEntry("m", {1: "x"})]),  # type: ignore[dict-item]
         ("tuple value", [NewEntry("m", {"t": (1, 2)})]),
+        ("data nested 5,000 deep", [NewEntry("m", _nested(5000))]),
         ("empty batch", []),
         ("valid then invalid", [*good, NewEntry("", {})]),
         ("not NewEntry", [{"kind": "m", "data": {}}]),
@@ -745,16 +746,28 @@ async def w15_bad_input(p: Probe, target: Target) -> None:
         ("append(wake=-1)", lambda: w.append("s", good, wake=-1.0)),
         ("append(wake=nan)", lambda: w.append("s", good, wake=math.nan)),
         ("append(key='')", lambda: w.append("s", good, key="")),
-        ("append(fence of another session)", lambda: w.append("s", good, fence=Fence("t", 1, 1))),
+        ("read(after=2**64)", lambda: w.read("s", 2**64)),
+        ("read(limit=2**64)", lambda: w.read("s", 0, limit=2**64)),
         ("wake(delay=-1)", lambda: w.wake("s", delay=-1.0)),
         ("take_wake(lease=0)", lambda: w.take_wake(lease=0.0)),
         ("take_wake(lease=inf)", lambda: w.take_wake(lease=math.inf)),
+        ("take_wake(lease=1e300)", lambda: w.take_wake(lease=1e300)),
+        ("wake(delay=1e300)", lambda: w.wake("s", delay=1e300)),
     ]
     for what, make in bad_args:
         await p.expect_error(InvalidArgument, what, make(), "W15")
+    foreign = w.append("s", good, fence=Fence("t", 1, 1))  # never the newest fence of "s"
+    await p.expect_error(Fenced, "append(fence of another session)", foreign, "W2")
     log = await p.read_all("s")
     check(len(log) == 1, "W15", f"rejected calls left entries behind: {show(log)}")
     check(await p.take() is None, "W15", "a rejected append(wake=...) enqueued a wake")
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for _ in range(depth):
+        data = {"a": data}
+    return data
 
 
 async def w16_errors(p: Probe, target: Target) -> None:

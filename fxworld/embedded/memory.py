@@ -9,6 +9,7 @@ loop; every method completes without awaiting in between, so each call is atomic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import time
@@ -56,7 +57,10 @@ class MemoryWorld:
         self.max_entry_bytes = max_entry_bytes
         self._logs: dict[str, _Log] = {}
         self._wakes: dict[str, _Wake] = {}
-        self._changed: dict[str, asyncio.Event] = {}
+        # Followers waiting for a session's next entry, one event per event loop: a
+        # world may outlive a loop (a module-level world under pytest, asyncio.run
+        # called twice), and an event may only be awaited in one loop.
+        self._changed: dict[str, dict[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
     @classmethod
     def from_url(cls, url: str) -> MemoryWorld:
@@ -223,12 +227,17 @@ class MemoryWorld:
         return w
 
     def _notify(self, sid: str) -> None:
-        event = self._changed.pop(sid, None)
-        if event is not None:
-            event.set()
+        here = asyncio.get_running_loop()
+        for loop, event in self._changed.pop(sid, {}).items():
+            if loop is here:
+                event.set()
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                    loop.call_soon_threadsafe(event.set)
 
     async def _wait_change(self, sid: str) -> None:
-        event = self._changed.setdefault(sid, asyncio.Event())
+        loop = asyncio.get_running_loop()
+        event = self._changed.setdefault(sid, {}).setdefault(loop, asyncio.Event())
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
         # arrives as the event fires, and the follow() task would then never stop.
         try:

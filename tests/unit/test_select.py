@@ -24,6 +24,7 @@ SECRET = "s3cretpw"
 def fresh_selection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No process world set and no FXWORLD_URL, before and after each test."""
     monkeypatch.setattr(_select, "_current", None)
+    monkeypatch.setattr(_select, "_current_from", None)
     monkeypatch.delenv("FXWORLD_URL", raising=False)
     yield
 
@@ -52,6 +53,13 @@ def test_world_reads_fxworld_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     chosen = world()
     assert isinstance(chosen, SqliteWorld)
     assert chosen.path == f"{tmp_path}/env.db" and chosen.namespace == "from_env"
+    assert world() is chosen  # made once
+    monkeypatch.setenv("FXWORLD_URL", "memory://?namespace=changed")
+    changed = world()  # the variable changed: the world it names now
+    assert isinstance(changed, MemoryWorld) and changed.namespace == "changed"
+    mine = world(MemoryWorld(namespace="mine"))
+    monkeypatch.setenv("FXWORLD_URL", "memory://?namespace=ignored")
+    assert world() is mine  # a world set by world(x) wins over the environment
 
 
 async def test_the_default_is_sqlite_in_dot_fxworld(
