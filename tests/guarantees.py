@@ -44,7 +44,7 @@ from fxworld.errors import (
     WorldError,
 )
 from fxworld.protocol import CAPABILITIES, SessionLister
-from fxworld.validate import DEFAULT_MAX_ENTRY_BYTES
+from fxworld.validate import DEFAULT_MAX_ENTRY_BYTES, MAX_SECONDS, MAX_SEQ
 
 __all__ = ["GuaranteeTests"]
 
@@ -956,6 +956,23 @@ class GuaranteeTests:
         await world.finish_wake(held)  # the bad renew changed nothing
         await no_wake(world)
         assert await snapshot(world) == before
+
+    async def test_W15_the_largest_allowed_values_work(self, world: World) -> None:
+        """The bounds themselves are accepted and stored as the backend's own types."""
+        await seed(world)
+        assert await world.read(S, MAX_SEQ) == []
+        assert len(await world.read(S, 0, limit=MAX_SEQ)) == 4
+        with pytest.raises(Conflict):
+            await world.append(S, [e()], expect=MAX_SEQ)
+        await world.wake(S, delay=MAX_SECONDS)
+        await no_wake(world)  # due in a hundred years
+        await world.wake(OTHER)
+        lease = await world.take_wake(lease=MAX_SECONDS)
+        assert lease is not None and lease.session_id == OTHER
+        assert lease.expires_at.year >= datetime.now(UTC).year + 99
+        lease = await world.renew_wake(lease, lease=MAX_SECONDS)
+        await world.finish_wake(lease)
+        await no_wake(world)
 
     # -- W16 errors ----------------------------------------------------------------
 
