@@ -72,25 +72,12 @@ def test_cli_rejects_an_unloadable_world(capsys: pytest.CaptureFixture[str]) -> 
 def test_plugin_option_runs_the_kit_from_pytest(tmp_path: Path, paths: list[str]) -> None:
     # a backend author's one-line run: pytest [--pyargs ...] --fxworld-world=...
     # (with no test paths the plugin collects the kit's own tests)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *paths,
-            "--fxworld-world=fxworld_conformance.broken:expect_ignored",
-            "-k",
-            "w05 or w03",
-            "--rootdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    proc = run_pytest(
+        tmp_path,
+        *paths,
+        "--fxworld-world=fxworld_conformance.broken:expect_ignored",
+        "-k",
+        "w05 or w03",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 failed, 1 passed" in proc.stdout, proc.stdout
@@ -98,28 +85,21 @@ def test_plugin_option_runs_the_kit_from_pytest(tmp_path: Path, paths: list[str]
 
 
 def test_plugin_skips_without_a_world(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--pyargs",
-            "fxworld_conformance.test_world",
-            "-k",
-            "w01",
-            "--rootdir",
-            str(tmp_path),
-        ],
+    proc = run_pytest(tmp_path, "--pyargs", "fxworld_conformance.test_world", "-k", "w01")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 skipped" in proc.stdout, proc.stdout
+
+
+def run_pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh ``pytest -q`` in ``cwd``, as a backend author runs it there."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
+         "--rootdir", str(cwd)],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 skipped" in proc.stdout, proc.stdout
+        cwd=cwd,
+    )  # fmt: skip
 
 
 def test_a_factory_that_returns_no_world_is_named(tmp_path: Path) -> None:
