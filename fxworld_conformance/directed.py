@@ -36,12 +36,11 @@ from fxworld.protocol import CAPABILITIES
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import split_query
 from fxworld_conformance.model import Violation
-from fxworld_conformance.target import Target
+from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
 __all__ = ["DIRECTED", "Directed", "Probe"]
 
 T = TypeVar("T")
-CALL_TIMEOUT = 60.0
 LATER = 3600.0
 
 
@@ -57,18 +56,7 @@ class Probe:
 
     async def call(self, what: str, aw: Awaitable[T]) -> T:
         self.operations += 1
-        try:
-            return await asyncio.wait_for(aw, CALL_TIMEOUT)
-        except TimeoutError:
-            raise Violation(
-                self.guarantee, f"{what} did not return in {CALL_TIMEOUT:g} s"
-            ) from None
-        except WorldError:
-            raise
-        except Exception as e:
-            raise Violation(
-                "W16", f"{what} raised {type(e).__name__}: {e}, not an fxworld error"
-            ) from e
+        return await call_world(aw, what, self.guarantee)
 
     async def append(self, sid: str, entries: list[NewEntry], **kw: Any) -> int:
         seq = await self.call(

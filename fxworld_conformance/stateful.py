@@ -59,7 +59,7 @@ from fxworld_conformance.model import (
     WakeModel,
 )
 from fxworld_conformance.report import CheckResult
-from fxworld_conformance.target import Target
+from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
 __all__ = ["LogMachine", "WakeMachine", "Stats", "run_machine", "machine_settings", "MACHINES"]
 
@@ -75,7 +75,6 @@ KEYS = ("key-a", "key-b")
 LONG_LEASE = 120.0
 SHORT_LEASE = 0.12
 LATER_DELAY = 3600.0
-CALL_TIMEOUT = 60.0
 FOLLOW_TIMEOUT = 5.0
 MAX_INFLIGHT = 4
 
@@ -175,20 +174,7 @@ class _KitMachine(RuleBasedStateMachine):
     def run(self, coro: Awaitable[T], what: str, guarantee: str) -> T:
         """Run one world call to completion (liveness: within CALL_TIMEOUT)."""
         self.stats.operations += 1
-
-        async def bounded() -> T:
-            return await asyncio.wait_for(coro, CALL_TIMEOUT)
-
-        try:
-            return self.loop.run_until_complete(bounded())
-        except TimeoutError:
-            raise Violation(guarantee, f"{what} did not return within {CALL_TIMEOUT:g} s") from None
-        except WorldError:
-            raise
-        except Exception as e:
-            raise Violation(
-                "W16", f"{what} raised {type(e).__name__}: {e}, not an fxworld error"
-            ) from e
+        return self.loop.run_until_complete(call_world(coro, what, guarantee))
 
     def teardown(self) -> None:
         try:

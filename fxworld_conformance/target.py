@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import os
@@ -9,12 +10,38 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fxworld import World, open_world
-from fxworld.errors import ConfigurationError
+from fxworld.errors import ConfigurationError, WorldError
+from fxworld_conformance.model import Violation
 
-__all__ = ["Target", "Factory", "with_namespace", "load_factory"]
+__all__ = ["Target", "Factory", "with_namespace", "load_factory", "call_world", "CALL_TIMEOUT"]
+
+T = TypeVar("T")
+
+CALL_TIMEOUT = 60.0
+"""How long one world call may take before the kit reports it stuck (liveness)."""
+
+
+async def call_world(aw: Awaitable[T], what: str, guarantee: str) -> T:
+    """Await one call of the world under test within :data:`CALL_TIMEOUT`.
+
+    A call that never returns breaks ``guarantee``; an exception that is not an
+    fxworld error breaks W16 (driver errors must be translated).
+    """
+    try:
+        return await asyncio.wait_for(aw, CALL_TIMEOUT)
+    except TimeoutError:
+        raise Violation(guarantee, f"{what} did not return within {CALL_TIMEOUT:g} s") from None
+    except WorldError:
+        raise
+    except Exception as e:
+        raise Violation(
+            "W16", f"{what} raised {type(e).__name__}: {e}, not an fxworld error"
+        ) from e
+
 
 Factory = Callable[[], "World | Awaitable[World]"]
 """A zero-argument callable returning a fresh, empty World (or an awaitable of one)."""
