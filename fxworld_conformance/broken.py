@@ -31,18 +31,29 @@ class BrokenWorld(MemoryWorld):
     what: str = ""
     also: frozenset[str] = frozenset()
 
-    def _valid(
+
+class _BentAppend(BrokenWorld):
+    """A world whose ``append`` checks its arguments as a correct world does, then
+    goes on with them changed by :meth:`bend`: the bug is what ``bend`` changes."""
+
+    def bend(self, args: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def append(
         self,
         session_id: str,
         entries: Sequence[NewEntry],
-        fence: Fence | None,
-        expect: int | None,
-        key: str | None,
-        wake: float | None,
-    ) -> None:
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
         validate.session_id(session_id)
         validate.entries(entries, max_bytes=self.max_entry_bytes)
         validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        args = self.bend({"fence": fence, "expect": expect, "key": key, "wake": wake})
+        return await super().append(session_id, entries, **args)
 
 
 class StaleFenceAccepted(BrokenWorld):
@@ -137,42 +148,22 @@ class TornBatch(BrokenWorld):
         return seq
 
 
-class KeyIgnored(BrokenWorld):
+class KeyIgnored(_BentAppend):
     breaks, what = "W6", "the idempotency key is ignored: a retried call lands twice"
 
-    async def append(
-        self,
-        session_id: str,
-        entries: Sequence[NewEntry],
-        *,
-        fence: Fence | None = None,
-        expect: int | None = None,
-        key: str | None = None,
-        wake: float | None = None,
-    ) -> int:
-        self._valid(session_id, entries, fence, expect, key, wake)
-        return await super().append(session_id, entries, fence=fence, expect=expect, wake=wake)
+    def bend(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "key": None}
 
 
-class ExpectIgnored(BrokenWorld):
+class ExpectIgnored(_BentAppend):
     breaks, what = "W5", "expect= is ignored: no Conflict"
     also = frozenset({"W7"})  # the append that should be refused also enqueues its wake
 
-    async def append(
-        self,
-        session_id: str,
-        entries: Sequence[NewEntry],
-        *,
-        fence: Fence | None = None,
-        expect: int | None = None,
-        key: str | None = None,
-        wake: float | None = None,
-    ) -> int:
-        self._valid(session_id, entries, fence, expect, key, wake)
-        return await super().append(session_id, entries, fence=fence, key=key, wake=wake)
+    def bend(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "expect": None}
 
 
-class WakeEarly(BrokenWorld):
+class WakeEarly(_BentAppend):
     breaks, what = "W11", "a wake is delivered before its due time (the delay is ignored)"
     also = frozenset({"W7", "W13"})  # wakes from append(wake=) and re-wakes come early too
 
@@ -180,42 +171,15 @@ class WakeEarly(BrokenWorld):
         validate.delay(delay)
         await super().wake(session_id, delay=0.0)
 
-    async def append(
-        self,
-        session_id: str,
-        entries: Sequence[NewEntry],
-        *,
-        fence: Fence | None = None,
-        expect: int | None = None,
-        key: str | None = None,
-        wake: float | None = None,
-    ) -> int:
-        self._valid(session_id, entries, fence, expect, key, wake)
-        return await super().append(
-            session_id,
-            entries,
-            fence=fence,
-            expect=expect,
-            key=key,
-            wake=None if wake is None else 0.0,
-        )
+    def bend(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "wake": None if args["wake"] is None else 0.0}
 
 
-class AppendWakeLost(BrokenWorld):
+class AppendWakeLost(_BentAppend):
     breaks, what = "W7", "append(wake=) writes the entries but enqueues no wake"
 
-    async def append(
-        self,
-        session_id: str,
-        entries: Sequence[NewEntry],
-        *,
-        fence: Fence | None = None,
-        expect: int | None = None,
-        key: str | None = None,
-        wake: float | None = None,
-    ) -> int:
-        self._valid(session_id, entries, fence, expect, key, wake)
-        return await super().append(session_id, entries, fence=fence, expect=expect, key=key)
+    def bend(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "wake": None}
 
 
 class RewakeLostOnFinish(BrokenWorld):
