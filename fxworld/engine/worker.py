@@ -143,16 +143,12 @@ class Worker:
         try:
             while not self.stopping.is_set():
                 left = self.time_left()
-                if left is not None and (left <= 0 or (left <= 0.5 and not tasks)):
-                    break  # too close to the deadline to start anything new
-                if self.hit_deadline and not tasks:
+                # too close to the deadline, or a turn already yielded to it
+                no_new_work = self.hit_deadline or (left is not None and left <= 0.5)
+                if (left is not None and left <= 0) or (no_new_work and not tasks):
                     break
                 took = False
-                if (
-                    len(tasks) < self.concurrency
-                    and (left is None or left > 0.5)
-                    and not self.hit_deadline
-                ):
+                if len(tasks) < self.concurrency and not no_new_work:
                     try:
                         wl = await world.take_wake(lease=self.lease)
                     except BackendUnavailable as e:
