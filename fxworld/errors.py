@@ -19,6 +19,7 @@ __all__ = [
     "EntryTooLarge",
     "InvalidArgument",
     "InvalidCursor",
+    "KeyReused",
     "BackendUnavailable",
     "ConfigurationError",
 ]
@@ -92,6 +93,23 @@ class InvalidArgument(WorldError, ValueError):
 
 class InvalidCursor(WorldError, ValueError):
     """A stream cursor that fxworld did not produce, or that was altered."""
+
+
+class KeyReused(WorldError, ValueError):
+    """An idempotency key came again with a different request: the entry saved
+    under it first is not the one asked for now. Nothing was written.
+
+    ``seq`` is where the entry saved under ``key`` stands.
+    """
+
+    def __init__(self, session_id: str, key: str, seq: int) -> None:
+        self.session_id = session_id
+        self.key = key
+        self.seq = seq
+        super().__init__(
+            f"session {session_id!r}: idempotency key {key!r} was already used for "
+            f"another request (saved at seq {seq})"
+        )
 
 
 class BackendUnavailable(WorldError, ConnectionError):

@@ -7,7 +7,7 @@ Swap in ``model="anthropic/claude-opus-5.5"`` (or any model string) for the real
 
 Serve it with the page (from the repository's root)::
 
-    fxworld serve examples/chat/agent.py:agent --static examples/chat --allow-anyone
+    fxworld serve examples/chat/agent.py:agent --static examples/chat/static --allow-anyone
 
 ``FXWORLD_CHAT_DELAY`` (seconds, default 0.08) paces the streamed text, and
 ``FXWORLD_CHAT_TOOL_DELAY`` (default 1.0) how long a tool call takes, so that

@@ -7,7 +7,8 @@ and run turns; ``--workers 0`` serves only, for a deployment whose workers run
 elsewhere (``fxworld worker``). The routes refuse to start without
 ``--authorize module:callable`` or an explicit ``--allow-anyone``.
 
-``--static DIR`` serves a directory at ``/`` (e.g. ``examples/chat``), and
+``--static DIR`` serves a directory at ``/`` (e.g. ``examples/chat/static``; never
+a dotfile, and never a directory that holds a SQLite world's files), and
 ``--wake-path PATH`` mounts the signed wake handler there (its secret is read from
 ``$FXWORLD_WAKE_SECRET``). SIGTERM or Ctrl-C stops serving, and running sessions
 are handed back at the next step boundary.
@@ -70,7 +71,9 @@ def register(sub: Any) -> None:
         default=None,
         help="authorize(request, session_id, action) -> bool (may be async)",
     )
-    parser.add_argument("--static", metavar="DIR", default=None, help="serve DIR at /")
+    parser.add_argument(
+        "--static", metavar="DIR", default=None, help="serve DIR at / (no dotfiles)"
+    )
     parser.add_argument(
         "--wake-path",
         metavar="PATH",
@@ -160,9 +163,9 @@ def _server_class() -> Any:
 def build_app(args: argparse.Namespace, agent: Any) -> Any:
     """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
     from starlette.routing import BaseRoute, Mount, Route
-    from starlette.staticfiles import StaticFiles
 
     from fxworld.web import create_app
+    from fxworld.web._static import static_files
 
     authorize = load_object(args.authorize) if args.authorize else None
     if authorize is None and not args.allow_anyone:
@@ -175,10 +178,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
         path = "/" + args.wake_path.strip("/")
         extra.append(Route(path, endpoint=agent.wake_handler()))
     if args.static:
-        directory = Path(args.static)
-        if not directory.is_dir():
-            raise ConfigurationError(f"--static {args.static!r} is not a directory")
-        extra.append(Mount("/", app=StaticFiles(directory=directory, html=True)))
+        extra.append(Mount("/", app=static_files(args.static, agent.world)))
     return create_app(
         agent,
         authorize=authorize,

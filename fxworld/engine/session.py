@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from fxworld import validate
-from fxworld.errors import InvalidArgument
+from fxworld.errors import Conflict, InvalidArgument, KeyReused
+from fxworld.follow import bounded_follow
 from fxworld.models.base import Message
 from fxworld.types import Entry, JSONObject
 
@@ -56,17 +57,35 @@ class Session:
 
         The prompt is appended unfenced with ``wake=0`` and an idempotency key
         (``key``, or a new random one): sending it again with the same key never
-        doubles it. Prompts sent while a turn runs are answered after it, in order.
+        doubles it, and the same key with another text raises
+        :class:`~fxworld.errors.KeyReused` when awaited (``turn.accepted``). Prompts
+        sent while a turn runs are answered after it, in order.
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         return Turn(self, text, key if key is not None else uuid.uuid4().hex)
 
-    async def _append_prompt(self, text: str, key: str) -> int:
+    async def _append_prompt(self, text: str, key: str, *, new: bool = False) -> int:
+        """Append the prompt (``new``: only as the first entry of an empty log, else
+        :class:`~fxworld.errors.Conflict`); its seq.
+
+        A key that was used before returns the seq saved under it (W6); that entry
+        must be this same prompt, else :class:`~fxworld.errors.KeyReused`.
+        """
         w = await self.agent._ready_world()
-        return await w.append(
-            self.id, [log.entry(log.PROMPT, text=text, key=key)], key=f"prompt:{key}", wake=0.0
+        seq = await w.append(
+            self.id,
+            [log.entry(log.PROMPT, text=text, key=key)],
+            key=f"prompt:{key}",
+            wake=0.0,
+            expect=0 if new else None,
         )
+        saved = await w.read(self.id, seq - 1, limit=1)
+        if not saved or saved[0].kind != log.PROMPT or saved[0].data.get("text") != text:
+            raise KeyReused(self.id, key, seq)
+        if new and seq != 1:  # the key was used in this session, not by its creation
+            raise Conflict(self.id, 0, seq)
+        return seq
 
     def _event(self, e: Entry) -> StreamEvent:
         return StreamEvent(encode_cursor(self.id, e.seq), e.kind, e.data)
@@ -103,7 +122,7 @@ class Session:
             at = await w.read(self.id, after - 1, limit=1)
             if at and at[0].seq == after and at[0].kind == log.PROMPT:
                 target = after
-        follower = w.follow(self.id, after)
+        follower = bounded_follow(w, self.id, after)  # a stalled consumer pins one page
         try:
             async for e in follower:
                 yield self._event(e)

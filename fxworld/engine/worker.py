@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fxworld._scrub import error_text, scrub
 from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
 from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
 from fxworld.protocol import World
@@ -352,7 +353,8 @@ class _SessionRun:
                 output = render_output(await tools[c.name].call(c.input, ctx))
                 is_error = False
             except Exception as e:  # a tool that raises is a result the model sees
-                output = f"{type(e).__name__}: {e}"
+                logger.info("session %s: tool %s raised", self.sid, c.name, exc_info=True)
+                output = error_text(e)  # scrubbed: the log is streamed to clients
                 is_error = True
             async with lock:
                 await self._append(
@@ -388,9 +390,10 @@ class _SessionRun:
                     )
                 return  # the loop sees the stop flag and yields
             except ModelError as e:
+                message = scrub(str(e))  # the log is streamed to clients
                 if wrote_text or (self._call_open(call)):
                     await self._append(
-                        [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {e}")]
+                        [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {message}")]
                     )
                 if e.retryable and attempt <= self.agent.model_retries:
                     backoff = min(0.5 * 2 ** (attempt - 1), 8.0)
@@ -399,8 +402,9 @@ class _SessionRun:
                     if self.worker.stopping.is_set():
                         return  # the step loop hands the turn over; the call is made later
                     continue
+                logger.warning("session %s: the model call failed: %s", self.sid, e)
                 await self._append(
-                    [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=str(e))]
+                    [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=message)]
                 )
                 return
             except (Fenced, _Stop, BackendUnavailable):
@@ -417,7 +421,10 @@ class _SessionRun:
                             log.TURN_FAILED,
                             prompt=prompt,
                             turn=turn,
-                            error=f"{type(e).__name__}: {e}",
+                            # The exception is in the server's log (above); the
+                            # log, which clients stream, gets a short message.
+                            error=f"the model call failed ({type(e).__name__}); "
+                            "the server's log has the details",
                         )
                     ]
                 )

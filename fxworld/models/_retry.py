@@ -15,8 +15,9 @@ Each adapter turns its SDK's exceptions into :class:`ModelError` in one function
   once text went out, a failure is raised (``retryable=True``) so that the
   engine, which saved that text, can mark it discarded and call again.
 
-Every message that leaves an adapter passes through :func:`scrub`, so an API key
-never appears in an exception message, a log entry or a repr.
+Every message that leaves an adapter passes through :func:`scrub` (the one
+scrubber, :mod:`fxworld._scrub`), so an API key never appears in an exception
+message, a log entry or a repr.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fxworld._scrub import scrub
 from fxworld.models.base import ModelError, ModelEvent, TextDelta
 
 __all__ = ["RetryPolicy", "retry_after_seconds", "scrub", "provider_message", "stream_with_retries"]
@@ -109,23 +111,6 @@ def should_retry_status(status: int, headers: Mapping[str, str] | None) -> bool:
     if hint == "false":
         return False
     return status in RETRYABLE_STATUS or status >= 500
-
-
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret (and every long-enough piece of one that a
-    provider may echo back) replaced by ``***``."""
-    for secret in secrets:
-        if not secret:
-            continue
-        text = text.replace(secret, "***")
-        # Providers echo keys partly ("sk-abc...wxyz"); drop any 12+ char slice.
-        if len(secret) >= 16:
-            for size in (len(secret) - 4, 16, 12):
-                for start in range(0, len(secret) - size + 1):
-                    piece = secret[start : start + size]
-                    if piece in text:
-                        text = text.replace(piece, "***")
-    return text
 
 
 def provider_message(body: object, fallback: str) -> tuple[str | None, str]:

@@ -7,6 +7,11 @@
 Every refusal is a JSON body ``{"error": <code>, "message": <text>}`` with its
 status; an unexpected exception is logged here and answered with a bare 500, so a
 client never sees a stack trace or an internal message.
+
+Every route starts with :meth:`_Routes._check` (the ``Origin`` check, JSON-only
+``POST``, then ``authorize``, before any byte of the body is read) and reads its
+body with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
+routes added here get the same protection by calling both.
 """
 
 from __future__ import annotations
@@ -15,34 +20,41 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from fxworld import validate
+from fxworld.engine.cursor import encode_cursor
 from fxworld.errors import (
     BackendUnavailable,
     ConfigurationError,
+    Conflict,
     EntryTooLarge,
     InvalidArgument,
     InvalidCursor,
     InvalidEntry,
     InvalidSessionId,
+    KeyReused,
 )
 
 from . import _sse
 
 if TYPE_CHECKING:
-    from fxworld.engine import Agent, Session
+    from fxworld.engine import Agent, Session, StreamEvent
 
 __all__ = [
     "Action",
     "Authorize",
     "MAX_PROMPT_BYTES",
+    "STREAM_LIFETIME",
+    "Visible",
     "create_app",
     "routes",
     "HTTPError",
@@ -52,15 +64,31 @@ logger = logging.getLogger("fxworld.web")
 
 Action = Literal["create", "prompt", "stream"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
-"""``authorize(request, session_id, action)``: true to allow (may be async).
+"""``authorize(request, session_id, action)``: ``True`` to allow (may be async).
 
-``action`` is ``"create"``, ``"prompt"`` or ``"stream"``. For ``"create"``,
-``session_id`` is the id the new session will have: a random one, or the one the
-client proposed in the body (so that a retried create cannot make two sessions);
-refuse a proposed id that names someone else's session. Falsy answers 403;
-raising :class:`HTTPError` answers with its status (e.g. 401 for a missing login).
-It is asked before the session is looked up, so a refused client cannot probe
-which sessions exist."""
+Only ``True`` allows. ``False`` answers 403; any other answer (``None``, a
+string, a ``Response``, a function that was not called) is a configuration
+error: logged, answered 500, never a grant. Raising :class:`HTTPError` (or a
+Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
+missing login).
+
+``action`` is ``"create"``, ``"prompt"`` or ``"stream"``. It is asked before the
+body is read and before the session is looked up, so a refused client cannot
+probe which sessions exist. For ``"create"``, ``session_id`` is first the random
+id the new session will have; when the body proposes an id (so that a retried
+create cannot make two sessions), it is asked again with that id: refuse one that
+names someone else's session (creating never writes into an existing session: it
+answers 409)."""
+
+Visible = Callable[[Request, "StreamEvent"], "StreamEvent | Awaitable[StreamEvent | None] | None"]
+"""``visible(request, event)``: the event as this client may see it (a changed
+``kind`` or ``data``; its cursor is kept), or ``None`` to leave it out of the
+stream (may be async)."""
+
+STREAM_LIFETIME = 300.0
+"""Seconds after which a stream ends cleanly (the default): the client reconnects
+from its last cursor (a browser's ``EventSource`` by itself), and ``authorize``
+is asked again, so a revoked access stops within this time."""
 
 MAX_PROMPT_BYTES = 256 * 1024
 """The default limit on a prompt request's body, in bytes."""
@@ -69,24 +97,48 @@ _MAX_KEY_CHARS = 200
 
 
 class HTTPError(Exception):
-    """A refusal with a status, a short code and a message safe to show a client."""
+    """A refusal with a status (400..599), a short code and a message safe to show
+    a client; ``headers`` go with the answer (e.g. ``WWW-Authenticate``)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        if not (isinstance(status, int) and 400 <= status <= 599):
+            raise InvalidArgument(f"HTTPError status must be 400..599, not {status!r}")
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = dict(headers or {})
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message}, status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)
+
+
+_MAX_LENGTH_DIGITS = 18
+
+
+def content_length(request: Request) -> int | None:
+    """The request's Content-Length (``None`` without one); 400 unless every
+    Content-Length header is the same run of ASCII digits."""
+    values = {v.strip() for v in request.headers.getlist("content-length")}
+    if not values:
+        return None
+    (value,) = values if len(values) == 1 else ("",)
+    if not (value.isascii() and value.isdigit() and len(value) <= _MAX_LENGTH_DIGITS):
+        raise HTTPError(400, "invalid_request", "the Content-Length header is not a length")
+    return int(value)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
     """The request's body, or ``None`` as soon as it is known to pass ``limit`` bytes
-    (from its Content-Length, else while it is read)."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
+    (from its Content-Length, else while it is read). A malformed Content-Length
+    raises :class:`HTTPError` (400)."""
+    length = content_length(request)
+    if length is not None and length > limit:
         return None
     chunks: list[bytes] = []
     size = 0
@@ -102,6 +154,17 @@ def _translate(exc: BaseException) -> HTTPError | None:
     """Our typed errors as HTTP refusals; ``None`` for anything unexpected."""
     if isinstance(exc, HTTPError):
         return exc
+    if isinstance(exc, HTTPException):  # Starlette's or FastAPI's, e.g. from authorize
+        status = exc.status_code if 400 <= exc.status_code <= 599 else 500
+        return HTTPError(
+            status, _STATUS_CODES.get(status, "error"), str(exc.detail), headers=exc.headers
+        )
+    if isinstance(exc, KeyReused):
+        return HTTPError(
+            409, "key_reused", "this Idempotency-Key was already used for another request"
+        )
+    if isinstance(exc, Conflict):  # only create appends with expect=
+        return HTTPError(409, "session_exists", "a session with this id already exists")
     if isinstance(exc, EntryTooLarge):
         return HTTPError(413, "too_large", "the prompt is too large")
     if isinstance(exc, InvalidCursor):
@@ -111,8 +174,30 @@ def _translate(exc: BaseException) -> HTTPError | None:
     if isinstance(exc, (InvalidEntry, InvalidArgument)):
         return HTTPError(400, "invalid_request", str(exc))
     if isinstance(exc, BackendUnavailable):
-        return HTTPError(503, "unavailable", "the session store is unavailable; retry")
+        return HTTPError(
+            503,
+            "unavailable",
+            "the session store is unavailable; retry",
+            headers={"Retry-After": str(RETRY_AFTER)},
+        )
     return None
+
+
+RETRY_AFTER = 2
+"""The seconds a 503 (the session store is unavailable) asks a client to wait."""
+
+_STATUS_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+    503: "unavailable",
+}
 
 
 class _Routes:
@@ -124,12 +209,18 @@ class _Routes:
         max_prompt_bytes: int,
         heartbeat: float,
         retry_ms: int,
+        allowed_origins: Collection[str] | None = None,
+        visible: Visible | None = None,
+        stream_lifetime: float = STREAM_LIFETIME,
     ) -> None:
         self.agent = agent
         self.authorize = authorize
         self.max_prompt_bytes = max_prompt_bytes
         self.heartbeat = heartbeat
         self.retry_ms = retry_ms
+        self.allowed_origins = None if allowed_origins is None else frozenset(allowed_origins)
+        self.visible = visible
+        self.stream_lifetime = stream_lifetime
         self.closing = asyncio.Event()
 
     def close_streams(self) -> None:
@@ -137,16 +228,53 @@ class _Routes:
         (a clean end: clients reconnect, e.g. to another instance, from their cursor)."""
         self.closing.set()
 
-    # -- helpers ----------------------------------------------------------------
+    # -- helpers every route uses ---------------------------------------------------
 
-    async def _check(self, request: Request, session_id: str, action: Action) -> None:
+    async def _check(self, request: Request, session_id: str, action: str) -> None:
+        """Refuse the request unless its ``Origin`` is allowed, a ``POST`` says its
+        body is JSON (so a cross-site page cannot send it without a CORS
+        preflight), and ``authorize`` answers ``True``. Reads no byte of the body."""
+        origin = request.headers.get("origin")
+        if self.allowed_origins is not None and origin is not None:
+            if origin not in self.allowed_origins:
+                raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
+        if request.method == "POST":
+            media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if media != "application/json":
+                raise HTTPError(
+                    415, "unsupported_media_type", "send the body as Content-Type: application/json"
+                )
         if self.authorize is None:  # allow_anyone=True
             return
-        allowed = self.authorize(request, session_id, action)
+        allowed: Any = self.authorize(request, session_id, action)  # type: ignore[arg-type]
         if inspect.isawaitable(allowed):
             allowed = await allowed
-        if not allowed:
+        if allowed is True:
+            return
+        if allowed is False:
             raise HTTPError(403, "forbidden", f"not allowed to {action} this session")
+        if inspect.iscoroutine(allowed):
+            allowed.close()  # never run: no "was never awaited" warning on top
+        logger.error(
+            "authorize returned %s, not True or False: refusing %s %s (a configuration error)",
+            type(allowed).__name__,
+            request.method,
+            request.url.path,
+        )
+        raise HTTPError(500, "internal", "internal server error")
+
+    async def _json_body(self, request: Request) -> dict[str, Any]:
+        """The body as a JSON object, within ``max_prompt_bytes`` (else 413)."""
+        raw = await read_body(request, self.max_prompt_bytes)
+        if raw is None:
+            raise HTTPError(413, "too_large", f"the body is over {self.max_prompt_bytes} bytes")
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise HTTPError(400, "invalid_json", "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise HTTPError(400, "invalid_request", "the body must be a JSON object")
+        return body
 
     async def _existing(self, session_id: str) -> Session:
         session = self.agent.session(validate.session_id(session_id))
@@ -155,14 +283,8 @@ class _Routes:
         return session
 
     async def _prompt_body(self, request: Request) -> tuple[str, str | None, dict[str, Any]]:
-        raw = await read_body(request, self.max_prompt_bytes)
-        if raw is None:
-            raise HTTPError(413, "too_large", f"the prompt is over {self.max_prompt_bytes} bytes")
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            raise HTTPError(400, "invalid_json", "the body is not JSON") from None
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+        body = await self._json_body(request)
+        if not isinstance(body.get("text"), str):
             raise HTTPError(400, "invalid_request", 'the body must be {"text": "<prompt>"}')
         text: str = body["text"]
         if not text.strip():
@@ -174,26 +296,29 @@ class _Routes:
             )
         return text, key, body
 
-    async def _send(self, session: Session, text: str, key: str | None) -> JSONResponse:
-        accepted = await session.prompt(text, key=key).accepted
-        stream = f"sessions/{accepted.session_id}/stream"
+    @staticmethod
+    def _accepted(session_id: str, cursor: str) -> JSONResponse:
+        stream = f"sessions/{session_id}/stream"
         return JSONResponse(
-            {"session_id": accepted.session_id, "cursor": accepted.cursor, "stream": stream},
-            status_code=202,
+            {"session_id": session_id, "cursor": cursor, "stream": stream}, status_code=202
         )
 
     # -- routes -----------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
+        session = self.agent.session()  # a random id, unless the body proposes one
+        await self._check(request, session.id, "create")
         text, key, body = await self._prompt_body(request)
         # A client may choose the new session's id (so that retrying the request with
-        # the same id and Idempotency-Key can never make two sessions); else a random one.
+        # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
-            validate.session_id(chosen)
-        session = self.agent.session(chosen)
-        await self._check(request, session.id, "create")
-        return await self._send(session, text, key)
+            session = self.agent.session(validate.session_id(chosen))
+            await self._check(request, session.id, "create")
+        # Only as the first entry of an empty log: an existing session answers 409,
+        # unless this is the request that created it, repeated (same key and text).
+        seq = await session._append_prompt(text, key or uuid.uuid4().hex, new=True)
+        return self._accepted(session.id, encode_cursor(session.id, seq))
 
     async def prompt(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]
@@ -201,7 +326,8 @@ class _Routes:
         await self._check(request, session_id, "prompt")
         session = await self._existing(session_id)
         text, key, _ = await self._prompt_body(request)
-        return await self._send(session, text, key)
+        accepted = await session.prompt(text, key=key).accepted
+        return self._accepted(accepted.session_id, accepted.cursor)
 
     async def stream(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]
@@ -217,7 +343,10 @@ class _Routes:
         session = await self._existing(session_id)
         await session.read(cursor, limit=1)  # InvalidCursor -> 400, before any byte is sent
         frames = _sse.heartbeats(
-            self._frames(session, cursor, until), every=self.heartbeat, stop=self.closing
+            self._frames(request, session, cursor, until),
+            every=self.heartbeat,
+            stop=self.closing,
+            lifetime=self.stream_lifetime,
         )
         return StreamingResponse(
             frames,
@@ -226,21 +355,30 @@ class _Routes:
         )
 
     async def _frames(
-        self, session: Session, cursor: str | None, until: Literal["turn"] | None
+        self,
+        request: Request,
+        session: Session,
+        cursor: str | None,
+        until: Literal["turn"] | None,
     ) -> AsyncIterator[bytes]:
         yield _sse.retry(self.retry_ms)
         events = session.stream(cursor, until=until)
         try:
             async for event in events:
-                yield _sse.frame(event.cursor, event.kind, event.data)
+                shown: Any = event
+                if self.visible is not None:
+                    shown = self.visible(request, event)
+                    if inspect.isawaitable(shown):
+                        shown = await shown
+                    if shown is None:
+                        continue
+                yield _sse.frame(event.cursor, shown.kind, shown.data)
         except Exception:
             # The response has started: end it. The client reconnects from the last
             # cursor it received; it never sees what went wrong here.
             logger.exception("stream of session %r failed", session.id)
         finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await events.aclose()
 
 
 def routes(
@@ -251,12 +389,19 @@ def routes(
     max_prompt_bytes: int = MAX_PROMPT_BYTES,
     heartbeat: float = _sse.HEARTBEAT,
     retry_ms: int = _sse.RETRY_MS,
+    allowed_origins: Collection[str] | None = None,
+    visible: Visible | None = None,
+    stream_lifetime: float = STREAM_LIFETIME,
 ) -> list[BaseRoute]:
     """The session routes, to add to a Starlette or FastAPI app's routes (or mount
     :func:`create_app`'s app). Each route answers its own errors.
 
     Without ``authorize`` they refuse to be built unless ``allow_anyone=True``:
     serving sessions to anyone must be a decision, not a default.
+    ``allowed_origins``: the origins (``"https://app.example"``) a request with an
+    ``Origin`` header may come from (others: 403); ``None`` checks none.
+    ``visible``: see :data:`Visible`. ``stream_lifetime``: see
+    :data:`STREAM_LIFETIME`.
     """
     built, _ = _build(
         agent,
@@ -265,6 +410,9 @@ def routes(
         max_prompt_bytes=max_prompt_bytes,
         heartbeat=heartbeat,
         retry_ms=retry_ms,
+        allowed_origins=allowed_origins,
+        visible=visible,
+        stream_lifetime=stream_lifetime,
     )
     return built
 
@@ -277,6 +425,9 @@ def _build(
     max_prompt_bytes: int,
     heartbeat: float,
     retry_ms: int,
+    allowed_origins: Collection[str] | None,
+    visible: Visible | None,
+    stream_lifetime: float,
 ) -> tuple[list[BaseRoute], _Routes]:
     if authorize is None and not allow_anyone:
         raise ConfigurationError(
@@ -285,16 +436,25 @@ def _build(
         )
     if authorize is not None and not callable(authorize):
         raise ConfigurationError("authorize must be callable(request, session_id, action)")
+    if visible is not None and not callable(visible):
+        raise ConfigurationError("visible must be callable(request, event)")
+    if isinstance(allowed_origins, str):
+        raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
     if not isinstance(max_prompt_bytes, int) or max_prompt_bytes < 1:
         raise ConfigurationError("max_prompt_bytes must be a positive integer")
     if not heartbeat > 0:
         raise ConfigurationError("heartbeat must be a positive number of seconds")
+    if not stream_lifetime > 0:
+        raise ConfigurationError("stream_lifetime must be a positive number of seconds")
     r = _Routes(
         agent,
         authorize=authorize,
         max_prompt_bytes=max_prompt_bytes,
         heartbeat=heartbeat,
         retry_ms=retry_ms,
+        allowed_origins=allowed_origins,
+        visible=visible,
+        stream_lifetime=stream_lifetime,
     )
     built: list[BaseRoute] = [
         Route("/sessions", _guard(r.create), methods=["POST"]),
@@ -323,7 +483,7 @@ def _guard(
 async def _handle_error(request: Request, exc: Exception) -> Response:
     mapped = _translate(exc)
     if mapped is not None:
-        return error_response(mapped.status, mapped.code, mapped.message)
+        return error_response(mapped.status, mapped.code, mapped.message, mapped.headers)
     logger.exception("%s %s failed", request.method, request.url.path)
     return error_response(500, "internal", "internal server error")
 
@@ -350,6 +510,9 @@ def create_app(
     max_prompt_bytes: int = MAX_PROMPT_BYTES,
     heartbeat: float = _sse.HEARTBEAT,
     retry_ms: int = _sse.RETRY_MS,
+    allowed_origins: Collection[str] | None = None,
+    visible: Visible | None = None,
+    stream_lifetime: float = STREAM_LIFETIME,
     extra_routes: list[BaseRoute] | None = None,
 ) -> Starlette:
     """An ASGI app serving ``agent``'s sessions; mount it anywhere::
@@ -357,8 +520,8 @@ def create_app(
         app = FastAPI()
         app.mount("/agent", create_app(agent, authorize=can_access))
 
-    See :func:`routes` for ``authorize`` and ``allow_anyone``. ``heartbeat`` is
-    the seconds of silence after which a stream sends a comment (15 by default).
+    See :func:`routes` for the options. ``heartbeat`` is the seconds of silence
+    after which a stream sends a comment (15 by default).
     """
     built, r = _build(
         agent,
@@ -367,6 +530,9 @@ def create_app(
         max_prompt_bytes=max_prompt_bytes,
         heartbeat=heartbeat,
         retry_ms=retry_ms,
+        allowed_origins=allowed_origins,
+        visible=visible,
+        stream_lifetime=stream_lifetime,
     )
     app = Starlette(
         routes=built + list(extra_routes or []),

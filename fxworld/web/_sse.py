@@ -3,8 +3,10 @@
 The stream pulls the next event from its source only once the previous frame was
 handed to the server, and the ASGI server's ``send`` waits while the client's
 socket buffer is full (uvicorn's flow control), so a slow client slows the reading
-of the log down instead of making the server buffer: at most one event is held
-per connection, plus what the kernel's socket buffers hold.
+of the log down instead of making the server buffer: a connection holds the
+frame being sent, the next event, and the one page of the log the source reads
+at a time (:func:`fxworld.follow.bounded_follow`: about 1 MiB), plus what the
+kernel's socket buffers hold.
 """
 
 from __future__ import annotations
@@ -52,11 +54,16 @@ def retry(ms: int = RETRY_MS) -> bytes:
 
 
 async def heartbeats(
-    frames: AsyncIterator[bytes], *, every: float = HEARTBEAT, stop: asyncio.Event | None = None
+    frames: AsyncIterator[bytes],
+    *,
+    every: float = HEARTBEAT,
+    stop: asyncio.Event | None = None,
+    lifetime: float | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield ``frames`` as they come, and a comment whenever ``every`` seconds pass
     without one; end as soon as ``stop`` is set (the server is shutting down: the
-    client reconnects elsewhere from its last cursor).
+    client reconnects elsewhere from its last cursor), or once ``lifetime``
+    seconds have passed (the client reconnects, and is authorized again).
 
     Only one pull of ``frames`` is ever pending: a heartbeat does not start a second
     one, so no frame is read ahead of the client. Closing this iterator (the client
@@ -64,6 +71,8 @@ async def heartbeats(
     """
     pending: asyncio.Task[bytes] | None = None
     stopped: asyncio.Task[Any] | None = None
+    loop = asyncio.get_running_loop()
+    ends = None if lifetime is None else loop.time() + lifetime
     try:
         if stop is not None:
             stopped = asyncio.ensure_future(stop.wait())
@@ -73,10 +82,13 @@ async def heartbeats(
             waiting: set[asyncio.Future[Any]] = {pending}
             if stopped is not None:
                 waiting.add(stopped)
+            timeout = every if ends is None else min(every, ends - loop.time())
             done, _ = await asyncio.wait(
-                waiting, timeout=every, return_when=asyncio.FIRST_COMPLETED
+                waiting, timeout=max(timeout, 0), return_when=asyncio.FIRST_COMPLETED
             )
             if stopped is not None and stopped in done:
+                return
+            if ends is not None and loop.time() >= ends and pending not in done:
                 return
             if not done:
                 yield comment("heartbeat")

@@ -12,6 +12,7 @@ next queue delivery or cron tick), in this process or another.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from ._app import error_response, read_body
 if TYPE_CHECKING:
     from fxworld.engine import Agent
 
-__all__ = ["WakeHandler", "SECRET_ENV", "MAX_BODY_BYTES"]
+__all__ = ["WakeHandler", "SECRET_ENV", "MAX_BODY_BYTES", "MAX_RUNS"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -39,6 +40,11 @@ SECRET_ENV = "FXWORLD_WAKE_SECRET"
 """The environment variable the handler reads its secret from when none is given."""
 
 MAX_BODY_BYTES = 64 * 1024
+
+MAX_RUNS = 2
+"""The most wake runs (each a worker of ``concurrency`` sessions) one handler runs
+at once in this process; a request beyond them is answered 503 with
+``Retry-After``."""
 _MIN_SECRET_BYTES = 16
 
 
@@ -56,7 +62,12 @@ class WakeHandler:
     session runs (the named one among them), each at most once at a time across
     all invocations. The answer:
 
-    - 401 for a missing, wrong or stale signature (nothing ran); 413, 405.
+    - 401 for a missing, wrong or stale signature (nothing ran); 413, 405; 400 for
+      a signed body that is not JSON or names an invalid ``session_id``.
+    - A copy of a signed request that arrives while the original runs (a replay
+      or a duplicate delivery, same signature) starts nothing: it gets the
+      original's answer. At most ``max_runs`` (2) runs at once per handler;
+      beyond them, 503 ``busy`` with ``Retry-After``.
     - 200 ``{"status": "done"}``: the named session's last turn is over.
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
       session still has work (its turn yielded at the deadline, or a crashed
@@ -76,6 +87,7 @@ class WakeHandler:
         lease: float = 15.0,
         concurrency: int = 8,
         replay_window: float = _signing.REPLAY_WINDOW,
+        max_runs: int = MAX_RUNS,
     ) -> None:
         if secret is None:
             secret = os.environ.get(SECRET_ENV) or None
@@ -90,8 +102,12 @@ class WakeHandler:
             )
         if not time_limit > margin >= 0:
             raise ConfigurationError("time_limit must be greater than margin, margin >= 0")
+        if not (isinstance(max_runs, int) and max_runs >= 1):
+            raise ConfigurationError("max_runs must be a positive integer")
         self.agent = agent
         self._key = key
+        self.max_runs = max_runs
+        self._runs: dict[str, asyncio.Task[JSONResponse]] = {}  # by signature
         self.time_limit = float(time_limit)
         self.margin = float(margin)
         self.lease = lease
@@ -129,7 +145,28 @@ class WakeHandler:
             return error_response(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
         if not _signing.verify(self._key, body, request.headers, window=self.replay_window):
             return error_response(401, "unauthorized", "missing, invalid or expired signature")
-        session_id = _named_session(body)
+        try:
+            session_id = _named_session(body)
+        except ValueError as e:
+            return error_response(400, "invalid_request", str(e))
+        # A copy of a request that is running (a replay, a queue's duplicate
+        # delivery) starts no second worker: it gets the running one's answer.
+        signature = request.headers.get(_signing.SIGNATURE_HEADER, "").strip()
+        run = self._runs.get(signature)
+        if run is None:
+            if len(self._runs) >= self.max_runs:
+                return error_response(
+                    503,
+                    "busy",
+                    f"{self.max_runs} wake runs are under way in this process; retry",
+                    {"Retry-After": "1"},
+                )
+            run = asyncio.ensure_future(self._run(session_id, started))
+            self._runs[signature] = run
+            run.add_done_callback(lambda _: self._runs.pop(signature, None))
+        return await asyncio.shield(run)
+
+    async def _run(self, session_id: str | None, started: float) -> JSONResponse:
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
         hit_deadline = budget <= 0
@@ -190,13 +227,18 @@ class WakeHandler:
 
 
 def _named_session(body: bytes) -> str | None:
-    try:
-        message: Any = json.loads(body) if body else None
-    except ValueError:
+    """The session the body names; ``None`` for a cron tick (an empty body, or
+    JSON naming no session). ``ValueError`` for a body that is not JSON (or too
+    deeply nested to read) or names an invalid session id."""
+    if not body.strip():
         return None
-    if isinstance(message, dict):
-        try:
-            return validate.session_id(message.get("session_id"))
-        except InvalidSessionId:
-            return None
-    return None
+    try:
+        message: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        raise ValueError("the body is not JSON") from None
+    if not isinstance(message, dict) or message.get("session_id") is None:
+        return None
+    try:
+        return validate.session_id(message["session_id"])
+    except InvalidSessionId:
+        raise ValueError("the body's session_id is not a valid session id") from None

@@ -1,7 +1,7 @@
 """The chat example in a real browser, across a server crash in the middle of a turn.
 
 Headless Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright; no browser
-is downloaded) opens ``examples/chat`` served by a real ``fxworld serve`` process on
+is downloaded) opens ``examples/chat/static`` served by a real ``fxworld serve`` process on
 a SQLite world, and sends a prompt. While the reply's text is streaming, the server
 is SIGKILLed, then started again on the same port. The page's ``EventSource``
 reconnects by itself with ``Last-Event-ID``, the new process's worker continues the
@@ -79,7 +79,7 @@ def test_page_survives_server_kill_mid_turn(tmp_path: Path) -> None:
         [
             "examples/chat/agent.py:agent",
             "--static",
-            "examples/chat",
+            "examples/chat/static",
             "--allow-anyone",
             "--world",
             world,

@@ -24,6 +24,7 @@ from fxworld.web import HTTPError, create_app
 pytestmark = pytest.mark.timeout(60)
 
 REPLIES = ["Hello there, friend!", "Second answer.", "Third answer."]
+JSON = {"Content-Type": "application/json"}
 
 
 def make_agent(world: Any = None) -> Agent:
@@ -196,7 +197,7 @@ async def test_bad_ids_cursors_and_bodies_are_400(agent: Agent, client: httpx.As
 
     deep = b"[" * 100_000 + b"]" * 100_000
     for content in [b"not json", b"[1,2]", b'{"text": 5}', b'{"text": "   "}', b"\xff\xfe", deep]:
-        r = await client.post(f"/sessions/{sid}/prompts", content=content)
+        r = await client.post(f"/sessions/{sid}/prompts", content=content, headers=JSON)
         assert r.status_code == 400, content[:20]
     r = await client.post(
         f"/sessions/{sid}/prompts", json={"text": "x"}, headers={"Idempotency-Key": "k" * 500}
@@ -221,7 +222,7 @@ async def test_oversized_prompt_is_413_and_not_saved(agent: Agent) -> None:
                 yield b"y" * 200
             yield b'"}'
 
-        r = await client.post(f"/sessions/{sid}/prompts", content=chunks())
+        r = await client.post(f"/sessions/{sid}/prompts", content=chunks(), headers=JSON)
         assert r.status_code == 413
         r = await client.post("/sessions", json={"text": "z" * 5000})
         assert r.status_code == 413

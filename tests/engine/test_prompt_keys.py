@@ -1,0 +1,39 @@
+"""``prompt(key=)`` on every engine world: the same key and text is one prompt; the
+same key with another text is :class:`KeyReused`, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from fxworld import Agent, open_world
+from fxworld.errors import Conflict, KeyReused
+from fxworld.testing import ScriptedModel
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_prompt_key_reused_with_another_text_raises(engine_world_url: str) -> None:
+    world = open_world(engine_world_url)
+    agent = Agent(ScriptedModel(["ok"]), world=world)
+    try:
+        session = agent.session("s-keys")
+        first = await session.prompt("transfer $10", key="k-1").accepted
+        again = await session.prompt("transfer $10", key="k-1").accepted
+        assert again == first
+        with pytest.raises(KeyReused) as caught:
+            await session.prompt("transfer $9999", key="k-1").accepted
+        assert caught.value.key == "k-1" and caught.value.session_id == "s-keys"
+        entries = await session.read(None)
+        assert [(e.kind, e.data["text"]) for e in entries] == [("prompt", "transfer $10")]
+
+        # A create (only as the first entry) of an existing session is a Conflict,
+        # unless it is that first prompt again.
+        assert await session._append_prompt("transfer $10", "k-1", new=True) == 1
+        with pytest.raises(Conflict):
+            await session._append_prompt("hello", "k-2", new=True)
+        await session.prompt("later", key="k-3").accepted
+        with pytest.raises(Conflict):
+            await session._append_prompt("later", "k-3", new=True)
+        assert len(await session.read(None)) == 2
+    finally:
+        await world.close()
