@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -173,3 +174,69 @@ def test_a_secret_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
     handler = agent.wake_handler()
     assert isinstance(handler, WakeHandler)
     assert SECRET not in repr(handler)
+
+
+async def test_wake_replays_share_one_run() -> None:
+    """Ten copies of one signed request (a replay) start one worker, not ten: each
+    copy gets the answer of the run that is under way."""
+    agent = make_agent(delay=0.1)
+    runs = 0
+    real = agent._run_worker
+
+    async def counted(**kwargs: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        return await real(**kwargs)
+
+    agent._run_worker = counted  # type: ignore[method-assign]
+    sid = (await agent.session().prompt("where is A-1?").accepted).session_id
+    body = json.dumps({"session_id": sid}).encode()
+    headers = signed_headers(SECRET, body)
+    handler = agent.wake_handler(secret=SECRET)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        answers = await asyncio.gather(
+            *[client.post("/", content=body, headers=headers) for _ in range(10)]
+        )
+    assert runs == 1
+    assert {(r.status_code, r.json()["status"]) for r in answers} == {(200, "done")}
+
+
+async def test_wake_runs_per_process_are_capped() -> None:
+    agent = make_agent(delay=0.3)
+    handler = WakeHandler(agent, secret=SECRET, max_runs=2)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        bodies = [json.dumps({"tick": i}).encode() for i in range(4)]  # four distinct requests
+        await agent.session().prompt("where is A-1?").accepted
+        answers = await asyncio.gather(
+            *[client.post("/", content=b, headers=signed_headers(SECRET, b)) for b in bodies]
+        )
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses == [200, 200, 503, 503]
+    busy = [r for r in answers if r.status_code == 503]
+    assert all(r.json()["error"] == "busy" and int(r.headers["retry-after"]) >= 1 for r in busy)
+    with pytest.raises(ConfigurationError):
+        WakeHandler(agent, secret=SECRET, max_runs=0)
+
+
+async def test_deeply_nested_signed_wake_body_is_400(client: httpx.AsyncClient) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    deep = deep[: 60 * 1024 // 2] + deep[-(60 * 1024 // 2) :]  # under the 64 KiB limit
+    for body in [deep, b"not json at all"]:
+        r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+        assert r.status_code == 400, body[:10]
+
+
+async def test_signed_wake_body_with_invalid_session_id_is_400(
+    agent: Agent, client: httpx.AsyncClient
+) -> None:
+    sid = (await agent.session().prompt("where is A-1?").accepted).session_id
+    for bad in ["no/slashes", "", 5, "x" * 200]:
+        body = json.dumps({"session_id": bad}).encode()
+        r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+        assert r.status_code == 400, bad
+        assert r.json()["error"] == "invalid_request"
+    assert await kinds(agent, sid) == ["prompt"]  # not taken as a cron tick: nothing ran
