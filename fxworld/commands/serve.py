@@ -87,6 +87,20 @@ def register(sub: Any) -> None:
         metavar="S",
         help="seconds between keep-alive comments on idle streams (15)",
     )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="refuse browser requests from other origins (repeatable), e.g. https://app.example",
+    )
+    parser.add_argument(
+        "--stream-lifetime",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds after which a stream ends and its client reconnects (300)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
     parser.set_defaults(func=_run)
 
@@ -184,6 +198,8 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
         authorize=authorize,
         allow_anyone=args.allow_anyone,
         heartbeat=args.heartbeat,
+        allowed_origins=args.allowed_origin,
+        stream_lifetime=args.stream_lifetime,
         extra_routes=extra,
     )
 

@@ -22,7 +22,16 @@ except ImportError as e:  # pragma: no cover - depends on the install
         f"fxworld.web needs Starlette ({e}); install it with: pip install 'fxworld[web]'"
     ) from None
 
-from ._app import MAX_PROMPT_BYTES, Action, Authorize, HTTPError, create_app, routes
+from ._app import (
+    MAX_PROMPT_BYTES,
+    STREAM_LIFETIME,
+    Action,
+    Authorize,
+    HTTPError,
+    Visible,
+    create_app,
+    routes,
+)
 from ._signing import (
     REPLAY_WINDOW,
     SIGNATURE_HEADER,
@@ -41,6 +50,8 @@ __all__ = [
     "Action",
     "HTTPError",
     "MAX_PROMPT_BYTES",
+    "STREAM_LIFETIME",
+    "Visible",
     "HEARTBEAT",
     "WakeHandler",
     "SECRET_ENV",

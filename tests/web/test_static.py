@@ -22,7 +22,13 @@ pytestmark = pytest.mark.timeout(60)
 
 def serve_args(static: Path) -> argparse.Namespace:
     return argparse.Namespace(
-        authorize=None, allow_anyone=True, wake_path=None, static=str(static), heartbeat=15.0
+        authorize=None,
+        allow_anyone=True,
+        wake_path=None,
+        static=str(static),
+        heartbeat=15.0,
+        allowed_origin=None,
+        stream_lifetime=300.0,
     )
 
 
