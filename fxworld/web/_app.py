@@ -296,6 +296,10 @@ class _Routes:
             )
         return text, key, body
 
+    async def _send(self, session: Session, text: str, key: str | None) -> JSONResponse:
+        accepted = await session.prompt(text, key=key).accepted  # KeyReused -> 409
+        return self._accepted(accepted.session_id, accepted.cursor)
+
     @staticmethod
     def _accepted(session_id: str, cursor: str) -> JSONResponse:
         stream = f"sessions/{session_id}/stream"
@@ -326,8 +330,7 @@ class _Routes:
         await self._check(request, session_id, "prompt")
         session = await self._existing(session_id)
         text, key, _ = await self._prompt_body(request)
-        accepted = await session.prompt(text, key=key).accepted
-        return self._accepted(accepted.session_id, accepted.cursor)
+        return await self._send(session, text, key)
 
     async def stream(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]

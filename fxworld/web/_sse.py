@@ -88,8 +88,8 @@ async def heartbeats(
             )
             if stopped is not None and stopped in done:
                 return
-            if ends is not None and loop.time() >= ends and pending not in done:
-                return
+            if ends is not None and loop.time() >= ends:
+                return  # a frame pulled but not sent is not lost: the client resumes
             if not done:
                 yield comment("heartbeat")
                 continue

@@ -45,6 +45,7 @@ MAX_RUNS = 2
 """The most wake runs (each a worker of ``concurrency`` sessions) one handler runs
 at once in this process; a request beyond them is answered 503 with
 ``Retry-After``."""
+
 _MIN_SECRET_BYTES = 16
 
 

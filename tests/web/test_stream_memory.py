@@ -116,6 +116,16 @@ async def test_a_stalled_stream_holds_one_page_in_bytes() -> None:
     assert world.handed_out * ENTRY_BYTES <= PAGE_BYTES + ENTRY_BYTES
     got = [e.seq async for e in _take(follower, 39)]
     assert got == list(range(2, 41))  # and nothing is skipped or repeated
+    # Caught up, it follows: one new entry, then a burst, each once and in order.
+    pending = asyncio.ensure_future(anext(follower))
+    await asyncio.sleep(0.05)
+    await world.append("s-big", [NewEntry("note", {"i": 40})])
+    assert (await asyncio.wait_for(pending, 5)).seq == 41
+    pending = asyncio.ensure_future(anext(follower))
+    await asyncio.sleep(0.05)
+    await world.append("s-big", [NewEntry("note", {"i": 41 + k}) for k in range(5)])
+    assert (await asyncio.wait_for(pending, 5)).seq == 42
+    assert [e.seq async for e in _take(follower, 4)] == [43, 44, 45, 46]
     await follower.aclose()
 
 
