@@ -65,10 +65,11 @@ class WakeHandler:
 
     - 401 for a missing, wrong or stale signature (nothing ran); 413, 405; 400 for
       a signed body that is not JSON or names an invalid ``session_id``.
-    - A copy of a signed request that arrives while the original runs (a replay
-      or a duplicate delivery, same signature) starts nothing: it gets the
-      original's answer. At most ``max_runs`` (2) runs at once per handler;
-      beyond them, 503 ``busy`` with ``Retry-After``.
+    - A copy of a signed request (a replay or a duplicate delivery: the same
+      signature) that arrives while the original runs, or after it was answered
+      200 within the replay window, starts nothing: it gets the original's
+      answer. At most ``max_runs`` (2) runs at once per handler; beyond them,
+      503 ``busy`` with ``Retry-After``.
     - 200 ``{"status": "done"}``: the named session's last turn is over.
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
       session still has work (its turn yielded at the deadline, or a crashed
@@ -109,6 +110,7 @@ class WakeHandler:
         self._key = key
         self.max_runs = max_runs
         self._runs: dict[str, asyncio.Task[JSONResponse]] = {}  # by signature
+        self._answered: dict[str, tuple[float, JSONResponse]] = {}  # signature: (until, 200)
         self.time_limit = float(time_limit)
         self.margin = float(margin)
         self.lease = lease
@@ -151,8 +153,16 @@ class WakeHandler:
         except ValueError as e:
             return error_response(400, "invalid_request", str(e))
         # A copy of a request that is running (a replay, a queue's duplicate
-        # delivery) starts no second worker: it gets the running one's answer.
+        # delivery) starts no second worker: it gets the running one's answer; so
+        # does a copy of one answered 200 within the replay window. (A 503 is not
+        # kept: it asks for the same request again, which must run.)
         signature = request.headers.get(_signing.SIGNATURE_HEADER, "").strip()
+        now = time.monotonic()
+        for sig, (until, _) in list(self._answered.items()):
+            if until <= now:
+                del self._answered[sig]
+        if signature in self._answered:
+            return self._answered[signature][1]
         run = self._runs.get(signature)
         if run is None:
             if len(self._runs) >= self.max_runs:
@@ -165,7 +175,10 @@ class WakeHandler:
             run = asyncio.ensure_future(self._run(session_id, started))
             self._runs[signature] = run
             run.add_done_callback(lambda _: self._runs.pop(signature, None))
-        return await asyncio.shield(run)
+        response = await asyncio.shield(run)
+        if response.status_code == 200:
+            self._answered[signature] = (now + 2 * self.replay_window, response)
+        return response
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
         budget = self.time_limit - self.margin - (time.monotonic() - started)

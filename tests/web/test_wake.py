@@ -199,8 +199,10 @@ async def test_wake_replays_share_one_run() -> None:
         answers = await asyncio.gather(
             *[client.post("/", content=body, headers=headers) for _ in range(10)]
         )
+        later = await client.post("/", content=body, headers=headers)  # replayed after it
     assert runs == 1
     assert {(r.status_code, r.json()["status"]) for r in answers} == {(200, "done")}
+    assert later.status_code == 200 and later.json() == answers[0].json()
 
 
 async def test_wake_runs_per_process_are_capped() -> None:
