@@ -27,7 +27,7 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
 
 from . import _signing
-from ._app import error_response, read_body
+from ._app import HTTPError, error_response, read_body
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent
@@ -135,6 +135,8 @@ class WakeHandler:
         request = Request(scope, receive)
         try:
             response = await self._handle(request, started)
+        except HTTPError as e:  # a malformed Content-Length
+            response = error_response(e.status, e.code, e.message, e.headers)
         except Exception:
             logger.exception("wake handler failed")
             response = error_response(500, "internal", "internal server error")

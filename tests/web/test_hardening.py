@@ -414,6 +414,8 @@ async def test_odd_content_length_is_400() -> None:
     assert await raw_post(app, "/sessions", two, body) == 400
     ok = [ctype, (b"content-length", b"14")]
     assert await raw_post(app, "/sessions", ok, body) == 202
+    wake = agent.wake_handler(secret="s" * 32)
+    assert await raw_post(wake, "/", [(b"content-length", b"\xc2\xb2")], body) == 400
 
 
 class DownWorld(MemoryWorld):
