@@ -91,3 +91,33 @@ def test_chat_example_static_dir_holds_only_the_page() -> None:
         text = doc.read_text()
         assert "--static examples/chat/static" in text
         assert "--static examples/chat " not in text
+
+
+async def test_serve_flags_allowed_origin_and_stream_lifetime() -> None:
+    from fxworld.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "examples/chat/agent.py:agent",
+            "--allow-anyone",
+            "--allowed-origin",
+            "https://app.example",
+            "--allowed-origin",
+            "https://admin.example",
+            "--stream-lifetime",
+            "30",
+        ]
+    )
+    assert args.stream_lifetime == 30.0
+    app = build_app(args, Agent(ScriptedModel(["x"]), world=MemoryWorld()))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        for origin, status in [
+            ("https://evil.example", 403),
+            ("https://app.example", 202),
+            ("https://admin.example", 202),
+        ]:
+            r = await client.post("/sessions", json={"text": "x"}, headers={"Origin": origin})
+            assert r.status_code == status, origin
