@@ -268,8 +268,8 @@ class LocalPostgres(PostgresServer):
     def _initdb(self) -> None:
         pwfile = self.root / "pwfile"
         pwfile.write_text(PASSWORD + "\n")
-        if self._as:
-            shutil.chown(pwfile, *_owner_ids(self.root))
+        if self._as:  # readable by the cluster's owner, like the rest of root
+            shutil.chown(pwfile, self.root.stat().st_uid, self.root.stat().st_gid)
         self._cmd(
             str(self.bin / "initdb"),
             "-D",
@@ -348,11 +348,6 @@ class LocalPostgres(PostgresServer):
             return
         self._cmd(str(self.bin / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _owner_ids(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return st.st_uid, st.st_gid
 
 
 def _unprivileged_user() -> pwd.struct_passwd:
