@@ -1126,7 +1126,7 @@ def run_machine(
     s = machine_settings(name, profile, shrink=shrink_seconds != 0)
     if seed:
         s = settings(s, derandomize=False)
-    test: Callable[[], None] = get_state_machine_test(bound, settings=s)  # type: ignore[no-untyped-call]
+    test: Callable[[], None] = get_state_machine_test(bound, settings=s)  # type: ignore[no-untyped-call, unused-ignore]
     if seed:
         test = hypothesis_seed(seed)(test)
     lines: list[str] = []

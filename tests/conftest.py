@@ -4,3 +4,7 @@ from __future__ import annotations
 
 # A real PostgreSQL server (session-scoped) and fresh namespaces on it.
 from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F401
+
+# FXWORLD_REQUIRE_ALL_BACKENDS=1: a test skipped by a fixture (a server that cannot
+# start) is a failure.
+pytest_plugins = ["tests.support.require_backends"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from fxworld.protocol import World
 
 from .session import Session
 from .tools import Tool, tool
+from .turn import prompts_in_flight
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -144,6 +146,11 @@ class Agent:
         hand every running session back at once (``fxworld worker`` sets it).
         ``poll_interval``: the longest wait between two looks for due wakes.
         Otherwise it runs until :meth:`stop` is called.
+
+        It first waits for the prompt appends this process has in flight (the
+        ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
+        just before ``work(until_idle=True)`` in the same coroutine is answered, not
+        missed because its append had not run yet.
         """
         await self._run_worker(
             concurrency=concurrency,
@@ -177,6 +184,9 @@ class Agent:
         )
         self._workers.add(worker)
         try:
+            pending = prompts_in_flight()
+            if pending:  # prompt() then work(until_idle=True): the turn must be seen
+                await asyncio.wait(pending)
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)

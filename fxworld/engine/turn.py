@@ -16,7 +16,17 @@ from .cursor import encode_cursor
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["Accepted", "Turn", "TurnFailed"]
+__all__ = ["Accepted", "Turn", "TurnFailed", "prompts_in_flight"]
+
+_in_flight: set[asyncio.Task[Accepted]] = set()
+"""The prompt appends this process has started and that have not finished yet."""
+
+
+def prompts_in_flight() -> set[asyncio.Task[Accepted]]:
+    """The prompt appends still running on the current event loop: ``work()`` waits for
+    them first, so a prompt sent just before it is seen (prompt, then work until idle)."""
+    loop = asyncio.get_running_loop()
+    return {t for t in _in_flight if t.get_loop() is loop}
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,8 @@ class Turn:
             ) from None
         self.accepted: asyncio.Task[Accepted] = asyncio.ensure_future(self._accept())
         """An awaitable of :class:`Accepted`."""
+        _in_flight.add(self.accepted)
+        self.accepted.add_done_callback(_in_flight.discard)
 
     @property
     def session_id(self) -> str:

@@ -33,10 +33,12 @@ from fxworld_postgres import PostgresWorld
 from fxworld_postgres._schema import MIGRATIONS
 from tests.guarantees import GuaranteeTests
 from tests.support.postgres_fixtures import fresh_namespace
-from tests.support.postgres_server import PostgresServer
+from tests.support.postgres_server import PASSWORD, PostgresServer
 
 
 class TestPostgresWorld(GuaranteeTests):
+    secrets = (PASSWORD,)  # the server's password is in every URL these worlds get
+
     @pytest.fixture
     async def world(self, postgres_server: PostgresServer) -> AsyncIterator[World]:
         w = PostgresWorld(postgres_server.url, namespace=fresh_namespace())
@@ -110,7 +112,8 @@ class RoundTripCounter:
 
     def url(self, namespace: str) -> str:
         s = self.server
-        return f"postgresql://{s.user}@127.0.0.1:{self.port}/{s.database}?namespace={namespace}"
+        auth = f"{s.user}:{s.password}" if s.password else s.user
+        return f"postgresql://{auth}@127.0.0.1:{self.port}/{s.database}?namespace={namespace}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_r, up_w = await asyncio.open_connection(self.server.host, self.server.port)
@@ -639,3 +642,17 @@ def test_one_world_used_from_several_event_loops(postgres_server: PostgresServer
     assert asyncio.run(first_followed()) == 1
     assert [e.kind for e in asyncio.run(w.read("s"))] == ["a", "b"]
     asyncio.run(w.close())
+
+
+async def test_the_test_server_wants_its_password_over_tcp_like_the_official_image(
+    postgres_server: PostgresServer,
+) -> None:
+    s = postgres_server
+    assert s.password and s.password not in (s.user, s.database)
+    assert f":{s.password}@" in s.url
+    with pytest.raises(asyncpg.PostgresError, match="password"):
+        await asyncpg.connect(host=s.host, port=s.port, user=s.user, database=s.database)
+    with pytest.raises(asyncpg.InvalidPasswordError):
+        await asyncpg.connect(
+            host=s.host, port=s.port, user=s.user, password="wrong", database=s.database
+        )

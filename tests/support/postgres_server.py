@@ -9,6 +9,12 @@
   temp dir, 127.0.0.1, a free port). As root, the cluster runs as the ``postgres``
   user (created if missing) or ``nobody``: initdb refuses to run as root.
 
+Both are set up like the official image: user ``fxworld``, database ``fxworld`` and a
+password that is neither (:data:`PASSWORD`), required over TCP with scram-sha-256
+(``pg_hba``), so a client that drops the password fails here as it would on CI's
+containers. ``fsync=False`` (the default) turns ``fsync`` and ``full_page_writes``
+off for speed in either; ``fsync=True`` leaves the server's defaults.
+
 Faults: :meth:`PostgresServer.crash_restart` (``pg_ctl stop -m immediate`` and start:
 crash recovery), :meth:`PostgresServer.cut_connections` (``pg_terminate_backend`` of
 every other client connection). Any failure to start raises: CI must never skip.
@@ -36,6 +42,8 @@ __all__ = ["PostgresServer", "start_postgres", "find_pg_bin"]
 
 USER = "fxworld"
 DATABASE = "fxworld"
+PASSWORD = "pg-test-secret"
+"""Distinct from the user and the database, as a real deployment's would be."""
 
 
 def find_pg_bin() -> Path:
@@ -227,7 +235,7 @@ class LocalPostgres(PostgresServer):
         self.log = self.root / "server.log"
         self._as: list[str] = []
         self._fsync = fsync
-        super().__init__("127.0.0.1", _free_port(), USER, "", DATABASE)
+        super().__init__("127.0.0.1", _free_port(), USER, PASSWORD, DATABASE)
         if os.geteuid() == 0:
             owner = _unprivileged_user()
             os.chmod(self.root, 0o700)
@@ -258,13 +266,19 @@ class LocalPostgres(PostgresServer):
             return ""
 
     def _initdb(self) -> None:
+        pwfile = self.root / "pwfile"
+        pwfile.write_text(PASSWORD + "\n")
+        if self._as:  # readable by the cluster's owner, like the rest of root
+            shutil.chown(pwfile, self.root.stat().st_uid, self.root.stat().st_gid)
         self._cmd(
             str(self.bin / "initdb"),
             "-D",
             str(self.data),
             "-U",
             USER,
-            "--auth=trust",
+            f"--pwfile={pwfile}",
+            "--auth-local=trust",  # the unix socket, as in the image
+            "--auth-host=scram-sha-256",  # TCP: the password, as in the image
             "-E",
             "UTF8",
             "--locale=C",
@@ -309,7 +323,12 @@ class LocalPostgres(PostgresServer):
 
         async def create() -> None:
             conn = await asyncpg.connect(
-                host=self.host, port=self.port, user=USER, database="postgres", timeout=30
+                host=self.host,
+                port=self.port,
+                user=USER,
+                password=PASSWORD,
+                database="postgres",
+                timeout=30,
             )
             try:
                 await conn.execute(f'CREATE DATABASE "{DATABASE}"')
@@ -345,7 +364,7 @@ def _unprivileged_user() -> pwd.struct_passwd:
 class ContainerPostgres(PostgresServer):
     """A testcontainers PostgreSQL (only used when a Docker daemon answers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
         try:
             from testcontainers.community.postgres import PostgresContainer
         except ImportError:
@@ -353,15 +372,16 @@ class ContainerPostgres(PostgresServer):
 
         image = os.environ.get("FXWORLD_TEST_POSTGRES_IMAGE", "postgres:16")
         port = _free_port()
+        command = "postgres -c max_connections=300"
+        if not fsync:
+            command += " -c fsync=off -c full_page_writes=off"
         self._container = (
-            PostgresContainer(
-                image, username=USER, password="fxworld", dbname=DATABASE, driver=None
-            )
+            PostgresContainer(image, username=USER, password=PASSWORD, dbname=DATABASE, driver=None)
             .with_bind_ports(5432, port)
-            .with_command("postgres -c max_connections=300 -c fsync=off")
+            .with_command(command)
         )
         self._container.start()
-        super().__init__("127.0.0.1", port, USER, "fxworld", DATABASE)
+        super().__init__("127.0.0.1", port, USER, PASSWORD, DATABASE)
         self.wait_ready()
 
     def kill(self) -> None:
@@ -379,7 +399,7 @@ def start_postgres(*, fsync: bool = False) -> PostgresServer:
     """A running server: a container if Docker answers, else a local cluster. Raises
     (never skips) when neither can start."""
     if os.environ.get("FXWORLD_TEST_POSTGRES") != "local" and docker_available():
-        return ContainerPostgres()
+        return ContainerPostgres(fsync=fsync)
     return LocalPostgres(fsync=fsync)
 
 

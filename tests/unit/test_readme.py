@@ -36,5 +36,12 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
     )
     assert block
     commands = [line.split("#")[0].strip() for line in block.group(1).strip().splitlines()]
-    assert commands == ["pip install -e . && fxworld demo", "bash scripts/test"]
+    assert commands == [
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && fxworld demo",
+        "bash scripts/test",
+    ]
     assert Path(README.parent, "scripts", "test").exists()
+    assert "Python 3.11, 3.12 or 3.13" in README.read_text()
+    # scripts/test installs from the lock the README names, and makes its own venv
+    script = Path(README.parent, "scripts", "test").read_text()
+    assert "requirements/dev.lock" in script and "~/.cache/fxworld/venvs/" in script
