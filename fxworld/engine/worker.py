@@ -9,10 +9,14 @@ with no further write and no further side effect. ``BackendUnavailable`` is retr
 with backoff; a fenced append whose outcome is unknown is checked by reading the
 log (only this fence writes entries of its epoch), so nothing is doubled.
 
-Parallel tool calls (several calls in one model message) run at the same time:
-their ``tool.started`` entries are appended together, before any of them runs,
-and each ``tool.finished`` as that call ends. After a crash, each call that was
-started and not finished is handled on its own (run again, or reported).
+Durable writes per step: the model's reply is ONE append: its last text chunk,
+the ``message``, and then either the ``tool.started`` entries of all its calls
+(they run right after it lands) or, for a reply without calls, ``turn.finished``.
+Each ``tool.finished`` is its own append, made as that call ends and before the
+next model call begins, so a finished call's result is never lost. A tool step
+costs two appends. Parallel tool calls (several calls in one message) run at the
+same time. After a crash, each call that was started and not finished is handled
+on its own (run again, or reported).
 
 SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text is
 marked discarded, the call is made again by the next worker); a running tool is
@@ -318,32 +322,37 @@ class _SessionRun:
         self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
 
     async def _run_tools(self, step: RunTools) -> None:
-        """Run the calls of one message at the same time: one ``tool.started`` batch
-        before any runs, then each ``tool.finished`` as that call ends."""
+        """Calls found to run after a replay (never started, or idempotent ones to
+        run again): their ``tool.started`` entries in one append, then the runs."""
+        entries, runs = self._start_entries(step.runs)
+        await self._append(entries)
+        crash_point("after-tool-started")
+        await self._run_started(runs)
+
+    def _start_entries(
+        self, calls: Sequence[tuple[CallState, int]]
+    ) -> tuple[list[NewEntry], list[tuple[CallState, int]]]:
+        """What to append before calls run: ``tool.started`` for each known tool (its
+        run follows), ``tool.finished`` with an error for each unknown one; and the
+        calls that then run."""
         tools = self.agent.tools
-        unknown = [c for c, _ in step.runs if c.name not in tools]
-        if unknown:
-            await self._append(
-                [
-                    _tool_entry(
-                        log.TOOL_FINISHED,
-                        c,
-                        output=f"unknown tool {c.name!r}; available: {sorted(tools)}",
-                        is_error=True,
-                    )
-                    for c in unknown
-                ]
-            )
-        runs = [(c, attempt) for c, attempt in step.runs if c.name in tools]
+        entries: list[NewEntry] = []
+        runs: list[tuple[CallState, int]] = []
+        for c, attempt in calls:
+            if c.name in tools:
+                entries.append(_tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt))
+                runs.append((c, attempt))
+            else:
+                output = f"unknown tool {c.name!r}; available: {sorted(tools)}"
+                entries.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=True))
+        return entries, runs
+
+    async def _run_started(self, runs: Sequence[tuple[CallState, int]]) -> None:
+        """Run calls whose ``tool.started`` is saved, at the same time; each
+        ``tool.finished`` is appended as that call ends."""
         if not runs:
             return
-        await self._append(
-            [
-                _tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt)
-                for c, attempt in runs
-            ]
-        )
-        crash_point("after-tool-started")
+        tools = self.agent.tools
         lock = asyncio.Lock()
 
         async def run_one(c: CallState, attempt: int) -> None:
@@ -360,6 +369,9 @@ class _SessionRun:
                 )
                 crash_point("after-tool-finished")
 
+        if len(runs) == 1:  # the common case: no task to make
+            await run_one(*runs[0])
+            return
         tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
         try:
             await asyncio.gather(*tasks)
@@ -380,7 +392,7 @@ class _SessionRun:
             call = uuid.uuid4().hex[:16]
             wrote_text = False
             try:
-                _response, wrote_text = await self._stream_model(request, call)
+                runs, wrote_text = await self._stream_model(request, call)
             except _Handover:
                 if self._call_open(call):
                     await self._append(
@@ -422,9 +434,15 @@ class _SessionRun:
                     ]
                 )
                 return
+            # the reply is saved with its calls started: run them now (also when a
+            # stop was asked meanwhile: a started call left unrun would be reported
+            # as maybe partly run)
+            await self._run_started(runs)
             return
 
-    async def _stream_model(self, request: ModelRequest, call: str) -> tuple[ModelResponse, bool]:
+    async def _stream_model(
+        self, request: ModelRequest, call: str
+    ) -> tuple[list[tuple[CallState, int]], bool]:
         """Stream one model call, saving its text in chunks: whenever
         ``text_chunk_chars`` have gathered, or ``text_chunk_interval`` seconds have
         passed since the oldest unsaved text arrived (also while the model is
@@ -488,6 +506,24 @@ class _SessionRun:
         entries: list[NewEntry] = []
         if buf:
             entries.append(log.entry(log.TEXT, call=call, text="".join(buf)))
+        runs = self._reply_entries(call, response, entries)
+        await self._append(entries)
+        crash_point("after-message")
+        return runs, wrote
+
+    def _reply_entries(
+        self, call: str, response: ModelResponse, entries: list[NewEntry]
+    ) -> list[tuple[CallState, int]]:
+        """Add the entries of the model's reply to ``entries``, for ONE append: the
+        ``message``, then either the ``tool.started`` entries of its calls (nothing
+        can be lost between the reply and the start of its calls, so they are saved
+        together), or, for a reply without calls, ``turn.finished``. Returns the
+        calls to run once that append has landed."""
+        cur = self.state.current
+        assert cur is not None
+        calls = [
+            CallState(tc.id, tc.name, tc.input, uuid.uuid4().hex) for tc in response.tool_calls
+        ]
         usage = response.usage
         entries.append(
             log.entry(
@@ -496,13 +532,8 @@ class _SessionRun:
                 model=getattr(self.agent.model, "name", ""),
                 text=response.text,
                 tool_calls=[
-                    {
-                        "id": tc.id,
-                        "name": tc.name,
-                        "input": tc.input,
-                        "execution_id": uuid.uuid4().hex,
-                    }
-                    for tc in response.tool_calls
+                    {"id": c.id, "name": c.name, "input": c.input, "execution_id": c.execution_id}
+                    for c in calls
                 ],
                 usage=None
                 if usage is None
@@ -510,9 +541,14 @@ class _SessionRun:
                 stop_reason=response.stop_reason,
             )
         )
-        await self._append(entries)
-        crash_point("after-message")
-        return response, wrote
+        if not calls:
+            entries.append(
+                log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=response.text)
+            )
+            return []
+        started, runs = self._start_entries([(c, 1) for c in calls])
+        entries.extend(started)
+        return runs
 
     async def _pump(
         self, request: ModelRequest, queue: asyncio.Queue[ModelEvent | BaseException | None]
