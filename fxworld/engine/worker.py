@@ -38,7 +38,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
-from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
+from fxworld.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolSpec,
+)
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
@@ -207,6 +214,7 @@ class _SessionRun:
         self.fence: Fence | None = None
         self.state = Replay()
         self.lease_lost = False
+        self.tool_specs: tuple[ToolSpec, ...] | None = None
 
     async def go(self) -> None:
         renewer = asyncio.create_task(self._renew())
@@ -381,10 +389,12 @@ class _SessionRun:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _call_model(self, prompt: int, turn: str) -> None:
+        if self.tool_specs is None:
+            self.tool_specs = tuple(t.spec for t in self.agent.tools.values())
         request = ModelRequest(
             instructions=self.agent.instructions,
-            messages=tuple(self.state.messages),
-            tools=tuple(t.spec for t in self.agent.tools.values()),
+            messages=self.state.conversation(),
+            tools=self.tool_specs,
         )
         attempt = 0
         while True:
@@ -449,7 +459,7 @@ class _SessionRun:
         silent). A stop request (SIGTERM) aborts the call at once."""
         queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
         pump = asyncio.create_task(self._pump(request, queue))
-        stopping = asyncio.create_task(self.worker.stopping.wait())
+        stopping: asyncio.Task[bool] | None = None  # made when the model keeps us waiting
         buf: list[str] = []
         size = 0
         oldest = 0.0  # when the oldest unsaved text arrived
@@ -466,18 +476,23 @@ class _SessionRun:
 
         try:
             while True:
-                timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
-                get = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait(
-                    {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
-                if get not in done:
-                    get.cancel()
-                    if stopping in done:
-                        raise _Handover()
-                    await flush()  # the interval passed while the model was silent
-                    continue
-                item = get.result()
+                if not queue.empty():  # the common case: no task, no wait
+                    item = queue.get_nowait()
+                else:
+                    timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
+                    if stopping is None:
+                        stopping = asyncio.create_task(self.worker.stopping.wait())
+                    get = asyncio.create_task(queue.get())
+                    done, _ = await asyncio.wait(
+                        {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if get not in done:
+                        get.cancel()
+                        if stopping in done:
+                            raise _Handover()
+                        await flush()  # the interval passed while the model was silent
+                        continue
+                    item = get.result()
                 if item is None:
                     break
                 if isinstance(item, BaseException):
@@ -497,7 +512,8 @@ class _SessionRun:
                     response = item
         finally:
             pump.cancel()
-            stopping.cancel()
+            if stopping is not None:
+                stopping.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await pump
         if response is None:

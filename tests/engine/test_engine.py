@@ -23,7 +23,7 @@ from fxworld.models.base import (
     ToolCall,
 )
 from fxworld.testing import ScriptedModel, read_recording
-from fxworld.types import Entry
+from fxworld.types import Entry, NewEntry
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -376,6 +376,41 @@ def test_conversation_leaves_out_cut_text_and_reports_interrupted_calls() -> Non
         Message("assistant", "Charging.", tool_calls=(ToolCall("c1", "charge", {}),)),
         Message("tool", "may have partly run", tool_call_id="c1", is_error=True),
     ]
+
+
+def test_the_conversation_a_model_call_gets_is_a_snapshot() -> None:
+    from fxworld.engine.replay import Replay
+
+    state = Replay().apply_all(
+        [_e(1, "prompt", text="hi"), _e(2, "turn.started", prompt=1, turn="t")]
+    )
+    snapshot = state.conversation()
+    state.apply(_e(3, "message", call="m", text="hello", tool_calls=[]))
+    assert len(snapshot) == 1 and list(snapshot) == [Message("user", "hi")]
+    assert snapshot[-1] == snapshot[0] == Message("user", "hi") and snapshot[:5] == [snapshot[0]]
+    with pytest.raises(IndexError):
+        snapshot[1]
+    assert len(state.conversation()) == 2
+
+
+async def test_a_log_with_a_final_reply_saved_apart_from_its_turn_end_is_finished() -> None:
+    """Logs written before the final reply and turn.finished were one append: the
+    turn is ended with the saved reply; the model is not asked again."""
+    agent = make(["never asked"])
+    world = agent.world
+    await world.append("s", [NewEntry("prompt", {"v": 1, "text": "hi", "key": "k"})], wake=0)
+    fence = await world.acquire("s")
+    reply = {"v": 1, "call": "m", "text": "Hello.", "tool_calls": [], "model": "x"}
+    await world.append(
+        "s",
+        [NewEntry("turn.started", {"v": 1, "prompt": 1, "turn": "t"}), NewEntry("message", reply)],
+        fence=fence,
+    )
+    await run_until_idle(agent)
+    log = await all_entries(agent, "s")
+    kinds = [e.kind for e in log]
+    assert kinds == ["prompt", "fence", "turn.started", "message", "fence", "turn.finished"]
+    assert log[-1].data["text"] == "Hello." and log[-1].data["prompt"] == 1
 
 
 def test_a_newer_log_version_is_refused() -> None:
