@@ -65,12 +65,15 @@ class _Counter:
         if self.conn is not None:
             await self.conn.execute("SELECT pg_stat_statements_reset()")
 
-    async def statements(self) -> int | None:
+    async def statements(self, database: str | None) -> int | None:
+        """Statements run in ``database`` (None: the one of the URL)."""
         if self.conn is None:
             return None
         n = await self.conn.fetchval(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
-            "WHERE query NOT ILIKE '%pg_stat_statements%'"
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = "
+            "(SELECT oid FROM pg_database WHERE datname = coalesce($1, current_database())) "
+            "AND query NOT ILIKE '%pg_stat_statements%'",
+            database,
         )
         return int(n)
 
@@ -114,8 +117,9 @@ async def fxworld_flows(url: str, flows: int, steps: int) -> Callable[[], Awaita
     async def run() -> None:
         try:
             await agent.work(until_idle=True, concurrency=flows)
-            for t in turns:
-                assert await t == "done"
+            for k in range(flows):  # (awaiting the turns would follow their streams)
+                last = (await world.read(f"f{k}", 3 * steps + 3))[-1]
+                assert last.kind == "turn.finished" and last.data["text"] == "done"
         finally:
             await world.close()
 
@@ -176,61 +180,133 @@ async def langgraph_flows(url: str, flows: int, steps: int) -> Callable[[], Awai
     return run
 
 
+# -- DBOS ---------------------------------------------------------------------------
+
+_dbos_flow: Any = None
+DBOS_DATABASE = "bench_steps_dbos"
+
+
+def _dbos_launch(url: str) -> Any:
+    """DBOS is a process-wide singleton: configured and launched once."""
+    global _dbos_flow
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def model(n: int, steps: int) -> dict[str, Any]:
+        if n >= steps:
+            return {"role": "assistant", "text": "done"}
+        return {"role": "assistant", "tool_calls": [{"id": f"c{n}", "name": "noop"}]}
+
+    @DBOS.step()
+    async def run_tool(call_id: str) -> dict[str, Any]:
+        return {"role": "tool", "text": "ok", "tool_call_id": call_id}
+
+    @DBOS.workflow()
+    async def flow(steps: int) -> str:
+        n = 0
+        while True:
+            reply = await model(n, steps)
+            if not reply.get("tool_calls"):
+                return str(reply["text"])
+            await run_tool(reply["tool_calls"][0]["id"])
+            n += 1
+
+    # its own database, so its background polling is not counted for the others
+    system_db = url.rsplit("/", 1)[0] + "/" + DBOS_DATABASE
+    DBOS(config={"name": "bench-steps", "system_database_url": system_db, "log_level": "WARNING"})
+    DBOS.launch()
+    _dbos_flow = flow
+    return DBOS
+
+
+async def dbos_flows(url: str, flows: int, steps: int) -> Callable[[], Awaitable[None]]:
+    """One ``@DBOS.workflow`` per flow; a tool step is two ``@DBOS.step`` calls (the
+    model's reply, the tool's run), each checkpointed."""
+    dbos = _dbos_launch(url) if _dbos_flow is None else __import__("dbos").DBOS
+
+    async def run() -> None:
+        handles = [await dbos.start_workflow_async(_dbos_flow, steps) for _ in range(flows)]
+        for h in handles:
+            assert await h.get_result() == "done"
+
+    return run
+
+
 # -- the runs -----------------------------------------------------------------------
 
 Prepare = Callable[[str, int, int], Awaitable[Callable[[], Awaitable[None]]]]
-LIBRARIES: dict[str, Prepare] = {"fxworld": fxworld_flows, "LangGraph": langgraph_flows}
+LIBRARIES: dict[str, Prepare] = {
+    "fxworld": fxworld_flows,
+    "LangGraph": langgraph_flows,
+    "DBOS": dbos_flows,
+}
 
 
 async def measure(
-    counter: _Counter, prepare: Prepare, url: str, flows: int, steps: int
+    counter: _Counter, name: str, url: str, flows: int, steps: int
 ) -> tuple[float, float, float | None]:
     """(tool steps/s, client CPU ms per step, statements per step) of one run."""
-    run = await prepare(url, flows, steps)
+    run = await LIBRARIES[name](url, flows, steps)
     await counter.reset()
     cpu, t0 = time.process_time(), time.perf_counter()
     await run()
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu
-    statements = await counter.statements()
+    statements = await counter.statements(DBOS_DATABASE if name == "DBOS" else None)
     n = flows * steps
     return n / elapsed, cpu / n * 1000, None if statements is None else statements / n
 
 
 async def main(url: str, steps: int, rounds: int, flows_list: list[int]) -> None:
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        LIBRARIES.pop("DBOS")
+        print("(DBOS not installed: left out)")
     counter = _Counter(url)
     await counter.start()
     print(f"{steps} tool steps per flow, medians of {rounds} rounds", flush=True)
-    rows: list[tuple[int, str, float, float, float | None]] = []
+    rows: list[tuple[int, str, float, float, float, float | None]] = []
     for flows in flows_list:
-        for name, prepare in LIBRARIES.items():
-            figures = [await measure(counter, prepare, url, flows, steps) for _ in range(rounds)]
-            rate = statistics.median(f[0] for f in figures)
-            cpu = statistics.median(f[1] for f in figures)
-            stmts = [f[2] for f in figures if f[2] is not None]
+        # the libraries take turns in each round, so that each round's ratios compare
+        # runs made under the same load (the machine may be shared)
+        figures: dict[str, list[tuple[float, float, float | None]]] = {n: [] for n in LIBRARIES}
+        for name in LIBRARIES:  # warm up: first connections, prepared statements
+            await measure(counter, name, url, flows, 3)
+        for r in range(rounds):
+            for name in LIBRARIES:
+                figures[name].append(await measure(counter, name, url, flows, steps))
+            shown = ", ".join(f"{n} {f[r][0]:,.0f}" for n, f in figures.items())
+            print(f"  {flows} flow(s), round {r + 1}: steps/s {shown}", flush=True)
+        peer = figures["LangGraph"]
+        for name, fs in figures.items():
+            rate = statistics.median(f[0] for f in fs)
+            ratio = statistics.median(f[0] / p[0] for f, p in zip(fs, peer, strict=True))
+            cpu = statistics.median(f[1] for f in fs)
+            stmts = [f[2] for f in fs if f[2] is not None]
             per = statistics.median(stmts) if stmts else None
-            rows.append((flows, name, rate, cpu, per))
-            print(f"  {flows} flow(s) {name}: {rate:,.0f} steps/s", flush=True)
+            rows.append((flows, name, rate, ratio, cpu, per))
     await counter.close()
+    if _dbos_flow is not None:
+        __import__("dbos").DBOS.destroy()
     print()
     print(f"{'flows':>5}  {'library':12} {'steps/s':>9} {'vs LangGraph':>13} "
           f"{'CPU ms/step':>12} {'statements/step':>16}")  # fmt: skip
     print("-" * 74)
-    for flows, name, rate, cpu, per in rows:
-        peer = next(r[2] for r in rows if r[0] == flows and r[1] == "LangGraph")
+    for flows, name, rate, ratio, cpu, per in rows:
         shown = "n/a" if per is None else f"{per:.2f}"
-        print(f"{flows:>5}  {name:12} {rate:>9,.0f} {rate / peer:>12.2f}x {cpu:>12.3f} {shown:>16}")
+        print(f"{flows:>5}  {name:12} {rate:>9,.0f} {ratio:>12.2f}x {cpu:>12.3f} {shown:>16}")
     print(
         "\nsteps/s = tool steps (a reply asking for a tool + the tool's run) per second; "
-        "CPU = this process (the client), per step; statements = as the server counted "
-        "them (pg_stat_statements), per step"
+        "vs LangGraph = median of the rounds' ratios; CPU = this process (the client), "
+        "per step; statements = as the server counted them (pg_stat_statements), per step"
     )
 
 
-def _server() -> Any:
-    """A throwaway local server with fsync on and pg_stat_statements loaded."""
+def _server(*, fsync: bool) -> Any:
+    """A throwaway local server with pg_stat_statements loaded."""
     from tests.support.postgres_server import start_postgres
 
-    server = start_postgres(fsync=True)
+    server = start_postgres(fsync=fsync)
 
     async def preload() -> None:
         conn = await asyncpg.connect(server.url)
@@ -240,7 +316,7 @@ def _server() -> Any:
             await conn.close()
 
     asyncio.run(preload())
-    server.stop()
+    server.kill()  # a restart loads it (stop() would also remove the cluster)
     server.start()
     return server
 
@@ -251,9 +327,10 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=100, help="tool steps per flow")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--flows", default="1,8", help="comma-separated flow counts")
+    parser.add_argument("--no-fsync", action="store_true", help="throwaway server without fsync")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop our server when killed
-    server = None if args.url else _server()
+    server = None if args.url else _server(fsync=not args.no_fsync)
     try:
         asyncio.run(
             main(
