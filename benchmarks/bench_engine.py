@@ -78,20 +78,22 @@ async def engine_turn(path: Path, steps: int) -> tuple[float, int, int]:
 
 
 class CountingModel:
-    """Calls the tool until the conversation holds ``steps`` results, then answers;
-    O(1) per call (ScriptedModel counts the conversation's messages)."""
+    """Calls ``tool`` until the conversation holds ``steps`` results, then answers
+    "done"; O(1) per call (ScriptedModel counts the conversation's messages)."""
 
     name = "counting"
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, tool: str = "tick") -> None:
         self.steps = steps
+        self.tool = tool
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         n = len(request.messages)  # the prompt, then 2 messages per tool step
         if n > 2 * self.steps:
             yield ModelResponse(text="done", stop_reason="end_turn")
         else:
-            yield ModelResponse(tool_calls=(ToolCall(f"c{n}", "tick", {}),), stop_reason="tool_use")
+            call = ToolCall(f"c{n}", self.tool, {})
+            yield ModelResponse(tool_calls=(call,), stop_reason="tool_use")
 
 
 async def long_turn(path: Path, steps: int) -> tuple[float, float, float, float]:

@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -40,8 +40,9 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_engine import CountingModel  # (this script's folder is on the path)
+
 from fxworld import Agent, tool
-from fxworld.models.base import ModelEvent, ModelRequest, ModelResponse, ToolCall
 from fxworld_postgres import PostgresWorld
 
 
@@ -85,22 +86,6 @@ class _Counter:
 # -- fxworld ------------------------------------------------------------------------
 
 
-class _Model:
-    """Asks for the tool until the conversation holds ``steps`` results; O(1)."""
-
-    name = "bench"
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        n = len(request.messages)  # the prompt, then 2 messages per tool step
-        if n > 2 * self.steps:
-            yield ModelResponse(text="done", stop_reason="end_turn")
-        else:
-            yield ModelResponse(tool_calls=(ToolCall(f"c{n}", "noop", {}),), stop_reason="tool_use")
-
-
 @tool(input_schema={"type": "object", "properties": {}})
 async def noop() -> str:
     return "ok"
@@ -109,7 +94,7 @@ async def noop() -> str:
 async def fxworld_flows(url: str, flows: int, steps: int) -> Callable[[], Awaitable[None]]:
     world = PostgresWorld(url, namespace=f"steps_{uuid.uuid4().hex[:8]}", pool_size=flows + 2)
     await world.setup()
-    agent = Agent(_Model(steps), tools=[noop], world=world)
+    agent = Agent(CountingModel(steps, tool="noop"), tools=[noop], world=world)
     turns = [agent.session(f"f{k}").prompt("go") for k in range(flows)]
     for t in turns:
         await t.accepted
