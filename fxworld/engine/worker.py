@@ -12,7 +12,8 @@ log (only this fence writes entries of its epoch), so nothing is doubled.
 Durable writes per step: the model's reply is ONE append: its last text chunk,
 the ``message``, and then either the ``tool.started`` entries of all its calls
 (they run right after it lands) or, for a reply without calls, ``turn.finished``.
-Each ``tool.finished`` is its own append, made as that call ends and before the
+Each ``tool.finished`` is appended as that call ends (results of parallel calls
+that end while another is being appended share the next append), all before the
 next model call begins, so a finished call's result is never lost. A tool step
 costs two appends. Parallel tool calls (several calls in one message) run at the
 same time. After a crash, each call that was started and not finished is handled
@@ -357,11 +358,13 @@ class _SessionRun:
 
     async def _run_started(self, runs: Sequence[tuple[CallState, int]]) -> None:
         """Run calls whose ``tool.started`` is saved, at the same time; each
-        ``tool.finished`` is appended as that call ends."""
+        ``tool.finished`` is appended as that call ends (results that come while
+        another is being appended go together in the next append)."""
         if not runs:
             return
         tools = self.agent.tools
         lock = asyncio.Lock()
+        finished: list[NewEntry] = []
 
         async def run_one(c: CallState, attempt: int) -> None:
             ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
@@ -371,10 +374,13 @@ class _SessionRun:
             except Exception as e:  # a tool that raises is a result the model sees
                 output = f"{type(e).__name__}: {e}"
                 is_error = True
+            finished.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error))
             async with lock:
-                await self._append(
-                    [_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error)]
-                )
+                if not finished:
+                    return  # appended with another call's result
+                batch = finished[:]
+                finished.clear()
+                await self._append(batch)
                 crash_point("after-tool-finished")
 
         if len(runs) == 1:  # the common case: no task to make

@@ -661,3 +661,37 @@ async def test_parallel_calls_run_together_and_each_is_recorded() -> None:
         "call_0_2",
         "call_0_0",
     ]
+
+
+async def test_a_tool_step_is_two_appends_and_results_that_come_together_share_one() -> None:
+    """Durable writes: the reply with its calls' starts is one append, the final
+    reply with the turn's end is one; results that come while another is being
+    saved go together in the next append (every one saved before the model
+    is called again)."""
+    appends: list[list[str]] = []
+
+    class SlowWorld(MemoryWorld):
+        async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+            if kw.get("fence") is not None:
+                appends.append([e.kind for e in entries])
+                await asyncio.sleep(0.05)  # a slow disk: results gather meanwhile
+            return await super().append(session_id, entries, **kw)
+
+    @tool(idempotent=True)
+    async def fetch(key: str) -> str:
+        return key
+
+    calls = [{"tool": "fetch", "input": {"key": k}} for k in ("a", "b", "c")]
+    agent = Agent(ScriptedModel([calls, "ok"]), tools=[fetch], world=SlowWorld())
+    turn = agent.session().prompt("go")
+    await run_until_idle(agent)
+    assert await turn == "ok"
+    assert appends == [
+        ["turn.started"],
+        ["message", "tool.started", "tool.started", "tool.started"],
+        ["tool.finished"],  # the first result, at once
+        ["tool.finished", "tool.finished"],  # the two that came while it was saved
+        ["text", "message", "turn.finished"],
+    ]
+    heard = conversation(await all_entries(agent, turn.session_id))
+    assert sorted(m.text for m in heard if m.role == "tool") == ["a", "b", "c"]
