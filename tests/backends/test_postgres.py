@@ -397,6 +397,31 @@ async def test_follow_is_pushed_by_notify(postgres_server: PostgresServer) -> No
         await writer.close()
 
 
+async def test_a_namespace_made_by_schema_version_1_is_upgraded_and_keeps_its_data(
+    postgres_server: PostgresServer,
+) -> None:
+    ns = fresh_namespace()
+    old = PostgresWorld(postgres_server.url, namespace=ns)
+    await old.setup()
+    await old.append("s", [NewEntry("a", {"n": 1})])
+    await old.close()
+    conn = await _admin(postgres_server)
+    schema = f'"fxworld_{ns}"'
+    try:  # as version 1 left it: no fx_append_quiet
+        await conn.execute(f"DROP FUNCTION {schema}.fx_append_quiet")
+        await conn.execute(f"DELETE FROM {schema}.migrations WHERE version > 1")
+        new = PostgresWorld(postgres_server.url, namespace=ns)
+        try:  # no setup(): the first append finds the function missing and migrates
+            assert await new.append("s", [NewEntry("b", {"n": 2})]) == 2
+            assert [e.kind for e in await new.read("s")] == ["a", "b"]
+        finally:
+            await new.close()
+        versions = await conn.fetch(f"SELECT version FROM {schema}.migrations ORDER BY 1")
+        assert [r[0] for r in versions] == [m.version for m in MIGRATIONS]
+    finally:
+        await conn.close()
+
+
 async def test_busy_writers_push_every_append_to_every_follower(
     postgres_server: PostgresServer,
 ) -> None:
