@@ -1,10 +1,14 @@
 """Benchmark the turn engine on the embedded SQLite world; prints, never asserts.
 
-    python benchmarks/bench_engine.py [--steps 200] [--rounds 3]
+    python benchmarks/bench_engine.py [--steps 200] [--long 10000] [--rounds 3]
 
 1. Engine overhead per step: a turn of N tool calls (a no-op tool) and a scripted
    model that answers at once, run in-process, next to the time of the same
-   number of raw fenced appends. A model step saves 1 entry, a tool step 2.
+   number of raw fenced appends. A tool step (the model's reply with its call's
+   ``tool.started``, then ``tool.finished``) is 2 appends of 3 entries.
+   Also: the time per tool step of one turn of ``--long`` steps, near its start
+   (steps 1-200) and near its end (the last 200): it must stay flat (target: at
+   most +10%).
 2. SIGKILL -> continuing: a worker is SIGKILLed while the model's text streams;
    a second worker, already polling, takes over when the 2 s lease runs out.
    Measured from the kill to the second worker's takeover entry (target: within
@@ -17,15 +21,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fxworld import Agent, Fence, NewEntry, SqliteWorld, tool
+from fxworld.models.base import ModelEvent, ModelRequest, ModelResponse, ToolCall
 from fxworld.testing import ScriptedModel
 
 HERE = Path(__file__).parent
@@ -68,6 +75,53 @@ async def engine_turn(path: Path, steps: int) -> tuple[float, int, int]:
     n_steps = 1 + 2 * steps + 1 + 1
     await world.close()
     return elapsed, n_steps, engine_entries
+
+
+class CountingModel:
+    """Calls ``tool`` until the conversation holds ``steps`` results, then answers
+    "done"; O(1) per call (ScriptedModel counts the conversation's messages)."""
+
+    name = "counting"
+
+    def __init__(self, steps: int, tool: str = "tick") -> None:
+        self.steps = steps
+        self.tool = tool
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        n = len(request.messages)  # the prompt, then 2 messages per tool step
+        if n > 2 * self.steps:
+            yield ModelResponse(text="done", stop_reason="end_turn")
+        else:
+            call = ToolCall(f"c{n}", self.tool, {})
+            yield ModelResponse(tool_calls=(call,), stop_reason="tool_use")
+
+
+async def long_turn(path: Path, steps: int) -> tuple[float, float, float, float]:
+    """Seconds per tool step near the start and near the end of one turn (the
+    10th percentile of 200 steps: on a shared machine the median measures the
+    load as much as the engine): (wall early, wall late, CPU early, CPU late).
+    CPU time is this process's, SQLite's thread included."""
+    ticks: list[tuple[float, float]] = []
+
+    @tool(idempotent=True, input_schema={"type": "object", "properties": {}})
+    async def tick() -> str:
+        ticks.append((time.perf_counter(), time.process_time()))
+        return "ok"
+
+    world = SqliteWorld(path, namespace="long")
+    agent = Agent(CountingModel(steps), tools=[tick], world=world)
+    turn = agent.session("long").prompt("go")
+    await turn.accepted
+    await agent.work(until_idle=True, concurrency=1)
+    assert await turn == "done" and len(ticks) == steps
+    await world.close()
+    wall = [b[0] - a[0] for a, b in itertools.pairwise(ticks)]
+    cpu = [b[1] - a[1] for a, b in itertools.pairwise(ticks)]
+
+    def p10(xs: list[float]) -> float:
+        return statistics.quantiles(xs, n=10)[0]
+
+    return p10(wall[:200]), p10(wall[-200:]), p10(cpu[:200]), p10(cpu[-200:])
 
 
 async def start_worker(url: str, log: Path) -> asyncio.subprocess.Process:
@@ -133,20 +187,27 @@ async def takeover(tmp: Path, sig: int, rounds: int) -> list[float]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="tool calls in the turn")
+    parser.add_argument("--long", type=int, default=10_000, help="tool steps of the long turn")
     parser.add_argument("--rounds", type=int, default=3, help="takeovers measured")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fxworld-bench-engine-") as d:
         tmp = Path(d)
         raw = await raw_appends(tmp / "raw.db", 500)
         elapsed, steps, entries = await engine_turn(tmp / "engine.db", args.steps)
-        per_step = elapsed / steps
-        overhead = (elapsed - raw * entries) / steps
-        print("Engine overhead on SQLite (one process, scripted model, no-op tool)")
+        per_tool_step = elapsed / args.steps
+        print("Engine on SQLite (one process, scripted model, no-op tool)")
         print(f"  raw fenced append                 {raw * 1000:8.3f} ms")
-        print(f"  engine, per step ({steps} steps, {entries} entries)")
-        print(f"    wall time per step              {per_step * 1000:8.3f} ms")
-        print(f"    of which appends (entries x raw) {raw * entries / steps * 1000:7.3f} ms")
-        print(f"    engine overhead per step        {overhead * 1000:8.3f} ms")
+        print(f"  a turn of {args.steps} tool steps ({steps} engine steps, {entries} entries)")
+        print(f"    wall time per tool step         {per_tool_step * 1000:8.3f} ms")
+        print(f"      = raw appends                 {per_tool_step / raw:8.2f}")
+        early, late, cpu_early, cpu_late = await long_turn(tmp / "long.db", args.long)
+        print(f"  one turn of {args.long} tool steps, per tool step (p10; target <= +10%)")
+        print("                                        wall       CPU")
+        print(f"    steps 1-200                     {early * 1000:8.3f} {cpu_early * 1000:8.3f} ms")
+        print(
+            f"    last 200 steps                  {late * 1000:8.3f} {cpu_late * 1000:8.3f} ms"
+            f"  (wall {late / early - 1:+.0%}, CPU {cpu_late / cpu_early - 1:+.0%})"
+        )
         print()
         kill = await takeover(tmp, signal.SIGKILL, args.rounds)
         print(f"SIGKILL -> another worker continues (lease {LEASE:g} s; target <= {LEASE + 1:g} s)")

@@ -10,9 +10,9 @@ the cheapest durable write the server can do.
     python benchmarks/bench_postgres.py --seconds 5
 
 Rows: appends/s with 1 and 8 sessions; batches of 10 entries; 8 sessions that are
-all followed (every append sends NOTIFY: the cost the design avoids when nobody
-follows); follow latency p50/p99 (append call to follower yield, another world);
-wakes taken and finished per second with 8 workers.
+all followed (appends to followed sessions are pushed by NOTIFY, coalesced per
+writing world); follow latency p50/p99 (append call to follower yield, another
+world); wakes taken and finished per second with 8 workers.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ async def main(url: str, seconds: float) -> None:
         raw8,
     )
     row(
-        "append, 8 sessions, all followed (NOTIFY each)",
+        "append, 8 sessions, all followed",
         await world_append_rate(url, 8, seconds, followed=True),
         "/s",
         raw8,

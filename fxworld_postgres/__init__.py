@@ -22,7 +22,10 @@ How it keeps the contract:
   under the session row's lock in the same transaction that inserts the entries, so
   a reader never sees a hole filled later (W9). Entries are stored as ``jsonb``.
 * ``follow()`` is pushed by LISTEN/NOTIFY on one listener connection per world,
-  with polling as the fallback; appends NOTIFY only for sessions somebody follows.
+  with polling as the fallback (W10). Appends notify only for sessions somebody
+  follows, and not in their own commit: each world sends one NOTIFY for all its
+  appends to followed sessions since the last one was sent, on a connection of its
+  own, right after they commit (a NOTIFY in every commit serialises commits).
 * Wakes are rows keyed by session, taken with ``FOR UPDATE SKIP LOCKED`` on the
   server's clock; ``take_wakes(lease=, limit=)`` takes a batch.
 * Driver errors are translated in ``_errors``: a lost connection is

@@ -15,8 +15,10 @@ Every namespace is its own Postgres schema, ``fxworld_<namespace>``, holding:
               ``ready_at`` = ``coalesce(lease_until, due)`` is when it can be taken.
 ``follows``   sessions some process follows right now, with the listener's backend
               pid; a trigger keeps ``sessions.followers`` counting them, and an append
-              sends NOTIFY only when its session row says someone follows (a NOTIFY in
-              every commit serialises commits server-wide).
+              (``fx_append_quiet``) returns whether its session row says someone
+              follows; the writing process then sends one NOTIFY for all its
+              followed appends of the last moment, on a connection of its own (a
+              NOTIFY in an append's commit serialises commits server-wide).
 ``migrations`` the versions applied.
 
 The hot path runs as plpgsql functions (``fx_append``, ``fx_acquire``,
@@ -300,8 +302,64 @@ _V1_FUNCTIONS = (
     $fx$""",
 )
 
+_V2_FUNCTIONS = (
+    # -- append (W2-W7) as fx_append, but it sends no NOTIFY: it says whether the
+    # session is followed, and the writer sends one NOTIFY for many appends on a
+    # connection of its own (a NOTIFY in the append's commit serialises commits).
+    """CREATE OR REPLACE FUNCTION {s}.fx_append_quiet(
+        p_sid text, p_kinds text[], p_datas text[], p_raws text[],
+        p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision,
+        OUT o_seq bigint, OUT o_followed boolean)
+    LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_n integer := cardinality(p_kinds);
+        v_epoch bigint; v_last bigint; v_followers integer;
+    BEGIN
+        UPDATE {s}.sessions SET last_seq = last_seq + v_n WHERE session_id = p_sid
+            RETURNING epoch, last_seq - v_n, followers INTO v_epoch, v_last, v_followers;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.sessions AS t (session_id, last_seq) VALUES (p_sid, v_n)
+                ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq + v_n
+                RETURNING t.epoch, t.last_seq - v_n, t.followers
+                INTO v_epoch, v_last, v_followers;
+        END IF;
+        o_followed := v_followers > 0;
+        IF p_key IS NOT NULL THEN
+            SELECT seq INTO o_seq FROM {s}.keys WHERE session_id = p_sid AND key = p_key;
+            IF FOUND THEN
+                UPDATE {s}.sessions SET last_seq = v_last WHERE session_id = p_sid;
+                o_followed := false;
+                RETURN;
+            END IF;
+        END IF;
+        IF p_epoch IS NOT NULL AND p_epoch <> v_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX001', MESSAGE = 'fenced', DETAIL = v_epoch::text;
+        END IF;
+        IF p_expect IS NOT NULL AND p_expect <> v_last THEN
+            RAISE EXCEPTION USING ERRCODE = 'FX002', MESSAGE = 'conflict', DETAIL = v_last::text;
+        END IF;
+        o_seq := v_last + v_n;
+        IF v_n = 1 THEN
+            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
+                VALUES (p_sid, o_seq, p_kinds[1], p_datas[1]::jsonb, p_raws[1], p_epoch);
+        ELSE
+            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
+                SELECT p_sid, v_last + i, p_kinds[i], p_datas[i]::jsonb, p_raws[i], p_epoch
+                FROM generate_series(1, v_n) AS i;
+        END IF;
+        IF p_key IS NOT NULL THEN
+            INSERT INTO {s}.keys (session_id, key, seq) VALUES (p_sid, p_key, o_seq);
+        END IF;
+        IF p_wake IS NOT NULL THEN
+            PERFORM {s}.fx_wake(p_sid, p_wake);
+        END IF;
+    END
+    $fx$""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables and hot-path functions", _V1_TABLES + _V1_FUNCTIONS),
+    Migration(2, "fx_append_quiet: the writer coalesces NOTIFYs", _V2_FUNCTIONS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -93,6 +93,7 @@ class PostgresWorld:
         self._url = mask(self._engine.url.render_as_string(hide_password=False))
         self._sql = _Statements(_schema.qualified(self.namespace))
         self._listener: _Listener | None = None
+        self._notifier = _Notifier(self)
         self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
         self._closed = False
         self._setup_tried = False  # setup() ran, or a call already set the namespace up
@@ -126,6 +127,7 @@ class PostgresWorld:
         if self._loop is not None:
             await self._hot.forget()
             self._listener = None
+            self._notifier = _Notifier(self)
             if self._owns_engine:
                 await self._engine.dispose(close=False)
         self._loop = loop
@@ -155,6 +157,7 @@ class PostgresWorld:
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
+        await self._notifier.close()
         await self._hot.close()
         if self._owns_engine:
             with contextlib.suppress(Exception):  # best effort: the server may be gone
@@ -196,9 +199,9 @@ class PostgresWorld:
                     raws = [None] * i
                 raws.append(data)
         epoch = fence.epoch if fence is not None else None
-        seq = await self._call(
+        seq, followed = await self._call(
             "append",
-            "val",
+            "row",
             self._sql.append,
             session_id,
             kinds,
@@ -213,6 +216,8 @@ class PostgresWorld:
             epoch=epoch,
             expected=expect,
         )
+        if followed:  # W10: pushed just after the commit, with other appends' pushes
+            self._notifier.notify(session_id)
         return int(seq)
 
     # -- read-from-cursor ---------------------------------------------------------------
@@ -533,7 +538,10 @@ class _Statements:
     """The SQL of one namespace, built once (asyncpg caches the prepared statements)."""
 
     def __init__(self, s: str) -> None:
-        self.append = f"SELECT {s}.fx_append($1, $2, $3, $4, $5, $6, $7, $8)"
+        self.append = (
+            f"SELECT o_seq, o_followed FROM {s}.fx_append_quiet($1, $2, $3, $4, $5, $6, $7, $8)"
+        )
+        self.notify = "SELECT pg_notify($1, sid) FROM unnest($2::text[]) AS sid"
         self.acquire = f"SELECT o_epoch, o_seq FROM {s}.fx_acquire($1)"
         self.read = (
             f"SELECT seq, kind, coalesce(raw, data::text), epoch, at FROM {s}.entries "
@@ -725,6 +733,65 @@ class _Listener:
                 if conn is not None:
                     with contextlib.suppress(BaseException):
                         await asyncio.shield(_discard(conn))
+
+
+class _Notifier:
+    """Tells followers (in any process) of this world's appends to sessions they
+    follow: one statement notifies every session appended to since the previous one
+    was sent, on a connection of its own. An append's own commit carries no NOTIFY
+    (PostgreSQL serialises the commits that notify), and while one is on its way the
+    next ones gather, so a busy process sends about one per round trip. If a NOTIFY
+    cannot be sent, followers still see the entries at their polling fallback."""
+
+    _TRIES = 2
+
+    def __init__(self, world: PostgresWorld) -> None:
+        self._world = world
+        self._channel = _schema.channel_name(world.namespace)
+        self._pending: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: AsyncConnection | None = None
+        self._driver: asyncpg.Connection | None = None
+
+    def notify(self, sid: str) -> None:
+        self._pending.add(sid)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="fxworld-postgres-notifier"
+            )
+
+    async def _run(self) -> None:
+        try:
+            while self._pending:
+                sids = list(self._pending)
+                self._pending.clear()
+                for _ in range(self._TRIES):
+                    try:
+                        if self._driver is None or self._driver.is_closed():
+                            await self._drop()
+                            self._conn, self._driver = await self._world._driver_session()
+                        await self._driver.execute(self._world._sql.notify, self._channel, sids)
+                        break
+                    except Exception:  # a cut connection: once more on a new one
+                        await self._drop()
+        finally:
+            self._task = None
+
+    async def _drop(self) -> None:
+        conn, self._conn, self._driver = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(_discard(conn))
+
+    async def close(self) -> None:
+        """Send what is pending (briefly), then let the connection go."""
+        if self._task is not None:
+            with contextlib.suppress(BaseException):
+                async with asyncio.timeout(2.0):
+                    await asyncio.shield(self._task)
+        if self._task is not None:
+            self._task.cancel()
+        await self._drop()
 
 
 async def _discard(conn: AsyncConnection) -> None:

@@ -13,9 +13,10 @@ hears as a tool result with ``is_error=True`` saying the call may have partly ru
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from fxworld.errors import WorldError
 from fxworld.models.base import Message, ToolCall
@@ -25,6 +26,7 @@ from . import log
 
 __all__ = [
     "Replay",
+    "Conversation",
     "conversation",
     "next_step",
     "CallState",
@@ -83,6 +85,37 @@ class TurnState:
     last_text: str = ""
 
 
+class Conversation(Sequence[Message]):
+    """The first ``n`` messages of a conversation that only ever grows: a snapshot
+    made in O(1), so a model call does not copy the whole conversation each step."""
+
+    __slots__ = ("_messages", "_n")
+
+    def __init__(self, messages: list[Message], n: int) -> None:
+        self._messages = messages
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> Message: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Message]: ...
+    def __getitem__(self, i: int | slice) -> Message | list[Message]:
+        if isinstance(i, slice):
+            return self._messages[: self._n][i]
+        if not -self._n <= i < self._n:
+            raise IndexError("conversation index out of range")
+        return self._messages[i % self._n]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._messages, self._n)
+
+    def __repr__(self) -> str:
+        return f"Conversation({len(self)} messages)"
+
+
 @dataclass
 class Replay:
     """The state of a session, built by applying its log entries in order."""
@@ -92,6 +125,10 @@ class Replay:
     answered: set[int] = field(default_factory=set)
     current: TurnState | None = None
     messages: list[Message] = field(default_factory=list)
+
+    def conversation(self) -> Conversation:
+        """The conversation as it stands now (later entries do not change it)."""
+        return Conversation(self.messages, len(self.messages))
 
     def apply_all(self, entries: Iterable[Entry]) -> Replay:
         for e in entries:

@@ -9,10 +9,15 @@ with no further write and no further side effect. ``BackendUnavailable`` is retr
 with backoff; a fenced append whose outcome is unknown is checked by reading the
 log (only this fence writes entries of its epoch), so nothing is doubled.
 
-Parallel tool calls (several calls in one model message) run at the same time:
-their ``tool.started`` entries are appended together, before any of them runs,
-and each ``tool.finished`` as that call ends. After a crash, each call that was
-started and not finished is handled on its own (run again, or reported).
+Durable writes per step: the model's reply is ONE append: its last text chunk,
+the ``message``, and then either the ``tool.started`` entries of all its calls
+(they run right after it lands) or, for a reply without calls, ``turn.finished``.
+Each ``tool.finished`` is appended as that call ends (results of parallel calls
+that end while another is being appended share the next append), all before the
+next model call begins, so a finished call's result is never lost. A tool step
+costs two appends. Parallel tool calls (several calls in one message) run at the
+same time. After a crash, each call that was started and not finished is handled
+on its own (run again, or reported).
 
 SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text is
 marked discarded, the call is made again by the next worker); a running tool is
@@ -35,7 +40,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxworld._scrub import error_text, scrub
 from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
-from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
+from fxworld.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolSpec,
+)
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
@@ -204,6 +216,7 @@ class _SessionRun:
         self.fence: Fence | None = None
         self.state = Replay()
         self.lease_lost = False
+        self.tool_specs: tuple[ToolSpec, ...] | None = None
 
     async def go(self) -> None:
         renewer = asyncio.create_task(self._renew())
@@ -319,33 +332,40 @@ class _SessionRun:
         self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
 
     async def _run_tools(self, step: RunTools) -> None:
-        """Run the calls of one message at the same time: one ``tool.started`` batch
-        before any runs, then each ``tool.finished`` as that call ends."""
+        """Calls found to run after a replay (never started, or idempotent ones to
+        run again): their ``tool.started`` entries in one append, then the runs."""
+        entries, runs = self._start_entries(step.runs)
+        await self._append(entries)
+        crash_point("after-tool-started")
+        await self._run_started(runs)
+
+    def _start_entries(
+        self, calls: Sequence[tuple[CallState, int]]
+    ) -> tuple[list[NewEntry], list[tuple[CallState, int]]]:
+        """What to append before calls run: ``tool.started`` for each known tool (its
+        run follows), ``tool.finished`` with an error for each unknown one; and the
+        calls that then run."""
         tools = self.agent.tools
-        unknown = [c for c, _ in step.runs if c.name not in tools]
-        if unknown:
-            await self._append(
-                [
-                    _tool_entry(
-                        log.TOOL_FINISHED,
-                        c,
-                        output=f"unknown tool {c.name!r}; available: {sorted(tools)}",
-                        is_error=True,
-                    )
-                    for c in unknown
-                ]
-            )
-        runs = [(c, attempt) for c, attempt in step.runs if c.name in tools]
+        entries: list[NewEntry] = []
+        runs: list[tuple[CallState, int]] = []
+        for c, attempt in calls:
+            if c.name in tools:
+                entries.append(_tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt))
+                runs.append((c, attempt))
+            else:
+                output = f"unknown tool {c.name!r}; available: {sorted(tools)}"
+                entries.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=True))
+        return entries, runs
+
+    async def _run_started(self, runs: Sequence[tuple[CallState, int]]) -> None:
+        """Run calls whose ``tool.started`` is saved, at the same time; each
+        ``tool.finished`` is appended as that call ends (results that come while
+        another is being appended go together in the next append)."""
         if not runs:
             return
-        await self._append(
-            [
-                _tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt)
-                for c, attempt in runs
-            ]
-        )
-        crash_point("after-tool-started")
+        tools = self.agent.tools
         lock = asyncio.Lock()
+        finished: list[NewEntry] = []
 
         async def run_one(c: CallState, attempt: int) -> None:
             ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
@@ -356,12 +376,18 @@ class _SessionRun:
                 logger.info("session %s: tool %s raised", self.sid, c.name, exc_info=True)
                 output = error_text(e)  # scrubbed: the log is streamed to clients
                 is_error = True
+            finished.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error))
             async with lock:
-                await self._append(
-                    [_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error)]
-                )
+                if not finished:
+                    return  # appended with another call's result
+                batch = finished[:]
+                finished.clear()
+                await self._append(batch)
                 crash_point("after-tool-finished")
 
+        if len(runs) == 1:  # the common case: no task to make
+            await run_one(*runs[0])
+            return
         tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
         try:
             await asyncio.gather(*tasks)
@@ -371,10 +397,12 @@ class _SessionRun:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _call_model(self, prompt: int, turn: str) -> None:
+        if self.tool_specs is None:
+            self.tool_specs = tuple(t.spec for t in self.agent.tools.values())
         request = ModelRequest(
             instructions=self.agent.instructions,
-            messages=tuple(self.state.messages),
-            tools=tuple(t.spec for t in self.agent.tools.values()),
+            messages=self.state.conversation(),
+            tools=self.tool_specs,
         )
         attempt = 0
         while True:
@@ -382,7 +410,7 @@ class _SessionRun:
             call = uuid.uuid4().hex[:16]
             wrote_text = False
             try:
-                _response, wrote_text = await self._stream_model(request, call)
+                runs, wrote_text = await self._stream_model(request, call)
             except _Handover:
                 if self._call_open(call):
                     await self._append(
@@ -429,16 +457,22 @@ class _SessionRun:
                     ]
                 )
                 return
+            # the reply is saved with its calls started: run them now (also when a
+            # stop was asked meanwhile: a started call left unrun would be reported
+            # as maybe partly run)
+            await self._run_started(runs)
             return
 
-    async def _stream_model(self, request: ModelRequest, call: str) -> tuple[ModelResponse, bool]:
+    async def _stream_model(
+        self, request: ModelRequest, call: str
+    ) -> tuple[list[tuple[CallState, int]], bool]:
         """Stream one model call, saving its text in chunks: whenever
         ``text_chunk_chars`` have gathered, or ``text_chunk_interval`` seconds have
         passed since the oldest unsaved text arrived (also while the model is
         silent). A stop request (SIGTERM) aborts the call at once."""
         queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
         pump = asyncio.create_task(self._pump(request, queue))
-        stopping = asyncio.create_task(self.worker.stopping.wait())
+        stopping: asyncio.Task[bool] | None = None  # made when the model keeps us waiting
         buf: list[str] = []
         size = 0
         oldest = 0.0  # when the oldest unsaved text arrived
@@ -455,18 +489,23 @@ class _SessionRun:
 
         try:
             while True:
-                timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
-                get = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait(
-                    {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
-                if get not in done:
-                    get.cancel()
-                    if stopping in done:
-                        raise _Handover()
-                    await flush()  # the interval passed while the model was silent
-                    continue
-                item = get.result()
+                if not queue.empty():  # the common case: no task, no wait
+                    item = queue.get_nowait()
+                else:
+                    timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
+                    if stopping is None:
+                        stopping = asyncio.create_task(self.worker.stopping.wait())
+                    get = asyncio.create_task(queue.get())
+                    done, _ = await asyncio.wait(
+                        {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if get not in done:
+                        get.cancel()
+                        if stopping in done:
+                            raise _Handover()
+                        await flush()  # the interval passed while the model was silent
+                        continue
+                    item = get.result()
                 if item is None:
                     break
                 if isinstance(item, BaseException):
@@ -486,7 +525,8 @@ class _SessionRun:
                     response = item
         finally:
             pump.cancel()
-            stopping.cancel()
+            if stopping is not None:
+                stopping.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await pump
         if response is None:
@@ -495,6 +535,24 @@ class _SessionRun:
         entries: list[NewEntry] = []
         if buf:
             entries.append(log.entry(log.TEXT, call=call, text="".join(buf)))
+        runs = self._reply_entries(call, response, entries)
+        await self._append(entries)
+        crash_point("after-message")
+        return runs, wrote
+
+    def _reply_entries(
+        self, call: str, response: ModelResponse, entries: list[NewEntry]
+    ) -> list[tuple[CallState, int]]:
+        """Add the entries of the model's reply to ``entries``, for ONE append: the
+        ``message``, then either the ``tool.started`` entries of its calls (nothing
+        can be lost between the reply and the start of its calls, so they are saved
+        together), or, for a reply without calls, ``turn.finished``. Returns the
+        calls to run once that append has landed."""
+        cur = self.state.current
+        assert cur is not None
+        calls = [
+            CallState(tc.id, tc.name, tc.input, uuid.uuid4().hex) for tc in response.tool_calls
+        ]
         usage = response.usage
         entries.append(
             log.entry(
@@ -503,13 +561,8 @@ class _SessionRun:
                 model=getattr(self.agent.model, "name", ""),
                 text=response.text,
                 tool_calls=[
-                    {
-                        "id": tc.id,
-                        "name": tc.name,
-                        "input": tc.input,
-                        "execution_id": uuid.uuid4().hex,
-                    }
-                    for tc in response.tool_calls
+                    {"id": c.id, "name": c.name, "input": c.input, "execution_id": c.execution_id}
+                    for c in calls
                 ],
                 usage=None
                 if usage is None
@@ -517,9 +570,14 @@ class _SessionRun:
                 stop_reason=response.stop_reason,
             )
         )
-        await self._append(entries)
-        crash_point("after-message")
-        return response, wrote
+        if not calls:
+            entries.append(
+                log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=response.text)
+            )
+            return []
+        started, runs = self._start_entries([(c, 1) for c in calls])
+        entries.extend(started)
+        return runs
 
     async def _pump(
         self, request: ModelRequest, queue: asyncio.Queue[ModelEvent | BaseException | None]

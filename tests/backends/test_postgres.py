@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -395,6 +396,67 @@ async def test_follow_is_pushed_by_notify(postgres_server: PostgresServer) -> No
         assert (await asyncio.wait_for(anext(stream), 20)).kind == "pushed-again"
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+        await follower.close()
+        await writer.close()
+
+
+async def test_a_namespace_made_by_schema_version_1_is_upgraded_and_keeps_its_data(
+    postgres_server: PostgresServer,
+) -> None:
+    ns = fresh_namespace()
+    old = PostgresWorld(postgres_server.url, namespace=ns)
+    await old.setup()
+    await old.append("s", [NewEntry("a", {"n": 1})])
+    await old.close()
+    conn = await _admin(postgres_server)
+    schema = f'"fxworld_{ns}"'
+    try:  # as version 1 left it: no fx_append_quiet
+        await conn.execute(f"DROP FUNCTION {schema}.fx_append_quiet")
+        await conn.execute(f"DELETE FROM {schema}.migrations WHERE version > 1")
+        new = PostgresWorld(postgres_server.url, namespace=ns)
+        try:  # no setup(): the first append finds the function missing and migrates
+            assert await new.append("s", [NewEntry("b", {"n": 2})]) == 2
+            assert [e.kind for e in await new.read("s")] == ["a", "b"]
+        finally:
+            await new.close()
+        versions = await conn.fetch(f"SELECT version FROM {schema}.migrations ORDER BY 1")
+        assert [r[0] for r in versions] == [m.version for m in MIGRATIONS]
+    finally:
+        await conn.close()
+
+
+async def test_busy_writers_push_every_append_to_every_follower(
+    postgres_server: PostgresServer,
+) -> None:
+    """Appends to followed sessions are pushed by NOTIFYs a writer coalesces: with
+    the polling fallback set to a minute, 8 concurrent writers' appends all reach
+    their followers in time, none lost between two coalesced NOTIFYs."""
+    ns = fresh_namespace()
+    follower = PostgresWorld(postgres_server.url, namespace=ns, follow_poll=60.0)
+    writer = PostgresWorld(postgres_server.url, namespace=ns, pool_size=8)
+    await writer.setup()
+    sids = [f"s{k}" for k in range(8)]
+    streams = [follower.follow(sid) for sid in sids]
+    n = 25
+
+    async def write(sid: str) -> None:
+        for i in range(n):
+            await writer.append(sid, [NewEntry("e", {"i": i})])
+
+    async def drain(stream: AsyncIterator[Any]) -> list[int]:
+        return [(await anext(stream)).data["i"] for _ in range(n)]
+
+    try:
+        await writer.append(sids[0], [NewEntry("e", {"i": -1})])  # the listener is up
+        assert (await asyncio.wait_for(anext(streams[0]), 20)).data["i"] == -1
+        readers = [asyncio.ensure_future(drain(s)) for s in streams]
+        await asyncio.sleep(1.0)  # every follower has registered
+        await asyncio.gather(*(write(sid) for sid in sids))
+        got = await asyncio.wait_for(asyncio.gather(*readers), 30)
+        assert got == [list(range(n))] * 8
+    finally:
+        for stream in streams:
+            await stream.aclose()  # type: ignore[attr-defined]
         await follower.close()
         await writer.close()
 

@@ -47,7 +47,10 @@ CASES = {
     # point: what the second worker must see and do
     "after-turn-started": "nothing of the turn lost",
     "before-message": "the model is asked again; nothing ran",
-    "after-message": "the saved message is used; tools run once",
+    # the reply and the start of its calls are one append (a tool step = 2 appends)
+    "after-message": "reply + lookup started, lookup not run: it runs (attempt 2), once",
+    "after-message#2": "reply + charge started, charge not run: never run, the model hears it",
+    "after-message#3": "final reply + turn.finished: nothing more is done or shown",
     "in-tool:lookup": "idempotent: runs again with the same execution_id",
     "in-tool:charge": "not idempotent: never runs again; the model hears it",
     "after-tool-finished": "the finished tool is not run again",
@@ -70,6 +73,9 @@ async def test_crash_at_step_boundary(
     second = start_worker(lease=SURVIVOR_LEASE)
     final = await asyncio.wait_for(turn, 60)
     seen = await asyncio.wait_for(reader, 30)
+    # (after-message#3 the turn had ended before the crash: the second worker only
+    # takes the session over and finds nothing to do)
+    await asyncio.to_thread(second.wait_for_log, f"session {sid}: taken")
     second.signal(signal.SIGTERM)
     assert await second.wait() == 0, second.text()
 
@@ -85,7 +91,12 @@ async def test_crash_at_step_boundary(
     runs = read_jsonl(tmp_path / "runs.jsonl")
     charges = [r for r in runs if r["tool"] == "charge"]
     lookups = [r for r in runs if r["tool"] == "lookup"]
-    assert len(charges) == 1, "a non-idempotent tool never runs twice"
+    # a non-idempotent tool never runs twice (after-message#2: it never ran at all)
+    assert len(charges) == (0 if point == "after-message#2" else 1)
+    messages = [e for e in stored if e.kind == "message"]
+    assert len(messages) == 3, "no reply is saved (or shown) twice"
+    # the final reply and the turn's end: one append
+    assert kinds.index("turn.finished") == stored.index(messages[-1]) + 1
     heard = read_jsonl(tmp_path / "model.jsonl")
     last_request_tools = [m for m in heard[-1]["messages"] if m["role"] == "tool"]
 
@@ -98,17 +109,28 @@ async def test_crash_at_step_boundary(
         assert [e.data["attempt"] for e in started] == [1, 2]
     else:
         assert len(lookups) == 1
+    if point == "after-message":
+        assert lookups[0]["pid"] == second.pid and lookups[0]["attempt"] == 2
+        started = [e for e in stored if e.kind == "tool.started" and e.data["name"] == "lookup"]
+        assert [e.data["attempt"] for e in started] == [1, 2]
+        assert stored.index(started[0]) == stored.index(messages[0]) + 1  # saved with it
 
-    if point == "in-tool:charge":
-        assert charges[0]["pid"] == first.pid
+    if point in ("in-tool:charge", "after-message#2"):
         interrupted = [e for e in stored if e.kind == "tool.interrupted"]
         assert len(interrupted) == 1
-        assert interrupted[0].data["execution_id"] == charges[0]["execution_id"]
+        charge_started = [
+            e for e in stored if e.kind == "tool.started" and e.data["name"] == "charge"
+        ]
+        assert len(charge_started) == 1
+        assert interrupted[0].data["execution_id"] == charge_started[0].data["execution_id"]
+        if charges:
+            assert charges[0]["pid"] == first.pid
+            assert charges[0]["execution_id"] == charge_started[0].data["execution_id"]
         # the model heard of the partial run, as an error result of that call
         charge_result = last_request_tools[-1]
         assert charge_result["is_error"] is True
         assert "may have partly run" in charge_result["text"]
-        assert charges[0]["execution_id"] in charge_result["text"]
+        assert charge_started[0].data["execution_id"] in charge_result["text"]
     else:
         assert "tool.interrupted" not in kinds
         assert all(not m["is_error"] for m in last_request_tools)

@@ -23,7 +23,7 @@ from fxworld.models.base import (
     ToolCall,
 )
 from fxworld.testing import ScriptedModel, read_recording
-from fxworld.types import Entry
+from fxworld.types import Entry, NewEntry
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -378,6 +378,41 @@ def test_conversation_leaves_out_cut_text_and_reports_interrupted_calls() -> Non
     ]
 
 
+def test_the_conversation_a_model_call_gets_is_a_snapshot() -> None:
+    from fxworld.engine.replay import Replay
+
+    state = Replay().apply_all(
+        [_e(1, "prompt", text="hi"), _e(2, "turn.started", prompt=1, turn="t")]
+    )
+    snapshot = state.conversation()
+    state.apply(_e(3, "message", call="m", text="hello", tool_calls=[]))
+    assert len(snapshot) == 1 and list(snapshot) == [Message("user", "hi")]
+    assert snapshot[-1] == snapshot[0] == Message("user", "hi") and snapshot[:5] == [snapshot[0]]
+    with pytest.raises(IndexError):
+        snapshot[1]
+    assert len(state.conversation()) == 2
+
+
+async def test_a_log_with_a_final_reply_saved_apart_from_its_turn_end_is_finished() -> None:
+    """Logs written before the final reply and turn.finished were one append: the
+    turn is ended with the saved reply; the model is not asked again."""
+    agent = make(["never asked"])
+    world = agent.world
+    await world.append("s", [NewEntry("prompt", {"v": 1, "text": "hi", "key": "k"})], wake=0)
+    fence = await world.acquire("s")
+    reply = {"v": 1, "call": "m", "text": "Hello.", "tool_calls": [], "model": "x"}
+    await world.append(
+        "s",
+        [NewEntry("turn.started", {"v": 1, "prompt": 1, "turn": "t"}), NewEntry("message", reply)],
+        fence=fence,
+    )
+    await run_until_idle(agent)
+    log = await all_entries(agent, "s")
+    kinds = [e.kind for e in log]
+    assert kinds == ["prompt", "fence", "turn.started", "message", "fence", "turn.finished"]
+    assert log[-1].data["text"] == "Hello." and log[-1].data["prompt"] == 1
+
+
 def test_a_newer_log_version_is_refused() -> None:
     from fxworld.engine.replay import Replay
     from fxworld.errors import WorldError
@@ -626,3 +661,37 @@ async def test_parallel_calls_run_together_and_each_is_recorded() -> None:
         "call_0_2",
         "call_0_0",
     ]
+
+
+async def test_a_tool_step_is_two_appends_and_results_that_come_together_share_one() -> None:
+    """Durable writes: the reply with its calls' starts is one append, the final
+    reply with the turn's end is one; results that come while another is being
+    saved go together in the next append (every one saved before the model
+    is called again)."""
+    appends: list[list[str]] = []
+
+    class SlowWorld(MemoryWorld):
+        async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+            if kw.get("fence") is not None:
+                appends.append([e.kind for e in entries])
+                await asyncio.sleep(0.05)  # a slow disk: results gather meanwhile
+            return await super().append(session_id, entries, **kw)
+
+    @tool(idempotent=True)
+    async def fetch(key: str) -> str:
+        return key
+
+    calls = [{"tool": "fetch", "input": {"key": k}} for k in ("a", "b", "c")]
+    agent = Agent(ScriptedModel([calls, "ok"]), tools=[fetch], world=SlowWorld())
+    turn = agent.session().prompt("go")
+    await run_until_idle(agent)
+    assert await turn == "ok"
+    assert appends == [
+        ["turn.started"],
+        ["message", "tool.started", "tool.started", "tool.started"],
+        ["tool.finished"],  # the first result, at once
+        ["tool.finished", "tool.finished"],  # the two that came while it was saved
+        ["text", "message", "turn.finished"],
+    ]
+    heard = conversation(await all_entries(agent, turn.session_id))
+    assert sorted(m.text for m in heard if m.role == "tool") == ["a", "b", "c"]
