@@ -3,7 +3,8 @@
 When the variable names a point, the process SIGKILLs itself the n-th time (first
 by default) it reaches that point. Points the engine passes: ``after-turn-started``,
 ``after-chunk``, ``before-message``, ``after-message``, ``after-tool-started``,
-``after-tool-finished``, ``before-turn-finished``. Tools in tests call
+``after-tool-finished``, ``before-turn-finished``, ``after-approval-requested``,
+``before-approved-call``. Tools in tests call
 :func:`crash_point` themselves (``fxworld.testing.crash_point``) to die inside a tool.
 Unset (always, outside tests) it costs one dict lookup per point.
 """

@@ -18,18 +18,28 @@ SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text i
 marked discarded, the call is made again by the next worker); a running tool is
 let finish; then ``turn.yielded`` is appended with a wake and the lease is
 released, so another worker continues at once.
+
+Approvals and stop (the section of that name below): a call of a tool with
+``needs_approval`` is parked with ``approval.requested`` (and a delayed wake at its
+timeout, in the same append); when only such calls are left, the run finishes its
+wake and holds nothing until a decision (an unfenced append with a wake) brings a
+worker back. While it runs a session, a worker follows the session's log for
+``stop.requested``: a streaming model call is cut (its saved text stays), no new
+tool starts, an async tool is cancelled, a sync one is let finish, and
+``turn.stopped`` ends the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +50,7 @@ from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
 from . import log
 from ._faults import crash_point
+from .approvals import decision_key
 from .replay import (
     CallModel,
     CallState,
@@ -48,11 +59,16 @@ from .replay import (
     Idle,
     InterruptTool,
     Replay,
+    RequestApproval,
     RunTools,
     StartTurn,
     Step,
+    StopTurn,
+    TimeOutApproval,
+    WaitForApproval,
     interrupted_message,
     next_step,
+    stopped_message,
 )
 from .tools import ToolContext, render_output
 
@@ -80,6 +96,10 @@ class _Stop(Exception):
 
 class _Handover(Exception):
     """Abort the model stream: the worker is shutting down."""
+
+
+class _Cut(Exception):
+    """Abort the model stream: the user stopped the turn (its saved text stays)."""
 
 
 class Worker:
@@ -203,6 +223,9 @@ class _SessionRun:
         self.fence: Fence | None = None
         self.state = Replay()
         self.lease_lost = False
+        self.stop_seen = asyncio.Event()  # a stop.requested for the current turn landed
+        self._stop_cancelled: set[str] = set()  # execution ids cancelled by a stop
+        self._watcher: asyncio.Task[None] | None = None
 
     async def go(self) -> None:
         renewer = asyncio.create_task(self._renew())
@@ -215,9 +238,11 @@ class _SessionRun:
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            for task in (renewer, self._watcher):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     async def _go(self) -> None:
         self.fence = await self._retry(lambda: self.world.acquire(self.sid))
@@ -241,12 +266,21 @@ class _SessionRun:
                     )
                 ]
             )
-        idempotent = {name: t.idempotent for name, t in self.agent.tools.items()}
+        self._watcher = asyncio.create_task(self._watch_for_stop(self.state.last_seq))
+        tools = self.agent.tools
+        idempotent = {name: t.idempotent for name, t in tools.items()}
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
         while True:
             if self.lease_lost:
                 raise _Stop("lease lost")
-            step = next_step(self.state, idempotent)
+            if self.stop_seen.is_set():
+                self.stop_seen.clear()
+                await self._catch_up()
+            step = next_step(self.state, idempotent, timeouts)
             if isinstance(step, Idle):
+                break
+            if isinstance(step, WaitForApproval):
+                await self._wait_for_approval(step)
                 break
             reason = self._must_yield(step)
             if reason is not None:
@@ -304,6 +338,8 @@ class _SessionRun:
             started = time.monotonic()
             await self._call_model(cur.prompt, cur.turn)
             self._note_step(started)
+        elif isinstance(step, (RequestApproval, TimeOutApproval, StopTurn)):
+            await self._do_approval_or_stop(step)
         elif isinstance(step, FinishTurn):
             crash_point("before-turn-finished")
             await self._append(
@@ -335,8 +371,10 @@ class _SessionRun:
                 ]
             )
         runs = [(c, attempt) for c, attempt in step.runs if c.name in tools]
-        if not runs:
-            return
+        if not runs or self.stop_seen.is_set():
+            return  # a stop landed: no new tool starts (the step loop ends the turn)
+        if any(c.approval == "approved" for c, _ in runs):
+            crash_point("before-approved-call")
         await self._append(
             [
                 _tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt)
@@ -346,27 +384,35 @@ class _SessionRun:
         crash_point("after-tool-started")
         lock = asyncio.Lock()
 
+        calls: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # execution id -> tool, call
+
         async def run_one(c: CallState, attempt: int) -> None:
             ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
+            entry: NewEntry
             try:
-                output = render_output(await tools[c.name].call(c.input, ctx))
-                is_error = False
+                running = asyncio.ensure_future(tools[c.name].call(c.input, ctx))
+                calls[c.execution_id] = (c.name, running)
+                output = render_output(await running)
+                entry = _tool_entry(log.TOOL_FINISHED, c, output=output, is_error=False)
+            except asyncio.CancelledError:
+                if c.execution_id not in self._stop_cancelled:
+                    raise
+                entry = _tool_entry(log.TOOL_INTERRUPTED, c, message=stopped_message(c.name))
             except Exception as e:  # a tool that raises is a result the model sees
                 output = f"{type(e).__name__}: {e}"
-                is_error = True
+                entry = _tool_entry(log.TOOL_FINISHED, c, output=output, is_error=True)
             async with lock:
-                await self._append(
-                    [_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error)]
-                )
+                await self._append([entry])
                 crash_point("after-tool-finished")
 
         tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
+        cutter = asyncio.create_task(self._cancel_async_calls_on_stop(calls))
         try:
             await asyncio.gather(*tasks)
         finally:  # replaced (Fenced) or stopped: nothing more of this step runs
-            for t in tasks:
+            for t in [cutter, *tasks]:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(cutter, *tasks, return_exceptions=True)
 
     async def _call_model(self, prompt: int, turn: str) -> None:
         request = ModelRequest(
@@ -381,6 +427,8 @@ class _SessionRun:
             wrote_text = False
             try:
                 _response, wrote_text = await self._stream_model(request, call)
+            except _Cut:
+                return  # its saved text stays; the step loop ends the turn
             except _Handover:
                 if self._call_open(call):
                     await self._append(
@@ -432,6 +480,7 @@ class _SessionRun:
         queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
         pump = asyncio.create_task(self._pump(request, queue))
         stopping = asyncio.create_task(self.worker.stopping.wait())
+        cut = asyncio.create_task(self.stop_seen.wait())
         buf: list[str] = []
         size = 0
         oldest = 0.0  # when the oldest unsaved text arrived
@@ -451,10 +500,14 @@ class _SessionRun:
                 timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
                 get = asyncio.create_task(queue.get())
                 done, _ = await asyncio.wait(
-                    {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    {get, stopping, cut}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
                 if get not in done:
                     get.cancel()
+                    if cut in done:
+                        if buf:
+                            await flush()  # what arrived stays, with what was saved
+                        raise _Cut()
                     if stopping in done:
                         raise _Handover()
                     await flush()  # the interval passed while the model was silent
@@ -480,6 +533,7 @@ class _SessionRun:
         finally:
             pump.cancel()
             stopping.cancel()
+            cut.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await pump
         if response is None:
@@ -529,6 +583,100 @@ class _SessionRun:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
+
+    # -- approvals and stop ------------------------------------------------------------
+
+    async def _do_approval_or_stop(
+        self, step: RequestApproval | TimeOutApproval | StopTurn
+    ) -> None:
+        cur = self.state.current
+        assert cur is not None
+        if isinstance(step, RequestApproval):
+            now = datetime.now(UTC)
+            entries = []
+            for c in step.calls:
+                timeout = self.agent.tools[c.name].approval_timeout
+                expires = None if timeout is None else (now + timedelta(seconds=timeout))
+                entries.append(
+                    _tool_entry(
+                        log.APPROVAL_REQUESTED,
+                        c,
+                        input=c.input,
+                        timeout=timeout,
+                        expires_at=None if expires is None else expires.isoformat(),
+                    )
+                )
+            timeouts = [t for c in step.calls if (t := self.agent.tools[c.name].approval_timeout)]
+            # the delayed wake lands with the request (W7): the timeout happens even if
+            # no process is up at the deadline
+            await self._append(entries, wake=min(timeouts) if timeouts else None)
+            crash_point("after-approval-requested")
+        elif isinstance(step, TimeOutApproval):
+            decided = log.entry(
+                log.APPROVAL_DECIDED,
+                execution_id=step.call.execution_id,
+                approved=False,
+                reason=step.reason,
+            )
+            # keyed like a person's decision: if one landed first, it stands (W6)
+            key = decision_key(step.call.execution_id)
+            fence = self.fence
+            assert fence is not None
+            await self._retry(lambda: self.world.append(self.sid, [decided], fence=fence, key=key))
+            await self._catch_up()
+        else:
+            await self._append(
+                [
+                    log.entry(
+                        log.TURN_STOPPED,
+                        prompt=cur.prompt,
+                        turn=cur.turn,
+                        text=step.text,
+                        reason=step.reason,
+                    )
+                ]
+            )
+            logger.info("session %s: turn stopped", self.sid)
+
+    async def _wait_for_approval(self, step: WaitForApproval) -> None:
+        """Only undecided calls are left: hold nothing. A decision's wake brings a
+        worker back; the first expiry has its own delayed wake."""
+        if step.due is not None:
+            delay = max(0.0, (step.due - datetime.now(UTC)).total_seconds())
+            await self._retry(lambda: self.world.wake(self.sid, delay=delay))
+        logger.info("session %s: waiting for approval; holding nothing", self.sid)
+
+    async def _watch_for_stop(self, after: int) -> None:
+        """Follow the log; set :attr:`stop_seen` when a stop for the current turn lands."""
+        while True:
+            follower = self.world.follow(self.sid, after)
+            try:
+                async for e in follower:
+                    after = e.seq
+                    cur = self.state.current
+                    if e.kind == log.STOP_REQUESTED and (
+                        cur is None or e.data.get("prompt") in (cur.prompt, None)
+                    ):
+                        self.stop_seen.set()
+            except BackendUnavailable as e:
+                logger.warning("session %s: following for stop failed: %s", self.sid, e)
+                await asyncio.sleep(_BACKOFF_START)
+            finally:
+                aclose = getattr(follower, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
+
+    async def _cancel_async_calls_on_stop(
+        self, calls: dict[str, tuple[str, asyncio.Future[Any]]]
+    ) -> None:
+        """On a stop, cancel the running calls of async tools (a sync tool runs in a
+        thread: it is let finish and its result saved)."""
+        await self.stop_seen.wait()
+        for xid, (name, task) in list(calls.items()):
+            if not task.done() and inspect.iscoroutinefunction(self.agent.tools[name].fn):
+                self._stop_cancelled.add(xid)
+                task.cancel()
 
     # -- the world, carefully ----------------------------------------------------------
 
