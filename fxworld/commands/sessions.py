@@ -22,7 +22,8 @@ from fxworld.cli import add_world_option
 
 __all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
-_TOKEN_KINDS = frozenset({"turn.started", "message", "turn.finished", "turn.failed"})
+_TURN_ENDS = ("turn.finished", "turn.failed", "turn.stopped")
+_TOKEN_KINDS = frozenset({"turn.started", "message", *_TURN_ENDS})
 HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
 
 
@@ -98,7 +99,7 @@ def turn_tokens(entries: Any) -> list[str]:
                 t["in"] += int(usage.get("input_tokens") or 0)
                 t["out"] += int(usage.get("output_tokens") or 0)
                 t["usage"] = True
-        elif e.kind in ("turn.finished", "turn.failed") and str(d.get("turn")) in turns:
+        elif e.kind in _TURN_ENDS and str(d.get("turn")) in turns:
             turns[str(d.get("turn"))]["end"] = e.kind.partition(".")[2]
             current = None
     if not any(t.get("usage") for t in turns.values()):

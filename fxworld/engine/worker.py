@@ -19,27 +19,25 @@ marked discarded, the call is made again by the next worker); a running tool is
 let finish; then ``turn.yielded`` is appended with a wake and the lease is
 released, so another worker continues at once.
 
-Approvals and stop (the section of that name below): a call of a tool with
-``needs_approval`` is parked with ``approval.requested`` (and a delayed wake at its
-timeout, in the same append); when only such calls are left, the run finishes its
-wake and holds nothing until a decision (an unfenced append with a wake) brings a
-worker back. While it runs a session, a worker follows the session's log for
-``stop.requested``: a streaming model call is cut (its saved text stays), no new
-tool starts, an async tool is cancelled, a sync one is let finish, and
-``turn.stopped`` ends the turn.
+Approvals and stop (:mod:`fxworld.engine.worker_approvals`, mixed into the
+session run): a call of a tool with ``needs_approval`` is parked with
+``approval.requested``; when only such calls are left, the run finishes its wake
+and holds nothing until a decision brings a worker back. While it runs a session,
+a worker follows the session's log for ``stop.requested``: the model stream is
+cut (its saved text stays), no new tool starts, an async tool is cancelled, a sync
+one is let finish, and ``turn.stopped`` ends the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,7 +48,6 @@ from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
 from . import log
 from ._faults import crash_point
-from .approvals import decision_key
 from .replay import (
     CallModel,
     CallState,
@@ -71,6 +68,7 @@ from .replay import (
     stopped_message,
 )
 from .tools import ToolContext, render_output
+from .worker_approvals import ApprovalAndStop
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -211,7 +209,7 @@ class Worker:
                 f.cancel()
 
 
-class _SessionRun:
+class _SessionRun(ApprovalAndStop):
     """One delivery of one session's wake: acquire, replay, steps, hand back."""
 
     def __init__(self, worker: Worker, world: World, wake: WakeLease) -> None:
@@ -245,6 +243,8 @@ class _SessionRun:
                         await task
 
     async def _go(self) -> None:
+        if await self._nothing_to_do():
+            return
         self.fence = await self._retry(lambda: self.world.acquire(self.sid))
         logger.info(
             "session %s: taken (delivery %d, epoch %d)",
@@ -442,10 +442,13 @@ class _SessionRun:
                     )
                 if e.retryable and attempt <= self.agent.model_retries:
                     backoff = min(0.5 * 2 ** (attempt - 1), 8.0)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.worker.stopping.wait(), backoff)
-                    if self.worker.stopping.is_set():
-                        return  # the step loop hands the turn over; the call is made later
+                    events = (self.worker.stopping, self.stop_seen)  # SIGTERM, or a stop
+                    waits = [asyncio.ensure_future(e.wait()) for e in events]
+                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
+                    for w in waits:
+                        w.cancel()
+                    if any(e.is_set() for e in events):
+                        return  # the step loop hands the turn over (or ends it)
                     continue
                 await self._append(
                     [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=str(e))]
@@ -583,100 +586,6 @@ class _SessionRun:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
-
-    # -- approvals and stop ------------------------------------------------------------
-
-    async def _do_approval_or_stop(
-        self, step: RequestApproval | TimeOutApproval | StopTurn
-    ) -> None:
-        cur = self.state.current
-        assert cur is not None
-        if isinstance(step, RequestApproval):
-            now = datetime.now(UTC)
-            entries = []
-            for c in step.calls:
-                timeout = self.agent.tools[c.name].approval_timeout
-                expires = None if timeout is None else (now + timedelta(seconds=timeout))
-                entries.append(
-                    _tool_entry(
-                        log.APPROVAL_REQUESTED,
-                        c,
-                        input=c.input,
-                        timeout=timeout,
-                        expires_at=None if expires is None else expires.isoformat(),
-                    )
-                )
-            timeouts = [t for c in step.calls if (t := self.agent.tools[c.name].approval_timeout)]
-            # the delayed wake lands with the request (W7): the timeout happens even if
-            # no process is up at the deadline
-            await self._append(entries, wake=min(timeouts) if timeouts else None)
-            crash_point("after-approval-requested")
-        elif isinstance(step, TimeOutApproval):
-            decided = log.entry(
-                log.APPROVAL_DECIDED,
-                execution_id=step.call.execution_id,
-                approved=False,
-                reason=step.reason,
-            )
-            # keyed like a person's decision: if one landed first, it stands (W6)
-            key = decision_key(step.call.execution_id)
-            fence = self.fence
-            assert fence is not None
-            await self._retry(lambda: self.world.append(self.sid, [decided], fence=fence, key=key))
-            await self._catch_up()
-        else:
-            await self._append(
-                [
-                    log.entry(
-                        log.TURN_STOPPED,
-                        prompt=cur.prompt,
-                        turn=cur.turn,
-                        text=step.text,
-                        reason=step.reason,
-                    )
-                ]
-            )
-            logger.info("session %s: turn stopped", self.sid)
-
-    async def _wait_for_approval(self, step: WaitForApproval) -> None:
-        """Only undecided calls are left: hold nothing. A decision's wake brings a
-        worker back; the first expiry has its own delayed wake."""
-        if step.due is not None:
-            delay = max(0.0, (step.due - datetime.now(UTC)).total_seconds())
-            await self._retry(lambda: self.world.wake(self.sid, delay=delay))
-        logger.info("session %s: waiting for approval; holding nothing", self.sid)
-
-    async def _watch_for_stop(self, after: int) -> None:
-        """Follow the log; set :attr:`stop_seen` when a stop for the current turn lands."""
-        while True:
-            follower = self.world.follow(self.sid, after)
-            try:
-                async for e in follower:
-                    after = e.seq
-                    cur = self.state.current
-                    if e.kind == log.STOP_REQUESTED and (
-                        cur is None or e.data.get("prompt") in (cur.prompt, None)
-                    ):
-                        self.stop_seen.set()
-            except BackendUnavailable as e:
-                logger.warning("session %s: following for stop failed: %s", self.sid, e)
-                await asyncio.sleep(_BACKOFF_START)
-            finally:
-                aclose = getattr(follower, "aclose", None)
-                if aclose is not None:
-                    with contextlib.suppress(Exception):
-                        await aclose()
-
-    async def _cancel_async_calls_on_stop(
-        self, calls: dict[str, tuple[str, asyncio.Future[Any]]]
-    ) -> None:
-        """On a stop, cancel the running calls of async tools (a sync tool runs in a
-        thread: it is let finish and its result saved)."""
-        await self.stop_seen.wait()
-        for xid, (name, task) in list(calls.items()):
-            if not task.done() and inspect.iscoroutinefunction(self.agent.tools[name].fn):
-                self._stop_cancelled.add(xid)
-                task.cancel()
 
     # -- the world, carefully ----------------------------------------------------------
 

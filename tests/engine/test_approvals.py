@@ -5,12 +5,14 @@ every backend: test_approvals_procs.py.)"""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from fxworld import Agent, Approval, MemoryWorld, Tool, TurnFailed, TurnStopped, tool
 from fxworld.errors import AlreadyDecided, InvalidArgument, UnknownCall
+from fxworld.models.base import ModelError, ModelEvent, ModelRequest
 from fxworld.testing import ScriptedModel, read_recording
 
 pytestmark = pytest.mark.timeout(60)
@@ -150,3 +152,34 @@ async def test_stop_before_the_turn_started_ends_it_without_a_model_call(tmp_pat
     kinds = [e.kind for e in await session.read()]
     assert kinds == ["prompt", "stop.requested", "fence", "turn.started", "turn.stopped"]
     assert not (tmp_path / "model.jsonl").exists()
+
+
+class Overloaded:
+    """A model that is always overloaded (a retryable error): the worker backs off."""
+
+    name = "overloaded"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.third = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        if self.calls == 3:
+            self.third.set()
+        raise ModelError("overloaded", retryable=True, status=529)
+        yield  # pragma: no cover - an async generator
+
+
+async def test_stop_ends_a_turn_waiting_to_retry_the_model() -> None:
+    model = Overloaded()
+    agent = Agent(model, world=MemoryWorld(), model_retries=10)
+    session = agent.session()
+    turn = session.prompt("Hello?")
+    worker = asyncio.create_task(until_idle(agent))
+    await asyncio.wait_for(model.third.wait(), 10)  # backing off: 0.5 s, 1 s, then 2 s
+    await session.stop()
+    with pytest.raises(TurnStopped):
+        await asyncio.wait_for(turn, 10)
+    await worker
+    assert model.calls == 3  # not asked again after the stop
