@@ -32,7 +32,15 @@ from fxworld.types import Fence, NewEntry
 from . import log
 from ._faults import crash_point
 from .approvals import decision_key
-from .replay import Replay, RequestApproval, StopTurn, TimeOutApproval, WaitForApproval
+from .replay import (
+    Idle,
+    Replay,
+    RequestApproval,
+    StopTurn,
+    TimeOutApproval,
+    WaitForApproval,
+    next_step,
+)
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -121,11 +129,17 @@ class ApprovalAndStop:
 
     async def _nothing_to_do(self) -> bool:
         """A wake that finds nothing to do (e.g. the one a stop or a decision left
-        behind, due again once the run it reached finished: W13) is finished
-        without taking the session, so it writes no ``fence``. A request that
-        lands meanwhile keeps the session due (W13): nothing is lost."""
+        behind, due again once the run it reached finished: W13), or only calls
+        still waiting for a decision, is finished without taking the session, so
+        it writes no ``fence``. A request that lands meanwhile keeps the session
+        due (W13): nothing is lost."""
         await self._catch_up()
-        if self.state.current is not None or self.state.pending_prompt() is not None:
+        tools = self.agent.tools
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
+        step = next_step(self.state, {n: t.idempotent for n, t in tools.items()}, timeouts)
+        if isinstance(step, WaitForApproval):
+            await self._wait_for_approval(step)
+        elif not isinstance(step, Idle):
             return False
         await self._finish_wake()
         return True

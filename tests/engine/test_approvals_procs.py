@@ -60,6 +60,19 @@ async def decide(url: str, sid: str, action: str, xid: str = "", go_at: float = 
     return out.decode().strip().splitlines()[-1]
 
 
+async def prompted(url: str, text: str) -> tuple[Any, Any, str]:
+    """A client on the world at ``url``, its turn for ``text`` and the session id."""
+    agent = client(url)
+    turn = agent.session().prompt(text)
+    return agent, turn, (await turn.accepted).session_id
+
+
+async def stop_worker(worker: Any) -> None:
+    """SIGTERM: the worker hands back what it runs and exits cleanly."""
+    worker.signal(signal.SIGTERM)
+    assert await worker.wait() == 0, worker.text()
+
+
 async def stored(agent: Any, sid: str) -> list[Entry]:
     return list(await agent.world.read(sid, 0, limit=10_000))
 
@@ -74,14 +87,11 @@ def refunds(tmp_path: Path) -> list[dict[str, Any]]:
 async def test_a_decision_from_another_process_while_no_worker_runs(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please refund order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     first = start_worker(lease=SURVIVOR_LEASE, env=APPROVAL)
     requested = await wait_for_kind(agent, sid, "approval.requested")
     first.wait_for_log("holding nothing")
-    first.signal(signal.SIGTERM)
-    assert await first.wait() == 0, first.text()
+    await stop_worker(first)
     # the waiting turn holds nothing: no wake is due, nobody polls
     assert await agent.world.take_wake(lease=1.0) is None
     [pending] = await agent.session(sid).pending_approvals()
@@ -98,8 +108,7 @@ async def test_a_decision_from_another_process_while_no_worker_runs(
     assert await decide(engine_world_url, sid, "approve", xid) == "ok"  # the same: nothing
     second = start_worker(lease=SURVIVOR_LEASE, env=APPROVAL)
     assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
-    second.signal(signal.SIGTERM)
-    assert await second.wait() == 0, second.text()
+    await stop_worker(second)
 
     [run] = refunds(tmp_path)
     assert run["execution_id"] == xid and run["pid"] == second.pid
@@ -115,9 +124,7 @@ async def test_a_decision_from_another_process_while_no_worker_runs(
 async def test_two_decisions_racing_from_two_processes(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please refund order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     worker = start_worker(lease=SURVIVOR_LEASE, env=APPROVAL)
     xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
     go_at = time.time() + 1.5  # both processes are up and have read the log by then
@@ -128,8 +135,7 @@ async def test_two_decisions_racing_from_two_processes(
     assert sorted(outcomes) == ["AlreadyDecided", "ok"], outcomes
     approved = outcomes[0] == "ok"
     assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
-    worker.signal(signal.SIGTERM)
-    assert await worker.wait() == 0, worker.text()
+    await stop_worker(worker)
 
     entries = await stored(agent, sid)
     decided = [e for e in entries if e.kind == "approval.decided"]
@@ -148,17 +154,14 @@ async def test_two_decisions_racing_from_two_processes(
 async def test_a_worker_killed_around_an_approval_never_runs_the_call_twice(
     point: str, engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please refund order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     first = start_worker(env={**APPROVAL, "FXWORLD_TEST_CRASH_AT": point})
     xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
     await agent.session(sid).approve(xid, note="go ahead")
     assert await first.wait() == -signal.SIGKILL, first.text()
     second = start_worker(lease=SURVIVOR_LEASE, env=APPROVAL)
     assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
-    second.signal(signal.SIGTERM)
-    assert await second.wait() == 0, second.text()
+    await stop_worker(second)
 
     runs = refunds(tmp_path)
     kinds = [e.kind for e in await stored(agent, sid)]
@@ -178,15 +181,12 @@ async def test_an_approval_timeout_passes_while_no_process_is_up(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
     env = {**APPROVAL, "ENGINE_TEST_APPROVAL_TIMEOUT": "2"}
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please refund order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     first = start_worker(lease=SURVIVOR_LEASE, env=env)
     requested = await wait_for_kind(agent, sid, "approval.requested")
     assert requested.data["timeout"] == 2
     first.wait_for_log("holding nothing")
-    first.signal(signal.SIGTERM)
-    assert await first.wait() == 0, first.text()
+    await stop_worker(first)
     [pending] = await agent.session(sid).pending_approvals()
     assert pending.expires_at is not None
     assert 1.5 < (pending.expires_at - pending.requested_at).total_seconds() < 2.5
@@ -194,8 +194,7 @@ async def test_an_approval_timeout_passes_while_no_process_is_up(
 
     second = start_worker(lease=SURVIVOR_LEASE, env=env)
     assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
-    second.signal(signal.SIGTERM)
-    assert await second.wait() == 0, second.text()
+    await stop_worker(second)
     assert refunds(tmp_path) == []
     [decided] = [e for e in await stored(agent, sid) if e.kind == "approval.decided"]
     assert decided.data["approved"] is False
@@ -220,9 +219,7 @@ def stop_delay(entries: list[Entry]) -> float:
 async def test_stop_while_the_answer_streams_and_a_reader_reconnects(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Tell me everything.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Tell me everything.")
     reader = asyncio.create_task(read_with_reconnect(agent, sid, drop_after=6))
     worker = start_worker(lease=SURVIVOR_LEASE, env={"ENGINE_TEST_SCRIPT": "long"})
     for _ in range(600):
@@ -253,8 +250,7 @@ async def test_stop_while_the_answer_streams_and_a_reader_reconnects(
     assert await asyncio.wait_for(agent.session(sid).prompt("Short, please."), 30) == (
         crash_agent.LONG_AFTER
     )
-    worker.signal(signal.SIGTERM)
-    assert await worker.wait() == 0, worker.text()
+    await stop_worker(worker)
     heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"]
     assert [m["role"] for m in heard] == ["user", "assistant", "user"]
     assert heard[1]["text"] == saved
@@ -264,16 +260,13 @@ async def test_stop_while_the_answer_streams_and_a_reader_reconnects(
 async def test_stop_during_a_sync_tool_lets_it_finish_and_starts_no_other(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please charge order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please charge order A.")
     worker = start_worker(lease=SURVIVOR_LEASE, env={"ENGINE_TEST_BLOCK": "lookup:1.5"})
     await wait_for_kind(agent, sid, "tool.started")
     await agent.session(sid).stop()
     with pytest.raises(TurnStopped):
         await asyncio.wait_for(turn, 30)
-    worker.signal(signal.SIGTERM)
-    assert await worker.wait() == 0, worker.text()
+    await stop_worker(worker)
     entries = await stored(agent, sid)
     kinds = [e.kind for e in entries]
     assert kinds[-1] == "turn.stopped" and kinds.count("tool.started") == 1
@@ -285,9 +278,7 @@ async def test_stop_during_a_sync_tool_lets_it_finish_and_starts_no_other(
 async def test_stop_while_a_turn_waits_for_approval_closes_it(
     engine_world_url: str, start_worker, tmp_path: Path
 ) -> None:
-    agent = client(engine_world_url)
-    turn = agent.session().prompt("Please refund order A.")
-    sid = (await turn.accepted).session_id
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     worker = start_worker(lease=SURVIVOR_LEASE, env=APPROVAL)
     xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
     worker.wait_for_log("holding nothing")
@@ -298,8 +289,7 @@ async def test_stop_while_a_turn_waits_for_approval_closes_it(
     with pytest.raises(UnknownCall):
         await agent.session(sid).approve(xid)
     assert await decide(engine_world_url, sid, "deny", xid) == "UnknownCall"
-    worker.signal(signal.SIGTERM)
-    assert await worker.wait() == 0, worker.text()
+    await stop_worker(worker)
     assert refunds(tmp_path) == []
     kinds = [e.kind for e in await stored(agent, sid)]
     assert kinds[-1] == "turn.stopped" and "approval.decided" not in kinds
@@ -320,5 +310,4 @@ async def test_stop_with_no_turn_running_does_nothing(
     assert await decide(engine_world_url, session.id, "stop") == "ok"  # after the turn
     await session.stop()
     assert await session.read() == before
-    worker.signal(signal.SIGTERM)
-    assert await worker.wait() == 0, worker.text()
+    await stop_worker(worker)
