@@ -13,7 +13,10 @@ runs in this process on a world object of its own. Figures:
   in the caller (it includes the caller's own follow delay);
 - ``append``: one raw unfenced append with a key on the same world, for scale
   (a stop is one such append, then the worker's follow delay, its text flush and
-  its ``turn.stopped`` append).
+  its ``turn.stopped`` append);
+- ``waiting``: the same ``commit`` figure for a turn that waits for an approval,
+  which no worker holds: the stop's wake is taken at the worker's next look for
+  due wakes (every 0.25 s by default).
 
 The issue's target: a running turn ends within 1 s of its stop.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import statistics
 import sys
@@ -33,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
-from fxworld import Agent, NewEntry, Session, TurnStopped, open_world  # noqa: E402
+from fxworld import Agent, NewEntry, Session, TurnStopped, open_world, tool  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 
 LONG = " ".join(f"word{i}" for i in range(2000))
@@ -43,12 +47,50 @@ def _model() -> ScriptedModel:
     return ScriptedModel([LONG], pieces=1000, delay=0.02)
 
 
-async def _texts_saved(session: Session, n: int) -> None:
-    """Wait until ``n`` text chunks of the turn are saved."""
-    async for event in session.stream():
-        n -= event.kind == "text"
-        if n <= 0:
-            return
+@tool(needs_approval=True)
+def refund_order(order_id: str) -> str:
+    """Refund an order (waits for a person)."""
+    return f"refunded {order_id}"
+
+
+async def waiting_phase(url: str, rounds: int) -> list[float]:
+    """Stop a turn that waits for an approval: no worker holds it, so the stop's
+    wake must be taken first (the worker polls every 0.25 s, the default)."""
+    worker_world, client_world = open_world(url), open_world(url)
+    script = ScriptedModel([{"tool": "refund_order", "input": {"order_id": "A"}}, "ok"])
+    worker = Agent(script, tools=[refund_order], world=worker_world)
+    client = Agent(script, tools=[refund_order], world=client_world)
+    running = asyncio.create_task(worker.work(lease=10.0))
+    delays: list[float] = []
+    try:
+        for _ in range(rounds):
+            session = client.session()
+            turn = session.prompt("Refund A.")
+            await turn.accepted
+            await _saved(session, "approval.requested")
+            await asyncio.sleep(0.3)  # the worker has finished its wake: nothing holds it
+            await session.stop()
+            with contextlib.suppress(TurnStopped):
+                await asyncio.wait_for(turn, 30)
+            by_kind = {e.kind: e for e in await client_world.read(session.id, 0)}
+            delays.append(
+                (by_kind["turn.stopped"].at - by_kind["stop.requested"].at).total_seconds()
+            )
+    finally:
+        worker.stop()
+        await running
+        await worker_world.close()
+        await client_world.close()
+    return delays
+
+
+async def _saved(session: Session, kind: str, n: int = 1) -> None:
+    """Wait until ``n`` entries of ``kind`` are saved in the session."""
+    async with contextlib.aclosing(session.stream()) as events:
+        async for event in events:
+            n -= event.kind == kind
+            if n <= 0:
+                return
 
 
 async def one_backend(name: str, url: str, rounds: int) -> None:
@@ -66,7 +108,7 @@ async def one_backend(name: str, url: str, rounds: int) -> None:
             session = client.session()
             turn = session.prompt("Tell me everything.")
             await turn.accepted
-            await _texts_saved(session, 3)
+            await _saved(session, "text", 3)
             await session.stop()
             asked = time.perf_counter()
             try:
@@ -89,6 +131,8 @@ async def one_backend(name: str, url: str, rounds: int) -> None:
         await worker_world.close()
         await client_world.close()
 
+    waiting = await waiting_phase(url, rounds)
+
     def ms(xs: list[float], q: str) -> str:
         v = statistics.median(xs) if q == "p50" else max(xs)
         return f"{v * 1000:7.1f}"
@@ -98,6 +142,10 @@ async def one_backend(name: str, url: str, rounds: int) -> None:
         f"{ms(commit, 'max')} ms | caller p50 {ms(caller, 'p50')} ms  max "
         f"{ms(caller, 'max')} ms | append p50 {ms(appends, 'p50')} ms  "
         f"(stop p50 / append p50 = {statistics.median(commit) / statistics.median(appends):.1f})"
+    )
+    print(
+        f"{'':<11} waiting for an approval (no worker holds it): commit p50 "
+        f"{ms(waiting, 'p50')} ms  max {ms(waiting, 'max')} ms"
     )
 
 
