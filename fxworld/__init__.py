@@ -11,12 +11,14 @@ from fxworld._select import open_world, world
 from fxworld.engine import (
     Accepted,
     Agent,
+    Approval,
     Session,
     StreamEvent,
     Tool,
     ToolContext,
     Turn,
     TurnFailed,
+    TurnStopped,
     tool,
 )
 from fxworld.protocol import World
@@ -41,6 +43,8 @@ __all__ = [
     "StreamEvent",
     "Turn",
     "TurnFailed",
+    "TurnStopped",
+    "Approval",
     "Accepted",
     "Tool",
     "ToolContext",

@@ -22,6 +22,8 @@ __all__ = [
     "KeyReused",
     "BackendUnavailable",
     "ConfigurationError",
+    "AlreadyDecided",
+    "UnknownCall",
 ]
 
 
@@ -122,3 +124,26 @@ class BackendUnavailable(WorldError, ConnectionError):
 
 class ConfigurationError(WorldError):
     """The world cannot be built as asked: unknown URL scheme, missing extra, bad option."""
+
+
+class AlreadyDecided(WorldError):
+    """The call ``execution_id`` was already decided the other way (the first
+    decision wins: an approval after a denial, or a timeout, is refused).
+    ``approved`` is the decision that stands. Nothing was written."""
+
+    def __init__(self, session_id: str, execution_id: str, approved: bool) -> None:
+        self.session_id = session_id
+        self.execution_id = execution_id
+        self.approved = approved
+        how = "approved" if approved else "denied"
+        super().__init__(f"session {session_id!r}: call {execution_id!r} was already {how}")
+
+
+class UnknownCall(WorldError, LookupError):
+    """No call ``execution_id`` waits for a decision in this session (never asked,
+    or its turn ended). Nothing was written."""
+
+    def __init__(self, session_id: str, execution_id: str) -> None:
+        self.session_id = session_id
+        self.execution_id = execution_id
+        super().__init__(f"session {session_id!r}: no call {execution_id!r} waits for a decision")

@@ -38,9 +38,10 @@ async def get_order(id: str) -> dict[str, str]:
     return ORDERS.get(id, {"id": id, "status": "unknown"})
 
 
-@tool
+@tool(needs_approval=True)
 async def refund_order(id: str, ctx: ToolContext) -> dict[str, str]:
-    """Refund an order. Not idempotent: after a crash it is not run again on its own."""
+    """Refund an order. Waits for a person's approval (the page shows Approve /
+    Deny), and is not idempotent: after a crash it is not run again on its own."""
     await asyncio.sleep(TOOL_DELAY)
     # A real payment service would take ctx.execution_id as its idempotency key.
     return {"id": id, "refund": "issued", "idempotency_key": ctx.execution_id}

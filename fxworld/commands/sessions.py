@@ -1,4 +1,4 @@
-"""`fxworld sessions list | show ID`: look into a world.
+"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop`.
 
 ``fxworld sessions list`` prints the ids of the sessions with a non-empty log,
 one a line (for worlds that can list sessions). ``fxworld sessions show ID``
@@ -22,7 +22,8 @@ from fxworld.cli import add_world_option
 
 __all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
-_TOKEN_KINDS = frozenset({"turn.started", "message", "turn.finished", "turn.failed"})
+_TURN_ENDS = ("turn.finished", "turn.failed", "turn.stopped")
+_TOKEN_KINDS = frozenset({"turn.started", "message", *_TURN_ENDS})
 HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
 
 
@@ -51,6 +52,23 @@ def register(sub: Any) -> None:
         "--full", action="store_true", help="print each entry's data in full (no truncation)"
     )
     show.set_defaults(func=_show)
+
+    approvals = actions.add_parser("approvals", help="calls waiting for a person's decision")
+    approvals.add_argument("session_id", metavar="ID", help="the session id")
+    add_world_option(approvals)
+    approvals.set_defaults(func=_approvals)
+    for name, flag, what in (("approve", "--note", "a note"), ("deny", "--reason", "the reason")):
+        decide = actions.add_parser(name, help=f"{name} a call waiting for a decision")
+        decide.add_argument("session_id", metavar="ID", help="the session id")
+        decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the call's execution id")
+        decide.add_argument(flag, dest="text", default=None, metavar="TEXT", help=what)
+        add_world_option(decide)
+        decide.set_defaults(func=_decide, approve=name == "approve")
+    stop = actions.add_parser("stop", help="stop the session's running turn")
+    stop.add_argument("session_id", metavar="ID", help="the session id")
+    stop.add_argument("--reason", default=None, metavar="TEXT", help="why (saved in the log)")
+    add_world_option(stop)
+    stop.set_defaults(func=_stop)
 
 
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
@@ -81,7 +99,7 @@ def turn_tokens(entries: Any) -> list[str]:
                 t["in"] += int(usage.get("input_tokens") or 0)
                 t["out"] += int(usage.get("output_tokens") or 0)
                 t["usage"] = True
-        elif e.kind in ("turn.finished", "turn.failed") and str(d.get("turn")) in turns:
+        elif e.kind in _TURN_ENDS and str(d.get("turn")) in turns:
             turns[str(d.get("turn"))]["end"] = e.kind.partition(".")[2]
             current = None
     if not any(t.get("usage") for t in turns.values()):
@@ -168,6 +186,54 @@ async def _show(args: argparse.Namespace) -> int:
             where = f" after seq {args.after}" if args.after else ""
             print(f"session {sid!r} has no entries{where} in {mask(url)}", file=sys.stderr)
             return 1
+        return 0
+    finally:
+        await world.close()
+
+
+# -- approvals and stop -----------------------------------------------------------------
+
+
+async def _approvals(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld.engine.approvals import pending_approvals
+
+    world = open_world(_url(args))
+    try:
+        waiting = await pending_approvals(world, args.session_id)
+        for a in waiting:
+            expires = "never" if a.expires_at is None else a.expires_at.isoformat()
+            line = json.dumps(a.input, ensure_ascii=False, separators=(",", ":"))
+            print(f"{a.execution_id}  {a.name}  {line}  expires {expires}")
+        print(f"{len(waiting)} call{'s' if len(waiting) != 1 else ''} waiting", file=sys.stderr)
+        return 0
+    finally:
+        await world.close()
+
+
+async def _decide(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld.engine.approvals import decide
+
+    world = open_world(_url(args))
+    try:
+        await decide(world, args.session_id, args.execution_id, args.approve, args.text)
+        print(f"{'approved' if args.approve else 'denied'} {args.execution_id}")
+        return 0
+    finally:
+        await world.close()
+
+
+async def _stop(args: argparse.Namespace) -> int:
+    from fxworld import open_world
+    from fxworld.engine.approvals import request_stop
+
+    world = open_world(_url(args))
+    try:
+        if await request_stop(world, args.session_id, args.reason):
+            print(f"stop requested for session {args.session_id}")
+        else:
+            print(f"session {args.session_id} runs no turn: nothing to stop")
         return 0
     finally:
         await world.close()

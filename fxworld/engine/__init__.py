@@ -8,11 +8,12 @@ reaches storage only through the :class:`~fxworld.protocol.World` protocol and
 """
 
 from .agent import Agent
+from .approvals import Approval
 from .cursor import decode_cursor, encode_cursor
 from .replay import conversation
 from .session import Session, StreamEvent
 from .tools import Tool, ToolContext, tool
-from .turn import Accepted, Turn, TurnFailed
+from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
 __all__ = [
     "Agent",
@@ -20,6 +21,8 @@ __all__ = [
     "StreamEvent",
     "Turn",
     "TurnFailed",
+    "TurnStopped",
+    "Approval",
     "Accepted",
     "Tool",
     "ToolContext",

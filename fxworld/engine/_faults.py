@@ -5,7 +5,8 @@ by default) it reaches that point. Points the engine passes: ``after-turn-starte
 ``after-chunk``, ``before-message``, ``after-message`` (the reply saved with its
 calls' ``tool.started``, or with ``turn.finished``), ``after-tool-started`` (calls
 started again after a replay), ``after-tool-finished``, ``before-turn-finished``
-(a reply saved without its ``turn.finished``: logs of older versions). Tools in tests call
+(a reply saved without its ``turn.finished``: logs of older versions),
+``after-approval-requested``, ``before-approved-call``. Tools in tests call
 :func:`crash_point` themselves (``fxworld.testing.crash_point``) to die inside a tool.
 Unset (always, outside tests) it costs one dict lookup per point.
 """

@@ -1,7 +1,7 @@
-"""The engine's log format: the entry kinds a session's log holds, version 1.
+"""The engine's log format: the entry kinds a session's log holds, version 2.
 
-Every entry the engine writes carries ``"v": 1`` in its data. Readers accept any
-entry whose ``v`` is at most :data:`LOG_VERSION`, ignore data fields they do not
+Every entry the engine writes carries ``"v"`` in its data (:data:`LOG_VERSION`).
+Readers accept any entry whose ``v`` is at most :data:`LOG_VERSION`, ignore data fields they do not
 know, and skip kinds they do not know, so older logs stay readable and newer
 fields can be added without breaking old readers. ``docs/log-format.md`` is the
 description stream consumers depend on; this module is its single source in code.
@@ -27,11 +27,19 @@ __all__ = [
     "TURN_FAILED",
     "TURN_YIELDED",
     "FENCE",
+    "APPROVAL_REQUESTED",
+    "APPROVAL_DECIDED",
+    "STOP_REQUESTED",
+    "TURN_STOPPED",
     "TURN_END_KINDS",
     "entry",
 ]
 
-LOG_VERSION: Final = 1
+LOG_VERSION: Final = 2
+"""The newest version this fxworld reads. An entry's ``v`` is the oldest version
+that reads it correctly: 1 for the kinds of version 1, 2 for the approval and
+stop kinds (an fxworld without them must refuse the log, not run a call that
+waits for a person or continue a stopped turn)."""
 
 PROMPT: Final = "prompt"
 """A user prompt, appended unfenced by ``Session.prompt``:
@@ -67,11 +75,34 @@ invocation continues: ``{"prompt", "turn", "reason": "deadline" | "handover"}``.
 FENCE: Final = "fence"
 """Written by the world itself on every takeover (``acquire``): ``{"epoch"}``."""
 
-TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED})
+
+# -- approvals and stop ---------------------------------------------------------------
+
+APPROVAL_REQUESTED: Final = "approval.requested"
+"""A call of a ``needs_approval`` tool waits for a person; the turn holds no worker
+meanwhile: ``{"execution_id", "call_id", "name", "input", "timeout": seconds |
+null, "expires_at": ISO 8601 UTC | null}``."""
+APPROVAL_DECIDED: Final = "approval.decided"
+"""The decision on call ``execution_id`` (unfenced from ``approve``/``deny``, or by
+a worker once ``expires_at`` passed), keyed ``approval:<execution_id>`` so the
+first decision wins: ``{"execution_id", "approved", "note" | "reason"}``."""
+STOP_REQUESTED: Final = "stop.requested"
+"""``Session.stop()`` asked the turn answering prompt ``prompt`` to end, unfenced,
+keyed ``stop:<prompt>``: ``{"prompt", "reason"}``."""
+TURN_STOPPED: Final = "turn.stopped"
+"""The turn answering prompt ``prompt`` was stopped; ``text`` is the text of its
+last model call saved so far (cut or whole): ``{"prompt", "turn", "text", "reason"}``."""
+
+TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""
 
 
+_VERSION_2_KINDS: Final = frozenset(
+    {APPROVAL_REQUESTED, APPROVAL_DECIDED, STOP_REQUESTED, TURN_STOPPED}
+)
+
+
 def entry(kind: str, **data: Any) -> NewEntry:
-    """A new entry of ``kind`` with ``data`` and the log version."""
-    body: JSONObject = {"v": LOG_VERSION, **data}
+    """A new entry of ``kind`` with ``data`` and the log version it needs."""
+    body: JSONObject = {"v": 2 if kind in _VERSION_2_KINDS else 1, **data}
     return NewEntry(kind, body)

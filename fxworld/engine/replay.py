@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, overload
 
 from fxworld.errors import WorldError
@@ -38,8 +39,14 @@ __all__ = [
     "InterruptTool",
     "CallModel",
     "FinishTurn",
+    "RequestApproval",
+    "TimeOutApproval",
+    "WaitForApproval",
+    "StopTurn",
     "Step",
     "interrupted_message",
+    "denied_message",
+    "stopped_message",
 ]
 
 
@@ -56,6 +63,24 @@ def interrupted_message(name: str, execution_id: str) -> str:
     )
 
 
+def denied_message(name: str, reason: str | None) -> str:
+    """What the model hears about a call a person denied (or left undecided)."""
+    why = f": {reason}" if reason else ""
+    return f"The call to tool {name!r} was not run: it was denied{why}."
+
+
+def stopped_message(name: str) -> str:
+    """What the model hears about a call the user's stop left unrun or cut."""
+    return (
+        f"The call to tool {name!r} did not complete: the user stopped the turn "
+        "(if it had started, it may have partly run)."
+    )
+
+
+STOPPED_NOTE = "[The user stopped your previous answer before it was finished.]"
+"""What the model hears, before the next prompt, after a turn was stopped."""
+
+
 @dataclass
 class CallState:
     """One tool call of the latest model message, and how far it got."""
@@ -67,10 +92,15 @@ class CallState:
     started: int = 0  # number of tool.started entries (runs begun)
     finished: bool = False
     interrupted: bool = False
+    # approvals: None (not asked), "requested", "approved" or "denied"
+    approval: str | None = None
+    requested_at: datetime | None = None
+    expires_at: datetime | None = None
+    timeout: float | None = None
 
     @property
     def resolved(self) -> bool:
-        return self.finished or self.interrupted
+        return self.finished or self.interrupted or self.approval == "denied"
 
 
 @dataclass
@@ -81,8 +111,11 @@ class TurnState:
     turn: str
     model_calls: int = 0
     open_call: str | None = None  # a model call with text chunks and no message yet
+    open_text: str = ""  # the text chunks of open_call
     calls: list[CallState] = field(default_factory=list)
     last_text: str = ""
+    stop: bool = False  # stop.requested for this turn
+    stop_reason: str | None = None
 
 
 class Conversation(Sequence[Message]):
@@ -125,6 +158,8 @@ class Replay:
     answered: set[int] = field(default_factory=set)
     current: TurnState | None = None
     messages: list[Message] = field(default_factory=list)
+    stops: dict[int, str | None] = field(default_factory=dict)  # for turns not started yet
+    was_stopped: bool = False  # the last turn ended with turn.stopped
 
     def conversation(self) -> Conversation:
         """The conversation as it stands now (later entries do not change it)."""
@@ -158,16 +193,26 @@ class Replay:
         elif e.kind == log.TURN_STARTED:
             p = int(d["prompt"])
             self.current = TurnState(prompt=p, turn=str(d.get("turn", "")))
-            self.messages.append(Message("user", self.prompts.get(p, "")))
+            text = self.prompts.get(p, "")
+            if self.was_stopped:
+                text, self.was_stopped = f"{STOPPED_NOTE}\n\n{text}", False
+            self.messages.append(Message("user", text))
+            if p in self.stops:
+                self.current.stop, self.current.stop_reason = True, self.stops.pop(p)
+        elif e.kind == log.STOP_REQUESTED:
+            self._apply_stop(d)
         elif cur is None:
             return  # entries outside a turn carry nothing for the conversation
         elif e.kind == log.TEXT:
-            cur.open_call = str(d.get("call"))
+            call_id = str(d.get("call"))
+            if cur.open_call != call_id:
+                cur.open_call, cur.open_text = call_id, ""
+            cur.open_text += str(d.get("text", ""))
         elif e.kind == log.TEXT_DISCARDED:
             if cur.open_call == d.get("call"):
-                cur.open_call = None
+                cur.open_call, cur.open_text = None, ""
         elif e.kind == log.MESSAGE:
-            cur.open_call = None
+            cur.open_call, cur.open_text = None, ""
             cur.model_calls += 1
             cur.last_text = str(d.get("text", ""))
             calls = [
@@ -209,10 +254,61 @@ class Replay:
                 call.interrupted = True
                 text = str(d.get("message") or interrupted_message(call.name, call.execution_id))
                 self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
+        elif e.kind in (log.APPROVAL_REQUESTED, log.APPROVAL_DECIDED):
+            self._apply_approval(cur, e)
         elif e.kind in log.TURN_END_KINDS:
             self.answered.add(int(d["prompt"]))
             if cur.prompt == int(d["prompt"]):
+                if e.kind == log.TURN_STOPPED:
+                    self._close_stopped(cur)
                 self.current = None
+
+    # -- approvals and stop ------------------------------------------------------------
+
+    def _apply_approval(self, cur: TurnState, e: Entry) -> None:
+        """``approval.requested`` parks a call; the first ``approval.decided`` on it
+        wins (a denial is the call's result); later ones change nothing."""
+        call = self._call(cur, e.data)
+        if call is None or call.resolved:
+            return
+        if e.kind == log.APPROVAL_REQUESTED and call.approval is None:
+            call.approval, call.requested_at = "requested", e.at
+            expires = e.data.get("expires_at")
+            call.expires_at = datetime.fromisoformat(str(expires)) if expires else None
+            timeout = e.data.get("timeout")
+            call.timeout = float(timeout) if isinstance(timeout, (int, float)) else None
+        elif e.kind == log.APPROVAL_DECIDED and call.approval == "requested":
+            if e.data.get("approved") is True:
+                call.approval = "approved"
+                return
+            call.approval = "denied"
+            reason = e.data.get("reason")
+            text = denied_message(call.name, None if reason is None else str(reason))
+            self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
+
+    def _apply_stop(self, d: Mapping[str, Any]) -> None:
+        p = int(d["prompt"])
+        reason = d.get("reason")
+        why = None if reason is None else str(reason)
+        cur = self.current
+        if cur is not None and cur.prompt == p:
+            if not cur.stop:
+                cur.stop, cur.stop_reason = True, why
+        elif p not in self.answered:
+            self.stops.setdefault(p, why)
+
+    def _close_stopped(self, cur: TurnState) -> None:
+        """A stopped turn in the conversation: every call left open gets a result
+        (the provider needs one per call), and text cut mid-stream stays as the
+        assistant's message; the next prompt carries :data:`STOPPED_NOTE`."""
+        for call in cur.calls:
+            if not call.resolved:
+                call.interrupted = True
+                text = stopped_message(call.name)
+                self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
+        if cur.open_call is not None and cur.open_text:
+            self.messages.append(Message("assistant", cur.open_text))
+        self.was_stopped = True
 
     @staticmethod
     def _call(cur: TurnState, d: Mapping[str, Any]) -> CallState | None:
@@ -274,28 +370,106 @@ class FinishTurn:
     text: str
 
 
-Step = Idle | StartTurn | DiscardText | RunTools | InterruptTool | CallModel | FinishTurn
+@dataclass(frozen=True)
+class RequestApproval:
+    """Park these calls (of tools with ``needs_approval``) for a person."""
+
+    calls: tuple[CallState, ...]
 
 
-def next_step(state: Replay, idempotent: Mapping[str, bool]) -> Step:
+@dataclass(frozen=True)
+class TimeOutApproval:
+    """No decision came by the call's ``expires_at``: decide it denied."""
+
+    call: CallState
+    reason: str
+
+
+@dataclass(frozen=True)
+class WaitForApproval:
+    """Nothing runs until a person decides: finish the wake and hold nothing; a
+    wake is due at ``due`` (the first expiry), if any."""
+
+    due: datetime | None
+
+
+@dataclass(frozen=True)
+class StopTurn:
+    """``stop.requested`` for this turn: end it with ``turn.stopped``."""
+
+    text: str
+    reason: str | None
+
+
+Step = (
+    Idle
+    | StartTurn
+    | DiscardText
+    | RunTools
+    | InterruptTool
+    | CallModel
+    | FinishTurn
+    | RequestApproval
+    | TimeOutApproval
+    | WaitForApproval
+    | StopTurn
+)
+
+
+def next_step(
+    state: Replay,
+    idempotent: Mapping[str, bool],
+    approval_timeouts: Mapping[str, float | None] | None = None,
+    now: datetime | None = None,
+) -> Step:
     """What the worker does next, given the state and which tools are idempotent.
 
     A call started but not finished runs again if its tool is idempotent, and is
     marked interrupted otherwise (an unknown tool counts as not idempotent). The
     calls of one message that are to run, run together.
+
+    ``approval_timeouts``: the tools that need approval, each with its timeout
+    (``None``: none); ``now`` decides which approvals have expired.
     """
     cur = state.current
     if cur is None:
         p = state.pending_prompt()
         return Idle() if p is None else StartTurn(p)
+    if cur.stop:
+        return StopTurn(cur.open_text if cur.open_call else cur.last_text, cur.stop_reason)
     if cur.open_call is not None:
         return DiscardText(cur.open_call)
     pending = [c for c in cur.calls if not c.resolved]
     for call in pending:
         if call.started > 0 and not idempotent.get(call.name, False):
             return InterruptTool(call)
+    if approval_timeouts:
+        waits = _approval_step(pending, approval_timeouts, now or datetime.now(UTC))
+        if waits is not None:
+            return waits
     if pending:
         return RunTools(tuple((c, c.started + 1) for c in pending))
     if cur.model_calls > 0 and not cur.calls:
         return FinishTurn(cur.last_text)
     return CallModel()
+
+
+def _approval_step(
+    pending: list[CallState], timeouts: Mapping[str, float | None], now: datetime
+) -> Step | None:
+    """The approval steps, before any call of the message runs: ask for the calls
+    not asked yet, time out the expired ones, run the calls that may run, and wait
+    when only undecided calls are left. ``pending`` is narrowed in place to the
+    calls that may run now."""
+    ask = [c for c in pending if c.name in timeouts and c.approval is None and c.started == 0]
+    if ask:
+        return RequestApproval(tuple(ask))
+    waiting = [c for c in pending if c.approval == "requested"]
+    for c in waiting:
+        if c.expires_at is not None and c.expires_at <= now:
+            return TimeOutApproval(c, f"no decision within {c.timeout or 0:g} s")
+    pending[:] = [c for c in pending if c.approval != "requested"]
+    if pending or not waiting:
+        return None
+    due = [c.expires_at for c in waiting if c.expires_at is not None]
+    return WaitForApproval(min(due) if due else None)

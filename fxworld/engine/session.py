@@ -13,7 +13,7 @@ from fxworld.follow import bounded_follow
 from fxworld.models.base import Message
 from fxworld.types import Entry, JSONObject
 
-from . import log
+from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
 from .replay import conversation
 from .turn import Turn
@@ -146,6 +146,32 @@ class Session:
             entries.extend(batch)
             after = batch[-1].seq
         return conversation(entries)
+
+    # -- approvals and stop (see fxworld.engine.approvals) -------------------------------
+
+    async def approve(self, execution_id: str, note: str | None = None) -> None:
+        """Approve the waiting call ``execution_id``; returns once saved, and the
+        call then runs. The first decision wins: approving again does nothing;
+        approving a denied call raises :class:`~fxworld.errors.AlreadyDecided`; a
+        call that does not wait here raises :class:`~fxworld.errors.UnknownCall`."""
+        await approvals.decide(await self.agent._ready_world(), self.id, execution_id, True, note)
+
+    async def deny(self, execution_id: str, reason: str | None = None) -> None:
+        """Deny the waiting call ``execution_id``: the model hears the denial (with
+        ``reason``) as the call's result. Same rules as :meth:`approve`."""
+        await approvals.decide(
+            await self.agent._ready_world(), self.id, execution_id, False, reason
+        )
+
+    async def pending_approvals(self) -> list[approvals.Approval]:
+        """The calls of the running turn that wait for a decision."""
+        return await approvals.pending_approvals(await self.agent._ready_world(), self.id)
+
+    async def stop(self, reason: str | None = None) -> None:
+        """Stop the running turn; returns once ``stop.requested`` is saved. The
+        turn ends with ``turn.stopped`` (``await turn`` raises
+        :class:`~fxworld.engine.turn.TurnStopped`). Does nothing when no turn runs."""
+        await approvals.request_stop(await self.agent._ready_world(), self.id, reason)
 
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from fxworld.errors import InvalidArgument
 from fxworld.models.base import ToolSpec
 
 __all__ = ["Tool", "ToolContext", "tool"]
@@ -44,6 +45,11 @@ class Tool:
     ``idempotent``: safe to run twice. A call that was started but not finished
     when its worker died runs again on resume if and only if this is true;
     otherwise the model is told it may have partly run.
+
+    ``needs_approval``: each call waits for a person (``session.approve`` /
+    ``session.deny``) before it runs; the turn holds no worker meanwhile.
+    ``approval_timeout``: seconds after which an undecided call counts as denied
+    (``None``: wait forever).
     """
 
     name: str
@@ -51,8 +57,15 @@ class Tool:
     input_schema: dict[str, Any]
     fn: Callable[..., Any]
     idempotent: bool = False
+    needs_approval: bool = False
+    approval_timeout: float | None = None
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        t = self.approval_timeout
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+            raise InvalidArgument(f"approval_timeout must be seconds > 0 or None, not {t!r}")
 
     @property
     def spec(self) -> ToolSpec:
@@ -101,6 +114,8 @@ def _build(
     description: str | None,
     idempotent: bool,
     input_schema: dict[str, Any] | None,
+    needs_approval: bool,
+    approval_timeout: float | None,
 ) -> Tool:
     sig = inspect.signature(fn)
     takes_ctx = "ctx" in sig.parameters
@@ -116,6 +131,8 @@ def _build(
         input_schema=input_schema,
         fn=fn,
         idempotent=idempotent,
+        needs_approval=needs_approval,
+        approval_timeout=approval_timeout,
         _takes_ctx=takes_ctx,
         _model=model,
     )
@@ -151,6 +168,8 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     input_schema: dict[str, Any] | None = None,
+    needs_approval: bool = False,
+    approval_timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -162,21 +181,28 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     input_schema: dict[str, Any] | None = None,
+    needs_approval: bool = False,
+    approval_timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(idempotent=True)``.
+    """Make a function a :class:`Tool`: ``@tool``, ``@tool(idempotent=True)`` or
+    ``@tool(needs_approval=True, approval_timeout=None)``.
 
     The description defaults to the docstring; the input schema to the JSON Schema
     of the function's parameters (``ctx`` excluded). Given ``input_schema``, the
     input is passed as keyword arguments without validation.
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "idempotent": idempotent,
+        "input_schema": input_schema,
+        "needs_approval": needs_approval,
+        "approval_timeout": approval_timeout,
+    }
     if fn is not None:
-        return _build(
-            fn, name=name, description=description, idempotent=idempotent, input_schema=input_schema
-        )
+        return _build(fn, **options)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return _build(
-            f, name=name, description=description, idempotent=idempotent, input_schema=input_schema
-        )
+        return _build(f, **options)
 
     return wrap

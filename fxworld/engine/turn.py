@@ -16,7 +16,7 @@ from .cursor import encode_cursor
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["Accepted", "Turn", "TurnFailed", "prompts_in_flight"]
+__all__ = ["Accepted", "Turn", "TurnFailed", "TurnStopped", "prompts_in_flight"]
 
 _in_flight: set[asyncio.Task[Accepted]] = set()
 """The prompt appends this process has started and that have not finished yet."""
@@ -52,13 +52,24 @@ class TurnFailed(WorldError):
         super().__init__(f"session {session_id!r}: turn failed: {error}")
 
 
+class TurnStopped(TurnFailed):
+    """The turn was stopped (``session.stop()``) and ended with ``turn.stopped``;
+    ``text`` is its answer as saved when it was cut, ``reason`` the stop's."""
+
+    def __init__(self, session_id: str, text: str, reason: str | None = None) -> None:
+        self.text = text
+        self.reason = reason
+        super().__init__(session_id, "stopped" + (f": {reason}" if reason else " by the user"))
+
+
 class Turn:
     """What ``Session.prompt`` returns, at once.
 
     ``await turn.accepted`` gives :class:`Accepted` once the prompt is appended
     (unfenced, with a wake and an idempotency key). ``await turn`` gives the
     turn's final text once some worker (any process running ``agent.work()``)
-    has answered it, or raises :class:`TurnFailed`. Awaiting is optional: the turn
+    has answered it, or raises :class:`TurnFailed` (:class:`TurnStopped` when it
+    was stopped). Awaiting is optional: the turn
     runs whether or not anyone waits for it.
     """
 
@@ -96,6 +107,12 @@ class Turn:
                 if event.kind in log.TURN_END_KINDS and event.data.get("prompt") == self._seq:
                     if event.kind == log.TURN_FAILED:
                         raise TurnFailed(self.session.id, str(event.data.get("error", "")))
+                    if event.kind == log.TURN_STOPPED:
+                        reason = event.data.get("reason")
+                        text = str(event.data.get("text", ""))
+                        raise TurnStopped(
+                            self.session.id, text, None if reason is None else str(reason)
+                        )
                     return str(event.data.get("text", ""))
         raise AssertionError("unreachable: stream() without until never ends")  # pragma: no cover
 

@@ -23,12 +23,21 @@ SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text i
 marked discarded, the call is made again by the next worker); a running tool is
 let finish; then ``turn.yielded`` is appended with a wake and the lease is
 released, so another worker continues at once.
+
+Approvals and stop (:mod:`fxworld.engine.worker_approvals`, mixed into the
+session run): a call of a tool with ``needs_approval`` is parked with
+``approval.requested``; when only such calls are left, the run finishes its wake
+and holds nothing until a decision brings a worker back. While it runs a session,
+a worker follows the session's log for ``stop.requested``: the model stream is
+cut (its saved text stays), no new tool starts, an async tool is cancelled, a sync
+one is let finish, and ``turn.stopped`` ends the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 import time
@@ -61,13 +70,19 @@ from .replay import (
     Idle,
     InterruptTool,
     Replay,
+    RequestApproval,
     RunTools,
     StartTurn,
     Step,
+    StopTurn,
+    TimeOutApproval,
+    WaitForApproval,
     interrupted_message,
     next_step,
+    stopped_message,
 )
 from .tools import ToolContext, render_output
+from .worker_approvals import ApprovalAndStop
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -93,6 +108,10 @@ class _Stop(Exception):
 
 class _Handover(Exception):
     """Abort the model stream: the worker is shutting down."""
+
+
+class _Cut(Exception):
+    """Abort the model stream: the user stopped the turn (its saved text stays)."""
 
 
 class Worker:
@@ -204,7 +223,7 @@ class Worker:
                 f.cancel()
 
 
-class _SessionRun:
+class _SessionRun(ApprovalAndStop):
     """One delivery of one session's wake: acquire, replay, steps, hand back."""
 
     def __init__(self, worker: Worker, world: World, wake: WakeLease) -> None:
@@ -217,6 +236,9 @@ class _SessionRun:
         self.state = Replay()
         self.lease_lost = False
         self.tool_specs: tuple[ToolSpec, ...] | None = None
+        self.stop_seen = asyncio.Event()  # a stop.requested for the current turn landed
+        self._stop_cancelled: set[str] = set()  # execution ids cancelled by a stop
+        self._watcher: asyncio.Task[None] | None = None
 
     async def go(self) -> None:
         renewer = asyncio.create_task(self._renew())
@@ -229,11 +251,15 @@ class _SessionRun:
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            for task in (renewer, self._watcher):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     async def _go(self) -> None:
+        if await self._nothing_to_do():
+            return
         self.fence = await self._retry(lambda: self.world.acquire(self.sid))
         logger.info(
             "session %s: taken (delivery %d, epoch %d)",
@@ -255,12 +281,21 @@ class _SessionRun:
                     )
                 ]
             )
-        idempotent = {name: t.idempotent for name, t in self.agent.tools.items()}
+        self._watcher = asyncio.create_task(self._watch_for_stop(self.state.last_seq))
+        tools = self.agent.tools
+        idempotent = {name: t.idempotent for name, t in tools.items()}
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
         while True:
             if self.lease_lost:
                 raise _Stop("lease lost")
-            step = next_step(self.state, idempotent)
+            if self.stop_seen.is_set():
+                self.stop_seen.clear()
+                await self._catch_up()
+            step = next_step(self.state, idempotent, timeouts)
             if isinstance(step, Idle):
+                break
+            if isinstance(step, WaitForApproval):
+                await self._wait_for_approval(step)
                 break
             reason = self._must_yield(step)
             if reason is not None:
@@ -318,6 +353,8 @@ class _SessionRun:
             started = time.monotonic()
             await self._call_model(cur.prompt, cur.turn)
             self._note_step(started)
+        elif isinstance(step, (RequestApproval, TimeOutApproval, StopTurn)):
+            await self._do_approval_or_stop(step)
         elif isinstance(step, FinishTurn):
             crash_point("before-turn-finished")
             await self._append(
@@ -334,7 +371,11 @@ class _SessionRun:
     async def _run_tools(self, step: RunTools) -> None:
         """Calls found to run after a replay (never started, or idempotent ones to
         run again): their ``tool.started`` entries in one append, then the runs."""
+        if self.stop_seen.is_set():
+            return  # a stop landed: no new tool starts (the step loop ends the turn)
         entries, runs = self._start_entries(step.runs)
+        if any(c.approval == "approved" for c, _ in runs):
+            crash_point("before-approved-call")
         await self._append(entries)
         crash_point("after-tool-started")
         await self._run_started(runs)
@@ -367,16 +408,25 @@ class _SessionRun:
         lock = asyncio.Lock()
         finished: list[NewEntry] = []
 
+        calls: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # execution id -> tool, call
+
         async def run_one(c: CallState, attempt: int) -> None:
             ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
+            entry: NewEntry
             try:
-                output = render_output(await tools[c.name].call(c.input, ctx))
-                is_error = False
+                running = asyncio.ensure_future(tools[c.name].call(c.input, ctx))
+                calls[c.execution_id] = (c.name, running)
+                output = render_output(await running)
+                entry = _tool_entry(log.TOOL_FINISHED, c, output=output, is_error=False)
+            except asyncio.CancelledError:
+                if c.execution_id not in self._stop_cancelled:
+                    raise
+                entry = _tool_entry(log.TOOL_INTERRUPTED, c, message=stopped_message(c.name))
             except Exception as e:  # a tool that raises is a result the model sees
                 logger.info("session %s: tool %s raised", self.sid, c.name, exc_info=True)
-                output = error_text(e)  # scrubbed: the log is streamed to clients
-                is_error = True
-            finished.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=is_error))
+                # scrubbed: the log is streamed to clients
+                entry = _tool_entry(log.TOOL_FINISHED, c, output=error_text(e), is_error=True)
+            finished.append(entry)
             async with lock:
                 if not finished:
                     return  # appended with another call's result
@@ -385,16 +435,17 @@ class _SessionRun:
                 await self._append(batch)
                 crash_point("after-tool-finished")
 
-        if len(runs) == 1:  # the common case: no task to make
-            await run_one(*runs[0])
-            return
+        if len(runs) == 1 and not inspect.iscoroutinefunction(tools[runs[0][0].name].fn):
+            await run_one(*runs[0])  # the common case: no task to make (a stop lets a
+            return  # sync call finish, so nothing watches for one)
         tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
+        cutter = asyncio.create_task(self._cancel_async_calls_on_stop(calls))
         try:
             await asyncio.gather(*tasks)
         finally:  # replaced (Fenced) or stopped: nothing more of this step runs
-            for t in tasks:
+            for t in [cutter, *tasks]:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(cutter, *tasks, return_exceptions=True)
 
     async def _call_model(self, prompt: int, turn: str) -> None:
         if self.tool_specs is None:
@@ -411,6 +462,8 @@ class _SessionRun:
             wrote_text = False
             try:
                 runs, wrote_text = await self._stream_model(request, call)
+            except _Cut:
+                return  # its saved text stays; the step loop ends the turn
             except _Handover:
                 if self._call_open(call):
                     await self._append(
@@ -425,10 +478,13 @@ class _SessionRun:
                     )
                 if e.retryable and attempt <= self.agent.model_retries:
                     backoff = min(0.5 * 2 ** (attempt - 1), 8.0)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.worker.stopping.wait(), backoff)
-                    if self.worker.stopping.is_set():
-                        return  # the step loop hands the turn over; the call is made later
+                    events = (self.worker.stopping, self.stop_seen)  # SIGTERM, or a stop
+                    waits = [asyncio.ensure_future(e.wait()) for e in events]
+                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
+                    for w in waits:
+                        w.cancel()
+                    if any(e.is_set() for e in events):
+                        return  # the step loop hands the turn over (or ends it)
                     continue
                 logger.warning("session %s: the model call failed: %s", self.sid, e)
                 await self._append(
@@ -460,6 +516,8 @@ class _SessionRun:
             # the reply is saved with its calls started: run them now (also when a
             # stop was asked meanwhile: a started call left unrun would be reported
             # as maybe partly run)
+            if self.stop_seen.is_set():
+                return  # no new tool starts: the stopped turn closes the calls
             await self._run_started(runs)
             return
 
@@ -472,7 +530,9 @@ class _SessionRun:
         silent). A stop request (SIGTERM) aborts the call at once."""
         queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
         pump = asyncio.create_task(self._pump(request, queue))
-        stopping: asyncio.Task[bool] | None = None  # made when the model keeps us waiting
+        # made when the model keeps us waiting: SIGTERM, and a stop of this turn
+        stopping: asyncio.Task[bool] | None = None
+        cut: asyncio.Task[bool] | None = None
         buf: list[str] = []
         size = 0
         oldest = 0.0  # when the oldest unsaved text arrived
@@ -493,14 +553,19 @@ class _SessionRun:
                     item = queue.get_nowait()
                 else:
                     timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
-                    if stopping is None:
+                    if stopping is None or cut is None:
                         stopping = asyncio.create_task(self.worker.stopping.wait())
+                        cut = asyncio.create_task(self.stop_seen.wait())
                     get = asyncio.create_task(queue.get())
                     done, _ = await asyncio.wait(
-                        {get, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                        {get, stopping, cut}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                     )
                     if get not in done:
                         get.cancel()
+                        if cut in done:
+                            if buf:
+                                await flush()  # what arrived stays, with what was saved
+                            raise _Cut()
                         if stopping in done:
                             raise _Handover()
                         await flush()  # the interval passed while the model was silent
@@ -512,6 +577,10 @@ class _SessionRun:
                     raise item
                 if self.worker.stopping.is_set():
                     raise _Handover()
+                if self.stop_seen.is_set():
+                    if buf:
+                        await flush()  # what arrived stays, with what was saved
+                    raise _Cut()
                 if isinstance(item, TextDelta):
                     if not item.text:
                         continue
@@ -525,8 +594,9 @@ class _SessionRun:
                     response = item
         finally:
             pump.cancel()
-            if stopping is not None:
-                stopping.cancel()
+            for waiter in (stopping, cut):
+                if waiter is not None:
+                    waiter.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await pump
         if response is None:
@@ -535,19 +605,23 @@ class _SessionRun:
         entries: list[NewEntry] = []
         if buf:
             entries.append(log.entry(log.TEXT, call=call, text="".join(buf)))
-        runs = self._reply_entries(call, response, entries)
-        await self._append(entries)
+        runs, wake = self._reply_entries(call, response, entries)
+        await self._append(entries, wake=wake)
         crash_point("after-message")
+        if any(e.kind == log.APPROVAL_REQUESTED for e in entries):
+            crash_point("after-approval-requested")
         return runs, wrote
 
     def _reply_entries(
         self, call: str, response: ModelResponse, entries: list[NewEntry]
-    ) -> list[tuple[CallState, int]]:
+    ) -> tuple[list[tuple[CallState, int]], float | None]:
         """Add the entries of the model's reply to ``entries``, for ONE append: the
-        ``message``, then either the ``tool.started`` entries of its calls (nothing
-        can be lost between the reply and the start of its calls, so they are saved
+        ``message``, then either the ``approval.requested`` entries of its calls that
+        need approval and the ``tool.started`` entries of the others (nothing can be
+        lost between the reply and the start of its calls, so they are saved
         together), or, for a reply without calls, ``turn.finished``. Returns the
-        calls to run once that append has landed."""
+        calls to run once that append has landed, and the delay of the wake that
+        lands with it (an approval's timeout), if any."""
         cur = self.state.current
         assert cur is not None
         calls = [
@@ -574,10 +648,16 @@ class _SessionRun:
             entries.append(
                 log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=response.text)
             )
-            return []
-        started, runs = self._start_entries([(c, 1) for c in calls])
+            return [], None
+        tools = self.agent.tools
+        asks = [c for c in calls if c.name in tools and tools[c.name].needs_approval]
+        wake = None
+        if asks:  # such a call is not started: it waits for its decision
+            requested, wake = self._approval_entries(asks)
+            entries.extend(requested)
+        started, runs = self._start_entries([(c, 1) for c in calls if c not in asks])
         entries.extend(started)
-        return runs
+        return runs, wake
 
     async def _pump(
         self, request: ModelRequest, queue: asyncio.Queue[ModelEvent | BaseException | None]

@@ -3,7 +3,9 @@
 - :func:`create_app` / :func:`routes`: ``POST /sessions``,
   ``POST /sessions/{id}/prompts`` and ``GET /sessions/{id}/stream`` (Server-Sent
   Events, resumable with ``Last-Event-ID`` or ``?cursor=``), as an ASGI app to
-  mount in FastAPI, Starlette or any ASGI server.
+  mount in FastAPI, Starlette or any ASGI server; ``GET /sessions/{id}/approvals``,
+  ``POST /sessions/{id}/approvals/{execution_id}`` and ``POST /sessions/{id}/stop``
+  for tools that wait for a person and for Stop.
 - :class:`WakeHandler` (``agent.wake_handler(secret=...)``): an endpoint for push
   queues, cron and serverless functions that runs due turns on a signed request.
 - :func:`signed_headers`: the headers that sign a wake request's body.

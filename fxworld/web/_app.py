@@ -3,6 +3,10 @@
 ``POST /sessions``                 ``{"text", "session_id"?}`` -> 202 ``{"session_id", "cursor"}``
 ``POST /sessions/{id}/prompts``    ``{"text"}`` -> 202 ``{"session_id", "cursor"}``
 ``GET  /sessions/{id}/stream``     ``text/event-stream``
+``GET  /sessions/{id}/approvals``  -> 200 ``{"approvals": [...]}``
+``POST /sessions/{id}/approvals/{execution_id}`` ``{"approve": true, "note"?}`` or
+                                   ``{"approve": false, "reason"?}`` -> 200
+``POST /sessions/{id}/stop``       ``{"reason"?}`` -> 202
 
 Every refusal is a JSON body ``{"error": <code>, "message": <text>}`` with its
 status; an unexpected exception is logged here and answered with a bare 500, so a
@@ -33,6 +37,7 @@ from starlette.routing import BaseRoute, Route
 from fxworld import validate
 from fxworld.engine.cursor import encode_cursor
 from fxworld.errors import (
+    AlreadyDecided,
     BackendUnavailable,
     ConfigurationError,
     Conflict,
@@ -42,6 +47,7 @@ from fxworld.errors import (
     InvalidEntry,
     InvalidSessionId,
     KeyReused,
+    UnknownCall,
 )
 
 from . import _sse
@@ -62,7 +68,7 @@ __all__ = [
 
 logger = logging.getLogger("fxworld.web")
 
-Action = Literal["create", "prompt", "stream"]
+Action = Literal["create", "prompt", "stream", "approve", "stop"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
 """``authorize(request, session_id, action)``: ``True`` to allow (may be async).
 
@@ -72,7 +78,8 @@ error: logged, answered 500, never a grant. Raising :class:`HTTPError` (or a
 Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
 missing login).
 
-``action`` is ``"create"``, ``"prompt"`` or ``"stream"``. It is asked before the
+``action`` is ``"create"``, ``"prompt"``, ``"stream"``, ``"approve"`` (list the
+calls waiting for a decision, decide one) or ``"stop"``. It is asked before the
 body is read and before the session is looked up, so a refused client cannot
 probe which sessions exist. For ``"create"``, ``session_id`` is first the random
 id the new session will have; when the body proposes an id (so that a retried
@@ -94,6 +101,7 @@ MAX_PROMPT_BYTES = 256 * 1024
 """The default limit on a prompt request's body, in bytes."""
 
 _MAX_KEY_CHARS = 200
+_MAX_SMALL_BODY = 16 * 1024  # a decision or a stop: a note or a reason
 
 
 class HTTPError(Exception):
@@ -173,6 +181,11 @@ def _translate(exc: BaseException) -> HTTPError | None:
         return HTTPError(400, "invalid_session_id", str(exc))
     if isinstance(exc, (InvalidEntry, InvalidArgument)):
         return HTTPError(400, "invalid_request", str(exc))
+    if isinstance(exc, UnknownCall):
+        return HTTPError(404, "unknown_call", "no such call waits for a decision here")
+    if isinstance(exc, AlreadyDecided):
+        how = "approved" if exc.approved else "denied"
+        return HTTPError(409, "already_decided", f"the call was already {how}")
     if isinstance(exc, BackendUnavailable):
         return HTTPError(
             503,
@@ -357,6 +370,69 @@ class _Routes:
             headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
         )
 
+    # -- approvals and stop -------------------------------------------------------
+
+    async def _small_body(self, request: Request) -> dict[str, Any]:
+        """A small JSON object body (an empty body is ``{}``)."""
+        raw = await read_body(request, _MAX_SMALL_BODY)
+        if raw is None:
+            raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise HTTPError(400, "invalid_json", "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise HTTPError(400, "invalid_request", "the body must be a JSON object")
+        for name in ("note", "reason"):
+            if body.get(name) is not None and not isinstance(body[name], str):
+                raise HTTPError(400, "invalid_request", f"{name} must be a string")
+        return body
+
+    async def approvals(self, request: Request) -> Response:
+        session_id: str = request.path_params["session_id"]
+        validate.session_id(session_id)
+        await self._check(request, session_id, "approve")
+        session = await self._existing(session_id)
+        waiting = [
+            {
+                "execution_id": a.execution_id,
+                "call_id": a.call_id,
+                "name": a.name,
+                "input": a.input,
+                "requested_at": a.requested_at.isoformat(),
+                "expires_at": None if a.expires_at is None else a.expires_at.isoformat(),
+            }
+            for a in await session.pending_approvals()
+        ]
+        return JSONResponse({"approvals": waiting})
+
+    async def decide(self, request: Request) -> Response:
+        session_id: str = request.path_params["session_id"]
+        execution_id: str = request.path_params["execution_id"]
+        validate.session_id(session_id)
+        await self._check(request, session_id, "approve")
+        session = await self._existing(session_id)
+        body = await self._small_body(request)
+        approve = body.get("approve")
+        if not isinstance(approve, bool):
+            raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
+        if approve:
+            await session.approve(execution_id, note=body.get("note"))
+        else:
+            await session.deny(execution_id, reason=body.get("reason"))
+        return JSONResponse({"execution_id": execution_id, "approved": approve})
+
+    async def stop(self, request: Request) -> Response:
+        session_id: str = request.path_params["session_id"]
+        validate.session_id(session_id)
+        await self._check(request, session_id, "stop")
+        session = await self._existing(session_id)
+        body = await self._small_body(request)
+        await session.stop(reason=body.get("reason"))
+        return JSONResponse({"session_id": session_id}, status_code=202)
+
     async def _frames(
         self,
         request: Request,
@@ -463,6 +539,13 @@ def _build(
         Route("/sessions", _guard(r.create), methods=["POST"]),
         Route("/sessions/{session_id}/prompts", _guard(r.prompt), methods=["POST"]),
         Route("/sessions/{session_id}/stream", _guard(r.stream), methods=["GET"]),
+        Route("/sessions/{session_id}/approvals", _guard(r.approvals), methods=["GET"]),
+        Route(
+            "/sessions/{session_id}/approvals/{execution_id}",
+            _guard(r.decide),
+            methods=["POST"],
+        ),
+        Route("/sessions/{session_id}/stop", _guard(r.stop), methods=["POST"]),
     ]
     return built, r
 

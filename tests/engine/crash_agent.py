@@ -10,6 +10,9 @@ Configured by environment, so every process builds the same agent:
 - ``ENGINE_TEST_SCRIPT=parallel``: both tools called in one message; ``charge``
   then starts only once ``lookup`` has recorded its run in this process, so a
   crash inside ``charge`` always finds ``lookup`` running.
+- ``ENGINE_TEST_SCRIPT=approval``: the model calls ``refund`` (needs approval, not
+  idempotent), then answers; ``ENGINE_TEST_APPROVAL_TIMEOUT``: its timeout.
+- ``ENGINE_TEST_SCRIPT=long``: one long answer (stop it while it streams).
 
 The script: look up order A (idempotent), charge it (not idempotent), answer.
 """
@@ -40,8 +43,14 @@ PARALLEL = [  # ENGINE_TEST_SCRIPT=parallel: both calls in one message
     FINAL,
 ]
 
+REFUND_FINAL = "The refund is settled."
+APPROVAL = [{"tool": "refund", "input": {"id": "A", "cents": 500}}, REFUND_FINAL]
+LONG = " ".join(f"word{i}" for i in range(400))
+LONG_AFTER = "A short answer this time."
 
-PARALLEL_MODE = os.environ.get("ENGINE_TEST_SCRIPT") == "parallel"
+MODE = os.environ.get("ENGINE_TEST_SCRIPT", "")
+PARALLEL_MODE = MODE == "parallel"
+_timeout = os.environ.get("ENGINE_TEST_APPROVAL_TIMEOUT")
 _lookup_recorded = threading.Event()
 
 
@@ -86,14 +95,23 @@ def charge(id: str, cents: int, ctx: ToolContext) -> str:
     return f"charged {cents} cents for order {id}"
 
 
+@tool(needs_approval=True, approval_timeout=float(_timeout) if _timeout else None)
+def refund(id: str, cents: int, ctx: ToolContext) -> str:
+    """Refund an order (needs a person's approval; not idempotent)."""
+    _record("refund", ctx)
+    crash_point("in-tool:refund")
+    _block("refund")
+    return f"refunded {cents} cents for order {id}"
+
+
 agent = Agent(
     ScriptedModel(
-        PARALLEL if PARALLEL_MODE else SCRIPT,
+        {"parallel": PARALLEL, "approval": APPROVAL, "long": [LONG, LONG_AFTER]}.get(MODE, SCRIPT),
         record_to=DIR / "model.jsonl",
-        pieces=5,
+        pieces=80 if MODE == "long" else 5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
     ),
-    tools=[lookup, charge],
+    tools=[lookup, charge, refund],
     instructions="You handle orders.",
     text_chunk_interval=0.0,  # every streamed piece is saved as its own chunk
 )

@@ -73,9 +73,12 @@ async def test_crash_at_step_boundary(
     second = start_worker(lease=SURVIVOR_LEASE)
     final = await asyncio.wait_for(turn, 60)
     seen = await asyncio.wait_for(reader, 30)
-    # (after-message#3 the turn had ended before the crash: the second worker only
-    # takes the session over and finds nothing to do)
-    await asyncio.to_thread(second.wait_for_log, f"session {sid}: taken")
+    # (after-message#3 the turn had ended before the crash: the second worker finds
+    # nothing to do and finishes the wake without taking the session over)
+    ended = point == "after-message#3"
+    await asyncio.to_thread(
+        second.wait_for_log, f"session {sid}: " + ("nothing to do" if ended else "taken")
+    )
     second.signal(signal.SIGTERM)
     assert await second.wait() == 0, second.text()
 
@@ -86,7 +89,7 @@ async def test_crash_at_step_boundary(
     assert kinds.count("turn.finished") == 1 and "turn.failed" not in kinds
     assert_no_gap_no_dup(sid, seen, stored)
     assert seen[-1].kind == "turn.finished"
-    assert kinds.count("fence") == 2  # one takeover per worker
+    assert kinds.count("fence") == (1 if ended else 2)  # one takeover per worker that ran it
 
     runs = read_jsonl(tmp_path / "runs.jsonl")
     charges = [r for r in runs if r["tool"] == "charge"]

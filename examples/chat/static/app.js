@@ -3,6 +3,8 @@
 // POST sessions            {"text"} -> {"session_id", "cursor"}   (a new session)
 // POST sessions/{id}/prompts {"text"} -> {"session_id", "cursor"} (Idempotency-Key header)
 // GET  sessions/{id}/stream  Server-Sent Events: id = cursor, event = kind, data = JSON
+// POST sessions/{id}/approvals/{execution_id} {"approve": true|false}  (the approval card)
+// POST sessions/{id}/stop    {}  (the Stop button)
 //
 // The page renders every event of the stream once, as it arrives. When the
 // connection drops (a server restart, a network change) the browser's EventSource
@@ -13,6 +15,7 @@
 const KINDS = [
   "prompt", "turn.started", "text", "text.discarded", "message", "tool.started",
   "tool.finished", "tool.interrupted", "turn.finished", "turn.failed", "turn.yielded", "fence",
+  "approval.requested", "approval.decided", "stop.requested", "turn.stopped",
 ];
 
 const transcript = document.getElementById("transcript");
@@ -21,12 +24,16 @@ const form = document.getElementById("composer");
 const input = document.getElementById("text");
 const sendButton = document.getElementById("send");
 const footer = document.getElementById("session");
+const stopButton = document.getElementById("stop");
 
 let sessionId = new URLSearchParams(location.hash.slice(1)).get("s");
 let source = null;
 let lastCursor = null;
 const bubbles = new Map(); // model call -> its assistant <li>
 const tools = new Map(); // execution_id -> its tool <li>
+const approvals = new Map(); // execution_id -> its approval card <li>
+let lastCall = null; // the model call whose text was shown last
+let running = 0; // prompts not answered yet: Stop is enabled while > 0
 
 function setStatus(text, cls) {
   statusEl.textContent = text;
@@ -84,6 +91,7 @@ function render(ev) {
     }
     case "text":
       part(bubbleFor(d.call).firstChild, ev, "span", "chunk", d.text);
+      lastCall = d.call;
       break;
     case "text.discarded":
       bubbleFor(d.call).classList.add("discarded");
@@ -117,15 +125,82 @@ function render(ev) {
       part(card, ev, "span", "result error", "interrupted: " + d.message);
       break;
     }
+    case "approval.requested": {
+      const li = item(ev, "approval");
+      const code = document.createElement("code");
+      code.textContent = d.name + "(" + JSON.stringify(d.input) + ") needs your approval";
+      li.appendChild(code);
+      const buttons = document.createElement("div");
+      buttons.className = "choices";
+      for (const [label, approve] of [["Approve", true], ["Deny", false]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = label;
+        b.className = approve ? "approve" : "deny";
+        b.addEventListener("click", () => decide(d.execution_id, approve, buttons));
+        buttons.appendChild(b);
+      }
+      li.appendChild(buttons);
+      approvals.set(d.execution_id, li);
+      break;
+    }
+    case "approval.decided": {
+      const card = approvals.get(d.execution_id) || item(ev, "approval");
+      closeCard(card, d.approved ? "approved" : "denied" + (d.reason ? ": " + d.reason : ""));
+      part(card, ev, "span", "result" + (d.approved ? "" : " error"), d.approved ? "✓ approved" : "✗ denied");
+      approvals.delete(d.execution_id);
+      break;
+    }
+    case "stop.requested": meta(ev, "stop requested"); break;
+    case "turn.stopped": {
+      if (lastCall && bubbles.has(lastCall)) bubbles.get(lastCall).classList.add("stopped");
+      for (const card of approvals.values()) closeCard(card, "closed: the turn was stopped");
+      approvals.clear();
+      meta(ev, "turn stopped by the user");
+      break;
+    }
     case "turn.started": meta(ev, "turn started"); break;
     case "turn.finished": meta(ev, "turn finished"); break;
     case "turn.failed": meta(ev, "turn failed: " + d.error); break;
     case "turn.yielded": meta(ev, "turn paused (" + d.reason + "), continuing"); break;
     case "fence": meta(ev, "a worker picked up the session (epoch " + d.epoch + ")"); break;
   }
+  if (ev.type === "prompt") running++;
+  if (ev.type === "turn.finished" || ev.type === "turn.failed" || ev.type === "turn.stopped") {
+    running = Math.max(0, running - 1);
+  }
+  stopButton.disabled = running === 0;
   lastCursor = ev.lastEventId;
   document.querySelector("main").scrollTop = 1e9;
 }
+
+// An approval card once decided (or closed by a stop): no more buttons.
+function closeCard(card, why) {
+  card.classList.add("decided");
+  card.title = why;
+  for (const b of card.querySelectorAll("button")) b.disabled = true;
+}
+
+async function decide(executionId, approve, buttons) {
+  for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+  const path = "sessions/" + encodeURIComponent(sessionId) + "/approvals/" + encodeURIComponent(executionId);
+  try {
+    // 409 (decided the other way, e.g. in another tab) shows as its decided event
+    await post(path, approve ? { approve: true } : { approve: false, reason: "denied in the browser" });
+  } catch (err) {
+    if (!/already/.test(err.message)) alert("Could not decide: " + err.message);
+  }
+}
+
+stopButton.addEventListener("click", async () => {
+  if (!sessionId) return;
+  stopButton.disabled = true;
+  try {
+    await post("sessions/" + encodeURIComponent(sessionId) + "/stop", {});
+  } catch (err) {
+    alert("Could not stop: " + err.message);
+  }
+});
 
 function connect(cursor) {
   if (source) source.close();
@@ -151,8 +226,9 @@ function randomHex(bytes) {
   return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-// POST a prompt, retrying a lost request with the same Idempotency-Key: a prompt
-// that did land is never saved twice.
+// POST a prompt (or a decision, a stop), retrying a lost request with the same
+// Idempotency-Key: a prompt that did land is never saved twice (a decision or a
+// stop is idempotent by itself).
 async function post(path, body) {
   const key = randomHex(16);
   for (let attempt = 1; ; attempt++) {
@@ -210,6 +286,10 @@ document.getElementById("new").addEventListener("click", () => {
   lastCursor = null;
   bubbles.clear();
   tools.clear();
+  approvals.clear();
+  lastCall = null;
+  running = 0;
+  stopButton.disabled = true;
   transcript.replaceChildren();
   history.replaceState(null, "", location.pathname);
   footer.textContent = "";

@@ -1,0 +1,73 @@
+"""`fxworld sessions approvals | approve | deny | stop`, as a user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from fxworld import Agent, SqliteWorld, tool
+from fxworld.cli import main
+from fxworld.testing import ScriptedModel
+
+
+@tool(needs_approval=True)
+def refund_order(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+def park(db: Path, sid: str) -> None:
+    """A turn in ``sid`` that waits for a decision on a refund_order call."""
+
+    async def go() -> None:
+        world = SqliteWorld(db)
+        agent = Agent(
+            ScriptedModel([{"tool": "refund_order", "input": {"order_id": "A-1"}}, "Done."]),
+            tools=[refund_order],
+            world=world,
+        )
+        await agent.session(sid).prompt("Refund A-1.").accepted
+        await asyncio.wait_for(agent.work(until_idle=True), 30)
+        await world.close()
+
+    asyncio.run(go())
+
+
+def kinds(db: Path, sid: str) -> list[str]:
+    async def go() -> list[str]:
+        world = SqliteWorld(db)
+        try:
+            return [e.kind for e in await world.read(sid, 0)]
+        finally:
+            await world.close()
+
+    return asyncio.run(go())
+
+
+def test_list_approve_deny_and_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "w.db"
+    url = ["--world", f"sqlite:///{db}"]
+    park(db, "s1")
+    assert main(["sessions", "approvals", "s1", *url]) == 0
+    out, err = capsys.readouterr()
+    xid, name, args, *_ = out.split()
+    assert name == "refund_order" and args == '{"order_id":"A-1"}' and "expires never" in out
+    assert "1 call waiting" in err
+
+    assert main(["sessions", "deny", "s1", "nope", *url]) == 2
+    assert "UnknownCall" in capsys.readouterr().err
+    assert main(["sessions", "approve", "s1", xid, "--note", "ok", *url]) == 0
+    assert capsys.readouterr().out.strip() == f"approved {xid}"
+    assert main(["sessions", "deny", "s1", xid, "--reason", "late", *url]) == 2
+    assert "AlreadyDecided" in capsys.readouterr().err
+    assert kinds(db, "s1").count("approval.decided") == 1
+
+    park(db, "s2")
+    assert main(["sessions", "stop", "s2", "--reason", "enough", *url]) == 0
+    assert "stop requested" in capsys.readouterr().out
+    assert kinds(db, "s2")[-1] == "stop.requested"
+    assert main(["sessions", "stop", "empty", *url]) == 0
+    assert "nothing to stop" in capsys.readouterr().out
+    assert kinds(db, "empty") == []
