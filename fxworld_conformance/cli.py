@@ -1,9 +1,10 @@
 """``fxworld conformance``: run the kit against a world and print one row per guarantee.
 
-``fxworld conformance --world URL|module:factory [--profile ci|thorough]
+``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
 [--report out.json] [--seed N]`` prints a table with one row per guarantee W1-W17
 (passed; failed with the shrunk counterexample or history excerpt; skipped with
-the capability that caused it) and exits 1 on any failure.
+the capability that caused it) and exits 1 on any failure, 2 when the kit itself
+failed (a kit error, with its traceback: a verdict on no guarantee).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from typing import Any, TextIO
 
 from fxworld.urls import mask
+from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.report import GUARANTEES, CheckResult
 from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit
 from fxworld_conformance.target import Target
@@ -32,9 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=("ci", "thorough"),
+        choices=tuple(PROFILES),
         default="ci",
-        help="ci: bounded and derandomized, a few minutes (default); thorough: far more examples",
+        help="ci: bounded and derandomized, a few minutes (default); thorough: far more "
+        "examples; quick: a smoke run",
     )
     parser.add_argument("--report", metavar="out.json", help="also write every result as JSON")
     parser.add_argument("--seed", type=int, default=0, help="seed for the random choices")
@@ -90,12 +93,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ops = sum(r.operations for r in results)
     print(
         f"\n{len(results)} checks: {sum(r.status == 'passed' for r in results)} passed, "
-        f"{len(failed)} failed, {sum(r.status == 'skipped' for r in results)} skipped; "
+        f"{len(failed)} failed, {sum(r.status == 'skipped' for r in results)} skipped, "
+        f"{sum(r.status == 'error' for r in results)} kit errors; "
         f"{examples} examples, {ops} operations, {elapsed:.1f}s",
         file=out,
     )
     for r in failed:
         print(f"\n--- FAILED {r.name} [{', '.join(r.guarantees)}]\n{r.detail}", file=out)
+    errors = [r for r in results if r.status == "error"]
+    for r in errors:
+        print(f"\n--- KIT ERROR {r.name}\n{r.detail}", file=out)
     if args.report:
         report: dict[str, Any] = {
             "world": shown,
@@ -111,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, default=str)
         print(f"\nreport written to {args.report}", file=out)
-    return 1 if failed else 0
+    return 2 if errors else 1 if failed else 0
 
 
 def format_table(results: list[CheckResult]) -> str:

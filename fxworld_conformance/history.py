@@ -1215,10 +1215,27 @@ def check_wakes_never_early(h: History) -> list[Violation]:
     return out
 
 
+def _owes_wake(h: History, r: Op) -> bool:
+    """Whether request ``r`` owes a wake: it returned, or it is an append whose
+    call never returned (killed, cut) but whose entries are in the final log (W7:
+    the wake is owed from the moment the entries landed)."""
+    if r.args.get("retry_of"):
+        return False
+    if r.outcome == "ok":
+        return True
+    return (
+        r.op == "append"
+        and r.outcome == "indeterminate"
+        and r.tag is not None
+        and bool(_landed(h, r))
+    )
+
+
 def check_wakes_never_lost(h: History) -> list[Violation]:
     """W7/W13: every acknowledged wake request (``wake()`` or ``append(wake=)``) was
     delivered by some take that ended after the request began: a request that
-    arrived while a lease was held survives that lease's finish."""
+    arrived while a lease was held survives that lease's finish. An append whose
+    call never returned but whose entries landed owes its wake too."""
     out: list[Violation] = []
     deliveries = _deliveries(h)
     lease_ops = _lease_ops(h)
@@ -1226,7 +1243,7 @@ def check_wakes_never_lost(h: History) -> list[Violation]:
         takes = deliveries.get(sid, [])
         last_take = max((t.done for t in takes), default=-math.inf)
         for r in ops:
-            if r.outcome != "ok" or r.args.get("retry_of") or last_take > r.start:
+            if last_take > r.start or not _owes_wake(h, r):
                 continue
             before = [t for t in takes if t.done <= r.start][-1:]
             finishes = [
@@ -1237,12 +1254,15 @@ def check_wakes_never_lost(h: History) -> list[Violation]:
             ]
             g = "W7" if r.op == "append" else "W13"
             held = " (it arrived while a lease was held, then that lease was finished)"
+            what = "an acknowledged wake request"
+            if r.outcome != "ok":
+                what = "an interrupted append(wake=) whose entries landed asked for a wake that"
             out.append(
                 Violation(
                     g,
-                    f"session {sid}: an acknowledged wake request was never delivered"
-                    + (held if finishes else ""),
-                    [*before, r, *finishes],
+                    f"session {sid}: {what} was never delivered" + (held if finishes else ""),
+                    [*before, r, *finishes, *([_final_op(sid)] if r.outcome != "ok" else [])],
+                    _landed(h, r) if r.outcome != "ok" else [],
                 )
             )
     return out

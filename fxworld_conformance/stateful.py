@@ -58,7 +58,8 @@ from fxworld_conformance.model import (
     Violation,
     WakeModel,
 )
-from fxworld_conformance.report import CheckResult
+from fxworld_conformance.profiles import profile as kit_profile
+from fxworld_conformance.report import CheckResult, kit_error
 from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
 __all__ = ["LogMachine", "WakeMachine", "Stats", "run_machine", "machine_settings", "MACHINES"]
@@ -1083,22 +1084,17 @@ MACHINES: dict[str, tuple[type[_KitMachine], tuple[str, ...]]] = {
 }
 """The tier-1 checks: name -> (machine, the guarantees it checks)."""
 
-_PROFILES: dict[str, dict[str, tuple[int, int]]] = {
-    # machine -> (max_examples, steps per example)
-    "ci": {"stateful log": (80, 40), "stateful wakes": (100, 30)},
-    "thorough": {"stateful log": (600, 80), "stateful wakes": (400, 60)},
-    "fast": {"stateful log": (25, 30), "stateful wakes": (25, 25)},
-}
-
 
 def machine_settings(name: str, profile: str, *, shrink: bool = True) -> settings:
-    """Hypothesis settings of one machine under a kit profile (``ci`` or ``thorough``)."""
-    examples, steps = _PROFILES.get(profile, _PROFILES["ci"])[name]
+    """Hypothesis settings of one machine under a kit profile (see
+    :mod:`fxworld_conformance.profiles`)."""
+    row = kit_profile(profile)
+    examples, steps = row.machines[name]
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
-        derandomize=profile != "thorough",
+        derandomize=row.derandomize,
         database=None,
         print_blob=True,
         report_multiple_bugs=False,
@@ -1136,7 +1132,7 @@ def run_machine(
 
     started = time.monotonic()
     if shrink_seconds is None:
-        shrink_seconds = 300.0 if profile == "thorough" else 30.0
+        shrink_seconds = kit_profile(profile).shrink_seconds
     try:
         with with_reporter(collect), _shrink_budget(shrink_seconds):
             test()
@@ -1144,8 +1140,10 @@ def run_machine(
         if isinstance(e, KeyboardInterrupt):
             raise
         violation = _find_violation(e)
+        if violation is None and not isinstance(e, (AssertionError, WorldError)):
+            return kit_error(name, e, time.monotonic() - started)  # a bug of the kit's
         if violation is None:
-            guarantees: tuple[str, ...] = ("W16",) if not isinstance(e, AssertionError) else covers
+            guarantees: tuple[str, ...] = covers
             message = f"{type(e).__name__}: {e}"
         else:
             guarantees = (violation.guarantee,)

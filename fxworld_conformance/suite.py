@@ -34,8 +34,12 @@ __all__ = ["WorldConformance", "assert_results"]
 
 
 def assert_results(results: list[CheckResult]) -> None:
-    """Fail with the guarantee and evidence if any result failed; skip (with the
-    capability reasons) if every result was skipped."""
+    """Fail with the kit's traceback if the kit itself failed (a kit error), with
+    the guarantee and evidence if any result failed; skip (with the capability
+    reasons) if every result was skipped."""
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        pytest.fail("\n\n".join(f"{r.name}: {r.detail}" for r in errors), pytrace=False)
     failed = [r for r in results if r.status == "failed"]
     if failed:
         text = "\n\n".join(
