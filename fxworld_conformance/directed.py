@@ -34,6 +34,7 @@ from fxworld.errors import (
 )
 from fxworld.protocol import CAPABILITIES
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld_conformance.bad_values import BAD_SESSION_IDS
 from fxworld_conformance.credentials import leak, password_of
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
@@ -659,22 +660,7 @@ async def w14_delete(p: Probe, target: Target) -> None:
     await p.delete("never-existed")
 
 
-BAD_IDS: list[Any] = [
-    "",
-    "x" * 129,
-    "a/b",
-    "../etc",
-    "a b",
-    "a\u0000b",
-    "é",
-    "a*",
-    "a;drop",
-    "a\nb",
-    "{x}",
-    None,
-    7,
-    b"ab",
-]
+BAD_IDS = BAD_SESSION_IDS
 
 
 async def w15_bad_input(p: Probe, target: Target) -> None:
