@@ -66,6 +66,7 @@ __all__ = [
     "fence_dict",
     "lease_dict",
     "batch_entries",
+    "entry_tag",
     "check_dense",
     "check_no_duplicates",
     "check_no_lost",
@@ -157,6 +158,9 @@ class History:
     drained: bool = False
     """True when, after the run, the kit waited for every lease and due time and
     took every wake left: only then can a wake be called lost."""
+    landed_before_retries: set[str] | None = None
+    """Batch ids of interrupted appends already in the log before the kit retried
+    them (``None``: the kit retried nothing). Only these landed by their own call."""
 
     def __post_init__(self) -> None:
         self.by_id = {op.id: op for op in self.ops}
@@ -169,7 +173,7 @@ class History:
             for sid, log in self.final.items():
                 found: dict[str, list[EntryDict]] = defaultdict(list)
                 for entry in log:
-                    tag = _entry_tag(entry)
+                    tag = entry_tag(entry)
                     if tag is not None:
                         found[tag].append(entry)
                 self._positions[sid] = dict(found)
@@ -464,7 +468,8 @@ def _entry_text(e: EntryDict) -> str:
     return f"seq {e.get('seq')}: {e.get('kind')} epoch={e.get('epoch')} {what}"
 
 
-def _entry_tag(entry: EntryDict) -> str | None:
+def entry_tag(entry: EntryDict) -> str | None:
+    """The batch id an entry the kit wrote carries (``None`` for others)."""
     data = entry.get("data")
     if isinstance(data, dict):
         tag = data.get("b")
@@ -485,7 +490,7 @@ def _final_op(session: str) -> Op:
 
 def _writers(h: History, session: str, entries: Iterable[EntryDict]) -> list[Op]:
     """The recorded calls that carry the batch ids of ``entries``."""
-    tags = {t for t in (_entry_tag(e) for e in entries) if t is not None}
+    tags = {t for t in (entry_tag(e) for e in entries) if t is not None}
     return [op for op in h.appends() if op.tag in tags and op.session == session]
 
 
@@ -500,7 +505,7 @@ def _seen_by_readers(h: History) -> dict[tuple[str, str], list[Op]]:
     for op in h.observations():
         assert op.session is not None
         for entry in op.result:
-            tag = _entry_tag(entry)
+            tag = entry_tag(entry)
             if tag is not None:
                 seen[(op.session, tag)].append(op)
     return seen
@@ -559,7 +564,7 @@ def check_no_duplicates(h: History) -> list[Violation]:
         seen: dict[tuple[str, int], EntryDict] = {}
         epochs: dict[int, EntryDict] = {}
         for entry in log:
-            tag = _entry_tag(entry)
+            tag = entry_tag(entry)
             if entry.get("kind") == "fence":
                 epoch = (entry.get("data") or {}).get("epoch")
                 if isinstance(epoch, int):
@@ -889,7 +894,7 @@ def check_epochs(h: History) -> list[Violation]:
                     )
                     break
                 high = entry
-            tag = _entry_tag(entry)
+            tag = entry_tag(entry)
             writer = by_tag.get(tag) if tag is not None else None
             if writer is not None and writer.session == sid and writer.fence != epoch:
                 g = "W3" if writer.fence is None else "W2"
@@ -1223,6 +1228,8 @@ def _owes_wake(h: History, r: Op) -> bool:
         return False
     if r.outcome == "ok":
         return True
+    if h.landed_before_retries is not None and r.tag not in h.landed_before_retries:
+        return False  # what is in the log may be the kit's retry's (it asks no wake)
     return (
         r.op == "append"
         and r.outcome == "indeterminate"

@@ -469,7 +469,7 @@ async def run_workload(
     # Leases of killed workers expire, delayed wakes come due; then take what is left.
     await asyncio.sleep(prof.lease + 0.7)
     drained = await _drain(world, kit, prof)
-    await _retry_interrupted(world, kit, prof, ops)
+    landed_first = await _retry_interrupted(world, kit, prof, ops)
     await _probes(world, kit, prof)
     await asyncio.sleep(max(prof.lease, 0.8) + 0.3)
     drained = await _drain(world, kit, prof) and drained
@@ -486,7 +486,7 @@ async def run_workload(
     ops.extend(load_records(kit_sink.records))
     ops.extend(run.fault_log)
     ops.sort(key=lambda o: (o.start, o.id))
-    run.history = History(ops, final, t0, drained)
+    run.history = History(ops, final, t0, drained, landed_first)
     run.seconds = time.time() - t0
     return run
 
@@ -1076,12 +1076,19 @@ async def _append(
     )
 
 
-async def _retry_interrupted(world: World, rec: Recorder, prof: Profile, ops: list[Op]) -> None:
+async def _retry_interrupted(world: World, rec: Recorder, prof: Profile, ops: list[Op]) -> set[str]:
     """Retry, with its key and its entries, every keyed prompt whose outcome is
     unknown and was not retried to an answer (its process was killed inside it):
     a world that lost the key with the process writes the batch twice (W6). The
-    retry asks for no wake, so that it cannot stand in for one the call owed (W7)."""
+    retry asks for no wake, so that it cannot stand in for one the call owed (W7).
+    Returns the batch ids of interrupted appends that were in the log before."""
     answered = {op.tag for op in ops if op.op == "append" and op.outcome != "indeterminate"}
+    interrupted = {op.session for op in ops if op.op == "append" and op.outcome != "ok"}
+    landed: set[str] = set()
+    for sid in sorted(s for s in interrupted if s is not None):
+        log = await _read_all(world, sid, rec, prof)
+        if not isinstance(log, Violation):
+            landed.update(t for t in (hist.entry_tag(e) for e in log) if t is not None)
     for op in ops:
         key, n = op.args.get("key"), int(op.args.get("n", 1))
         role = op.process.split("-", 1)[0]
@@ -1095,6 +1102,7 @@ async def _retry_interrupted(world: World, rec: Recorder, prof: Profile, ops: li
         args = {"tag": op.tag, "n": n, "key": key, "retry_of": op.tag}
         call = partial(world.append, op.session, entries, key=key)
         await _call(rec, "append", op.session, args, call, prof)
+    return landed
 
 
 async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
@@ -1271,7 +1279,10 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
         await _wake(world, rec, prof, "kit-restart-w2", 1.0)
         with contextlib.suppress(Exception):
             await world.close()
-        await target.restart()
+        try:
+            await target.restart()
+        except Exception as e:  # the fixture's restart failed: the kit's trouble
+            return kit_error(name, e, time.time() - started)
         world = await _reopen(target, namespace, prof.op_timeout)
         for k in range(4):  # keyed repeats after the restart write nothing (W6)
             await _append(

@@ -115,9 +115,9 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             open_world(bad)
     with pytest.raises(InvalidArgument):
         open_world("sqlite:///w.db?namespace=no/slashes")
-    with pytest.raises(InvalidArgument, match="busy_timeout"):
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
         open_world("sqlite:///w.db?busy_timeout=0")
-    with pytest.raises(InvalidArgument, match="max_entry_bytes"):
+    with pytest.raises(ConfigurationError, match="max_entry_bytes"):
         open_world("sqlite:///w.db?max_entry_bytes=0")
     assert "SqliteWorld('data/w.db', namespace='t1'" in repr(rel)
     assert "durable" in rel.capabilities and "shared" in rel.capabilities
