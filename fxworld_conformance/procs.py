@@ -40,7 +40,7 @@ miss (a wake asked for during a lease, a delayed wake, a lease left to expire an
 its worker's old fence, a second take during a lease, a stale writer, a keyed
 retry, four concurrent batches, a stale ``expect``, a never-written session, an
 append's own wake), drains again and reads every log. The checkers of
-:mod:`fxworld_conformance.history` then judge the whole history, one report row
+:mod:`fxworld_conformance.checkers` then judge the whole history, one report row
 each; a failure prints the operations that prove it and the faults injected
 around then. With ``Target.restart`` a last check writes, crash-restarts the
 server and verifies that acknowledged appends, keys, fences and pending wakes
@@ -79,8 +79,8 @@ from fxworld.protocol import World
 from fxworld.types import Fence, WakeLease
 from fxworld_conformance import history as hist
 from fxworld_conformance._child import Gate, Spec, run_role
+from fxworld_conformance.checkers import CHECKS, check_errors_typed
 from fxworld_conformance.history import (
-    CHECKS,
     Done,
     EntryDict,
     History,
@@ -174,7 +174,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         return [_unjudgeable_row([e.violation], seed, time.monotonic() - started)]
     for run in runs:
         if run.unreadable is not None:
-            found = [run.unreadable, *hist.check_errors_typed(run.history)]
+            found = [run.unreadable, *check_errors_typed(run.history)]
             return [_unjudgeable_row(found, seed, time.monotonic() - started, run.history.t0)]
     mode, caps = runs[0].mode, runs[0].capabilities
     faults: Counter[str] = Counter()

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from fxworld.embedded.memory import MemoryWorld
-from fxworld_conformance import history as hist
 from fxworld_conformance import procs
+from fxworld_conformance.checkers import CHECKS, Check, check_dense
 from fxworld_conformance.directed import Directed, Probe, run_directed
-from fxworld_conformance.history import Check
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.runner import _directed, by_guarantee, check_names, run_check, run_kit
 from fxworld_conformance.stateful import machine_settings
@@ -61,7 +60,7 @@ def test_an_unknown_tier_is_refused_before_anything_runs() -> None:
 
 
 async def buggy_check(p: Probe, target: Target) -> None:
-    hist.check_dense(None)  # type: ignore[arg-type]  # a bug inside the kit's own code
+    check_dense(None)  # type: ignore[arg-type]  # a bug inside the kit's own code
 
 
 def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
@@ -74,9 +73,9 @@ def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
 
 def test_a_crash_inside_a_checker_is_a_kit_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_checker(h: Any) -> list[Any]:
-        return hist.check_dense(None)  # type: ignore[arg-type]
+        return check_dense(None)  # type: ignore[arg-type]
 
-    checks = [Check("a checker with a bug", ("W4",), broken_checker), *hist.CHECKS]
+    checks = [Check("a checker with a bug", ("W4",), broken_checker), *CHECKS]
     monkeypatch.setattr(procs, "CHECKS", checks)
     rows = run_check("processes", Target(factory=MemoryWorld), profile="quick", seed=3)
     bad = [r for r in rows if r.status == "error"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fxworld_conformance.history import CHECKS
+from fxworld_conformance.checkers import CHECKS
 from fxworld_conformance.procs import ROW, run_process_checks
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.target import Target
@@ -23,7 +23,7 @@ SEED = 20261130
 
 
 def failures(rows: list[CheckResult]) -> str:
-    return "\n\n".join(f"{r.name}\n{r.detail}" for r in rows if r.status == "failed")
+    return "\n\n".join(f"{r.name}\n{r.detail}" for r in rows if r.status in ("failed", "error"))
 
 
 def statuses(rows: list[CheckResult]) -> dict[str, str]:
