@@ -2,31 +2,33 @@
 
 Public surface only. The World contract lives in :mod:`fxworld.protocol`, its
 value types in :mod:`fxworld.types`, its errors in :mod:`fxworld.errors`.
-Importing fxworld imports no database driver and no model SDK.
+Importing fxworld imports no database driver and no model SDK, and loads the
+engine and the embedded worlds only when one of their names is first used.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from fxworld._select import open_world, world
-from fxworld.engine import (
-    Accepted,
-    Agent,
-    Approval,
-    Session,
-    StreamEvent,
-    Tool,
-    ToolContext,
-    Turn,
-    TurnFailed,
-    TurnStopped,
-    tool,
-)
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
 if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from fxworld.embedded.memory import MemoryWorld
     from fxworld.embedded.sqlite import SqliteWorld
+    from fxworld.engine import (
+        Accepted,
+        Agent,
+        Approval,
+        Session,
+        StreamEvent,
+        Tool,
+        ToolContext,
+        Turn,
+        TurnFailed,
+        TurnStopped,
+        tool,
+    )
 
 __all__ = [
     "World",
@@ -52,14 +54,18 @@ __all__ = [
 ]
 
 
+_ENGINE = ("Accepted", "Agent", "Approval", "Session", "StreamEvent", "Tool", "ToolContext")
+_LAZY = {
+    "MemoryWorld": "fxworld.embedded.memory",
+    "SqliteWorld": "fxworld.embedded.sqlite",
+    **dict.fromkeys((*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "tool"), "fxworld.engine"),
+}
+"""Names loaded on first use, so that a backend (or ``fxworld.validate``) can be
+imported without loading the engine or the embedded worlds."""
+
+
 def __getattr__(name: str) -> object:
-    # The embedded worlds load on first use, so `import fxworld` stays light.
-    if name == "MemoryWorld":
-        from fxworld.embedded.memory import MemoryWorld
-
-        return MemoryWorld
-    if name == "SqliteWorld":
-        from fxworld.embedded.sqlite import SqliteWorld
-
-        return SqliteWorld
-    raise AttributeError(f"module 'fxworld' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fxworld' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,6 +1,15 @@
 """Input checks every backend runs before any I/O (W15).
 
-Public so that third-party backends reject exactly what first-party ones reject.
+Public so that third-party backends reject exactly what first-party ones reject,
+with the same error type. Each World method has its whole check here:
+:func:`append` (session, entries and keywords), :func:`read_args`,
+:func:`delay` (``wake``), :func:`lease` (``take_wake``/``renew_wake``),
+:func:`held` (the lease given to ``renew_wake``/``finish_wake``), and the
+constructor and URL options :func:`namespace`, :func:`max_entry_bytes` and
+:func:`seconds_option` (a bad option is a ``ConfigurationError`` on every
+backend).
+
+Importing this module loads neither the engine nor the web layer.
 """
 
 from __future__ import annotations
@@ -11,13 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from fxworld.errors import (
+    ConfigurationError,
     EntryTooLarge,
     Fenced,
     InvalidArgument,
     InvalidEntry,
     InvalidSessionId,
 )
-from fxworld.types import Fence, NewEntry
+from fxworld.types import Fence, NewEntry, WakeLease
 
 __all__ = [
     "DEFAULT_MAX_ENTRY_BYTES",
@@ -31,6 +41,10 @@ __all__ = [
     "read_args",
     "delay",
     "lease",
+    "append",
+    "held",
+    "max_entry_bytes",
+    "seconds_option",
 ]
 
 DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024
@@ -143,6 +157,64 @@ def append_args(
         raise InvalidArgument(f"key must be a string of 1..{_MAX_KEY} characters")
     if wake is not None:
         delay(wake)
+
+
+def append(
+    sid: object,
+    items: Sequence[NewEntry],
+    *,
+    fence: Fence | None = None,
+    expect: int | None = None,
+    key: str | None = None,
+    wake: float | None = None,
+    max_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+) -> tuple[str, list[tuple[str, str]]]:
+    """``append``'s whole check, before any I/O: the session id, the batch (each
+    entry's kind and encoded data, at most ``max_bytes`` each) and the keywords.
+    Returns the session id and the ``(kind, encoded data)`` pairs."""
+    checked = session_id(sid)
+    encoded = entries(items, max_bytes=max_bytes)
+    append_args(checked, fence=fence, expect=expect, key=key, wake=wake)
+    return checked, encoded
+
+
+def held(wake: object) -> WakeLease:
+    """Check the lease given to ``renew_wake`` or ``finish_wake``: a
+    :class:`~fxworld.types.WakeLease` with a valid session id and a non-empty
+    token (``InvalidArgument`` before any I/O; whether it is still held is the
+    world's to say, with ``LeaseLost``)."""
+    if not isinstance(wake, WakeLease):
+        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    session_id(wake.session_id)
+    if not isinstance(wake.token, str) or not wake.token:
+        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")
+    return wake
+
+
+def max_entry_bytes(value: object) -> int:
+    """Check the ``max_entry_bytes`` option (a constructor argument, or the URL's
+    text): an integer >= 1, else ``ConfigurationError``."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_entry_bytes must be an integer >= 1, not {value!r}")
+    return value
+
+
+def seconds_option(name: str, value: object, *, high: float = 3600.0) -> float:
+    """Check a constructor or URL option counted in seconds (a timeout, a poll
+    interval): a number over 0 and below ``high`` (the URL's text is parsed),
+    else ``ConfigurationError``."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < high:
+        raise ConfigurationError(
+            f"{name} must be a number of seconds in (0, {high:g}), not {value!r}"
+        )
+    return float(value)
 
 
 def read_args(after: object, limit: object) -> None:

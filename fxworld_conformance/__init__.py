@@ -4,8 +4,9 @@ Three tiers: directed checks and Hypothesis state machines against a reference
 model; real OS processes racing with crashes and cut connections, checked by
 history checkers; and deliberately broken worlds the kit must fail. Run it from
 pytest (subclass :class:`WorldConformance`, or ``--fxworld-world=...``) or from
-the command line (``fxworld conformance --world URL|module:factory``). See
-docs/conformance.md.
+the command line (``fxworld conformance --world URL|module:factory``).
+:class:`WorldSuite` adds the example tests of every guarantee
+(:mod:`fxworld_conformance.examples`). See docs/conformance.md.
 
 Importing this package imports neither Hypothesis nor pytest: the pytest plugin
 loads it in every pytest run. :class:`WorldConformance` and :func:`run_kit` load
@@ -17,7 +18,7 @@ from typing import Any
 from fxworld_conformance.report import CheckResult, Status
 from fxworld_conformance.target import Target
 
-__all__ = ["CheckResult", "Status", "Target", "WorldConformance", "run_kit"]
+__all__ = ["CheckResult", "Status", "Target", "WorldConformance", "WorldSuite", "run_kit"]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from fxworld_conformance.suite import WorldConformance
 
         return WorldConformance
+    if name == "WorldSuite":
+        from fxworld_conformance.suite import WorldSuite
+
+        return WorldSuite
     if name == "run_kit":
         from fxworld_conformance.runner import run_kit
 

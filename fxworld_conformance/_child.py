@@ -14,6 +14,11 @@ Roles:
 ``prompter``
     appends unfenced prompts with an idempotency key and often ``wake=``; a call
     whose outcome is unknown is retried with the same key.
+``atomic``
+    appends keyed batches of 2-3 entries with ``wake=`` to a fresh session of its
+    own per call, which nobody else writes or wakes: the harness kills and
+    freezes it inside these calls (``kill_inside``), and what landed of a call
+    then shows whether its batch, key and wake were one atomic write.
 ``follower``
     follows sessions for a while, then reconnects from the last seq it saw.
 ``reader``
@@ -211,6 +216,32 @@ async def prompter(ctx: _Ctx) -> None:
             await asyncio.sleep(0.1)
 
 
+def atomic_session(process: str, k: int) -> str:
+    """The session of the ``k``-th call of the ``atomic`` process ``process``."""
+    return f"kit-a-{process}-{k}"
+
+
+async def atomic(ctx: _Ctx) -> None:
+    k = 0
+    while ctx.alive():
+        await ctx.pause(2.0)
+        k += 1
+        sid = atomic_session(ctx.spec.name, k)
+        n = ctx.rng.choice([2, 3])
+        wake = ctx.rng.choice([0.0, 0.2])
+        tag = ctx.rec.next_id()
+        key = f"k-{tag}"
+        entries = batch_entries("prompt", tag, n, ctx.spec.name)
+        args: dict[str, Any] = {"tag": tag, "n": n, "key": key, "wake": wake}
+        await ctx.call(
+            "append",
+            sid,
+            args,
+            partial(ctx.world.append, sid, entries, key=key, wake=wake),
+            op_id=tag,
+        )
+
+
 async def follower(ctx: _Ctx) -> None:
     cursors = dict.fromkeys(ctx.spec.sessions, 0)
     while ctx.alive():
@@ -325,6 +356,7 @@ async def poker(ctx: _Ctx) -> None:
 ROLES: dict[str, Role] = {
     "writer": writer,
     "prompter": prompter,
+    "atomic": atomic,
     "follower": follower,
     "reader": reader,
     "worker": worker,

@@ -1,20 +1,24 @@
 """``fxworld conformance``: run the kit against a world and print one row per guarantee.
 
-``fxworld conformance --world URL|module:factory [--profile ci|thorough]
-[--report out.json] [--seed N]`` prints a table with one row per guarantee W1-W17
-(passed; failed with the shrunk counterexample or history excerpt; skipped with
-the capability that caused it) and exits 1 on any failure.
+``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
+[--report out.json] [--seed N] [--restart-cmd CMD]`` prints a table with one row
+per guarantee W1-W17 (passed; failed with the shrunk counterexample or history excerpt; skipped with
+the capability that caused it) and exits 1 on any failure, 2 when the kit itself
+failed (a kit error, with its traceback: a verdict on no guarantee).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from fxworld.urls import mask
+from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.report import GUARANTEES, CheckResult
 from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit
 from fxworld_conformance.target import Target
@@ -32,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=("ci", "thorough"),
+        choices=tuple(PROFILES),
         default="ci",
-        help="ci: bounded and derandomized, a few minutes (default); thorough: far more examples",
+        help="ci: bounded and derandomized, a few minutes (default); thorough: far more "
+        "examples; quick: a smoke run",
     )
     parser.add_argument("--report", metavar="out.json", help="also write every result as JSON")
     parser.add_argument("--seed", type=int, default=0, help="seed for the random choices")
@@ -43,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(TIERS),
         help=f"comma-separated subset of {','.join(TIERS)} (default: all)",
     )
+    parser.add_argument(
+        "--restart-cmd",
+        metavar="CMD",
+        help="a shell command that crash-restarts the server (kill it without a clean "
+        "shutdown, start it) and returns once it answers: enables the restart checks",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")
 
@@ -50,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     target = Target.parse(args.world)
+    if args.restart_cmd:
+        target.restart = shell_restart(args.restart_cmd)
     shown = mask(args.world) if "://" in args.world else args.world
     tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
     unknown = [t for t in tiers if t not in TIERS]
@@ -90,12 +103,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ops = sum(r.operations for r in results)
     print(
         f"\n{len(results)} checks: {sum(r.status == 'passed' for r in results)} passed, "
-        f"{len(failed)} failed, {sum(r.status == 'skipped' for r in results)} skipped; "
+        f"{len(failed)} failed, {sum(r.status == 'skipped' for r in results)} skipped, "
+        f"{sum(r.status == 'error' for r in results)} kit errors; "
         f"{examples} examples, {ops} operations, {elapsed:.1f}s",
         file=out,
     )
     for r in failed:
         print(f"\n--- FAILED {r.name} [{', '.join(r.guarantees)}]\n{r.detail}", file=out)
+    errors = [r for r in results if r.status == "error"]
+    for r in errors:
+        print(f"\n--- KIT ERROR {r.name}\n{r.detail}", file=out)
     if args.report:
         report: dict[str, Any] = {
             "world": shown,
@@ -111,7 +128,29 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, default=str)
         print(f"\nreport written to {args.report}", file=out)
-    return 1 if failed else 0
+    return 2 if errors else 1 if failed else 0
+
+
+def shell_restart(command: str, timeout: float = 300.0) -> Callable[[], Awaitable[None]]:
+    """``Target.restart`` that runs ``command`` in a shell and waits for it: a
+    command that fails (or outlives ``timeout``) raises, which the kit reports as a
+    kit error, not as a broken guarantee."""
+
+    async def restart() -> None:
+        proc = await asyncio.create_subprocess_shell(
+            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"--restart-cmd did not return within {timeout:g} s") from None
+        if proc.returncode != 0:
+            tail = out.decode("utf-8", "replace").strip()[-500:]
+            raise RuntimeError(f"--restart-cmd exited with {proc.returncode}: {tail}")
+
+    return restart
 
 
 def format_table(results: list[CheckResult]) -> str:

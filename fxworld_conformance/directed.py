@@ -34,7 +34,8 @@ from fxworld.errors import (
 )
 from fxworld.protocol import CAPABILITIES
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import split_query
+from fxworld_conformance.bad_values import BAD_SESSION_IDS
+from fxworld_conformance.credentials import leak, password_of
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
@@ -659,22 +660,7 @@ async def w14_delete(p: Probe, target: Target) -> None:
     await p.delete("never-existed")
 
 
-BAD_IDS: list[Any] = [
-    "",
-    "x" * 129,
-    "a/b",
-    "../etc",
-    "a b",
-    "a\u0000b",
-    "é",
-    "a*",
-    "a;drop",
-    "a\nb",
-    "{x}",
-    None,
-    7,
-    b"ab",
-]
+BAD_IDS = BAD_SESSION_IDS
 
 
 async def w15_bad_input(p: Probe, target: Target) -> None:
@@ -774,19 +760,17 @@ async def w16_errors(p: Probe, target: Target) -> None:
     await p.acquire("s")
     e = await p.expect_error(Fenced, "stale append", p.world.append("s", msgs(1), fence=f), "W2")
     check(isinstance(e, Fenced) and e.session_id == "s", "W16", f"Fenced carries {vars(e)}")
-    secret = _password(target.url)
-    if secret:
-        text = repr(p.world) + str(p.world)
-        check(secret not in text, "W16", "the world's repr shows the URL's password")
+    if password_of(target.url):
+        where = leak(repr(p.world) + "\n" + str(p.world), target.url)
+        check(where is None, "W16", f"the world's repr shows the URL's password {where}")
         errors: list[str] = [str(e), repr(e)]
         for make in (lambda: p.world.read("bad id"), lambda: p.world.append("s", [])):
             try:
                 await make()
             except Exception as err:
                 errors.append(str(err))
-        check(
-            all(secret not in m for m in errors), "W16", "an error message shows the URL's password"
-        )
+        where = leak("\n".join(errors), target.url)
+        check(where is None, "W16", f"an error message shows the URL's password {where}")
     # every error the world raised in this check was an fxworld error (Probe enforces it)
     await p.read("s", 0)
 
@@ -812,21 +796,6 @@ async def w17_capabilities(p: Probe, target: Target) -> None:
         "W17",
         "'restartable' is a fixture capability: give Target.restart instead of declaring it",
     )
-
-
-def _password(url: str | None) -> str | None:
-    if not url:
-        return None
-    from urllib.parse import urlsplit
-
-    pw = urlsplit(url).password
-    if pw:
-        return pw
-    _, q = split_query(url)
-    for k, v in q.items():
-        if any(w in k.lower() for w in ("password", "secret", "token")) and len(v) >= 4:
-            return v
-    return None
 
 
 @dataclass(frozen=True)

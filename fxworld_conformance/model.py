@@ -25,7 +25,7 @@ __all__ = [
     "Repeat",
     "FencedOut",
     "Conflicted",
-    "Outcome",
+    "AppendOutcome",
     "SessionModel",
     "WakeModel",
     "NOW",
@@ -86,7 +86,7 @@ class Conflicted:
     last: int
 
 
-Outcome = Landed | Repeat | FencedOut | Conflicted
+AppendOutcome = Landed | Repeat | FencedOut | Conflicted
 
 
 @dataclass
@@ -115,7 +115,7 @@ class SessionModel:
 
     def predict_append(
         self, n: int, *, fence: tuple[int, int] | None, expect: int | None, key: str | None
-    ) -> Outcome:
+    ) -> AppendOutcome:
         """What ``append`` of ``n`` entries must do now (W2, W3, W5, W6).
 
         ``fence`` is ``(era, epoch)``. The key is checked first, then the fence,

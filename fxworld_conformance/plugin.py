@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 
+from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.target import Target
 
 __all__ = ["fxworld_target", "fxworld_profile", "fxworld_seed"]
@@ -36,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fxworld-profile",
         action="store",
         default="ci",
-        choices=("ci", "thorough"),
+        choices=tuple(PROFILES),
         help="conformance kit profile (default: ci)",
     )
     group.addoption(

@@ -11,6 +11,15 @@ test while it injects faults at seeded moments:
 ``stop``
     ``SIGSTOP`` a process for longer than a lease, then ``SIGCONT``: a zombie
     writer or worker that wakes up after its successor wrote, and must be refused.
+``kill_inside``
+    wait until an ``atomic`` process (keyed batches with ``wake=``) has started an
+    append, then ``SIGKILL`` it a few milliseconds later: inside the call, where a
+    world that writes the entries, the key and the wake in several steps leaves
+    half of them. The kit then retries every interrupted keyed append with its key.
+``stop_inside``
+    the same with ``SIGSTOP`` inside a writer's fenced append, held longer than a
+    lease: a world that checks the fence and writes in a second step lets the
+    zombie's write land after its successor's takeover.
 ``cut`` / ``stall``
     abort every connection (refusing new ones for a moment) or hold every byte for
     a while, through :class:`~fxworld_conformance.proxy.TcpProxy`, for worlds
@@ -31,7 +40,7 @@ miss (a wake asked for during a lease, a delayed wake, a lease left to expire an
 its worker's old fence, a second take during a lease, a stale writer, a keyed
 retry, four concurrent batches, a stale ``expect``, a never-written session, an
 append's own wake), drains again and reads every log. The checkers of
-:mod:`fxworld_conformance.history` then judge the whole history, one report row
+:mod:`fxworld_conformance.checkers` then judge the whole history, one report row
 each; a failure prints the operations that prove it and the faults injected
 around then. With ``Target.restart`` a last check writes, crash-restarts the
 server and verifies that acknowledged appends, keys, fences and pending wakes
@@ -61,7 +70,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -70,8 +79,8 @@ from fxworld.protocol import World
 from fxworld.types import Fence, WakeLease
 from fxworld_conformance import history as hist
 from fxworld_conformance._child import Gate, Spec, run_role
+from fxworld_conformance.checkers import CHECKS, check_errors_typed
 from fxworld_conformance.history import (
-    CHECKS,
     Done,
     EntryDict,
     History,
@@ -86,8 +95,11 @@ from fxworld_conformance.history import (
     load_records,
     read_record_file,
 )
+from fxworld_conformance.profiles import PROFILES as KIT_PROFILES
+from fxworld_conformance.profiles import ProcessProfile as Profile
+from fxworld_conformance.profiles import profile as kit_profile
 from fxworld_conformance.proxy import TcpProxy, proxied_url, upstream_of
-from fxworld_conformance.report import CheckResult
+from fxworld_conformance.report import CheckResult, kit_error
 from fxworld_conformance.target import Target, with_namespace
 
 __all__ = ["run_process_checks", "PROFILES", "Profile", "ProcessRun", "run_workload"]
@@ -95,55 +107,9 @@ __all__ = ["run_process_checks", "PROFILES", "Profile", "ProcessRun", "run_workl
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Profile:
-    """How hard the process tier pushes."""
-
-    duration: float
-    """Seconds of racing workload."""
-    sessions: int
-    roles: dict[str, int]
-    """Role -> how many processes play it."""
-    lease: float
-    op_timeout: float
-    pace: float
-    fault_gap: tuple[float, float]
-    """Seconds between two faults: uniform in this range."""
-    rounds: int = 1
-
-
-PROFILES: dict[str, Profile] = {
-    "quick": Profile(
-        duration=4.0,
-        sessions=2,
-        roles={"writer": 2, "prompter": 1, "follower": 1, "reader": 1, "worker": 2, "poker": 1},
-        lease=0.6,
-        op_timeout=3.0,
-        pace=0.03,
-        fault_gap=(0.5, 1.2),
-    ),
-    "ci": Profile(
-        duration=12.0,
-        sessions=3,
-        roles={"writer": 3, "prompter": 1, "follower": 1, "reader": 1, "worker": 2, "poker": 1},
-        lease=0.8,
-        op_timeout=3.0,
-        pace=0.03,
-        fault_gap=(0.6, 1.4),
-    ),
-    "thorough": Profile(
-        duration=40.0,
-        sessions=4,
-        roles={"writer": 4, "prompter": 2, "follower": 2, "reader": 2, "worker": 3, "poker": 1},
-        lease=1.0,
-        op_timeout=4.0,
-        pace=0.02,
-        fault_gap=(0.4, 1.2),
-        rounds=2,
-    ),
-}
-"""``ci`` is the default in CI; ``thorough`` runs longer with more processes;
-``quick`` is a smoke run for the kit's own tests."""
+PROFILES: dict[str, Profile] = {name: p.processes for name, p in KIT_PROFILES.items()}
+"""Profile name -> how hard the process tier pushes (from
+:data:`fxworld_conformance.profiles.PROFILES`)."""
 
 ROW = "processes: "
 """Prefix of every row name of this tier."""
@@ -194,9 +160,7 @@ def run_process_checks(target: Target, *, profile: str, seed: int) -> list[Check
     already runs one). ``profile`` is ``ci``, ``thorough`` or ``quick``; ``seed``
     makes the workload and the fault schedule repeatable.
     """
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
-    return _run_sync(_process_checks(target, PROFILES[profile], seed))
+    return _run_sync(_process_checks(target, kit_profile(profile).processes, seed))
 
 
 async def _process_checks(target: Target, prof: Profile, seed: int) -> list[CheckResult]:
@@ -210,7 +174,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         return [_unjudgeable_row([e.violation], seed, time.monotonic() - started)]
     for run in runs:
         if run.unreadable is not None:
-            found = [run.unreadable, *hist.check_errors_typed(run.history)]
+            found = [run.unreadable, *check_errors_typed(run.history)]
             return [_unjudgeable_row(found, seed, time.monotonic() - started, run.history.t0)]
     mode, caps = runs[0].mode, runs[0].capabilities
     faults: Counter[str] = Counter()
@@ -228,12 +192,28 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
     seconds = time.monotonic() - started
     for check in CHECKS:
         violations: list[tuple[History, Violation]] = []
-        for run in runs:
-            if check.needs_drain and not run.history.drained:
-                continue
-            violations.extend((run.history, v) for v in check.run(run.history))
+        try:
+            for run in runs:
+                if check.needs_drain and not run.history.drained:
+                    continue
+                violations.extend((run.history, v) for v in check.run(run.history))
+        except Exception as e:  # a checker's bug: the kit's, not the world's
+            rows.append(kit_error(ROW + check.name, e))
+            continue
         rows.append(_row(check.name, check.guarantees, violations, ops, seconds, extra, seed))
     rows.append(_progress_row(runs, ops, seconds, extra))
+    crashed = [crash for run in runs for crash in run.crashed]
+    if crashed:
+        rows.append(
+            CheckResult(
+                ROW + "every process ran to its end",
+                (),
+                "error",
+                "kit error (a failure of the kit or its environment, not of the world): "
+                "a process of the workload exited on its own:\n" + "\n".join(crashed),
+                extra=dict(extra),
+            )
+        )
     rows.extend(_skipped_rows(target, caps, mode))
     if target.restart is not None:
         rows.append(await _restart_check(target, prof, seed))
@@ -335,6 +315,7 @@ def _progress_row(
             ("writer", "acquire"): "W1: no writer ever acquired a session",
             ("writer", "append"): "W2: no fenced append of a writer succeeded",
             ("prompter", "append"): "W3: no unfenced prompt was accepted",
+            ("atomic", "append"): "W4: no keyed batch with a wake was accepted",
             ("reader", "read"): "W9: no read succeeded",
             ("worker", "take_wake"): "W12: no worker ever took a wake",
         }
@@ -343,8 +324,6 @@ def _progress_row(
                 problems.append(why)
         if follows == 0:
             problems.append("W10: no follower ever saw an entry")
-        for crash in run.crashed:
-            problems.append(f"a process exited on its own: {crash}")
     if problems:
         return CheckResult(
             ROW + "every role made progress",
@@ -490,11 +469,13 @@ async def run_workload(
     # Leases of killed workers expire, delayed wakes come due; then take what is left.
     await asyncio.sleep(prof.lease + 0.7)
     drained = await _drain(world, kit, prof)
+    landed_first = await _retry_interrupted(world, kit, prof, ops)
     await _probes(world, kit, prof)
     await asyncio.sleep(max(prof.lease, 0.8) + 0.3)
     drained = await _drain(world, kit, prof) and drained
     final: dict[str, list[EntryDict]] = {}
-    for sid in [*sessions, *_PROBE_SESSIONS]:
+    written = {op.session for op in ops if op.op == "append" and op.session is not None}
+    for sid in dict.fromkeys([*sessions, *_PROBE_SESSIONS, *sorted(written)]):
         log = await _read_all(world, sid, kit, prof)
         if isinstance(log, Violation):
             run.unreadable = log
@@ -505,7 +486,7 @@ async def run_workload(
     ops.extend(load_records(kit_sink.records))
     ops.extend(run.fault_log)
     ops.sort(key=lambda o: (o.start, o.id))
-    run.history = History(ops, final, t0, drained)
+    run.history = History(ops, final, t0, drained, landed_first)
     run.seconds = time.time() - t0
     return run
 
@@ -522,17 +503,40 @@ class _Fault:
     seconds: float
     roles: tuple[str, ...] = ()
     """Whom it may hit (empty: any role that the kind allows)."""
+    inside: float = 0.0
+    """For ``kill_inside``/``stop_inside``: seconds after the call started."""
+
+
+INSIDE_ROLES = {"kill_inside": ("atomic",), "stop_inside": ("writer",)}
+"""Whose calls a fault inside a call hits."""
+
+INSIDE_WAIT = 3.0
+"""Seconds a fault inside a call waits for its victim to start one."""
+
+
+def inside_call(record: dict[str, Any] | None, kind: str) -> bool:
+    """Whether ``record`` (a process's last) starts a call that ``kind`` hits:
+    an append with a wake, a key or several entries (``kill_inside``), or a fenced
+    append (``stop_inside``)."""
+    if record is None or record.get("e") != "s" or record.get("op") != "append":
+        return False
+    args = record.get("a") or {}
+    if kind == "stop_inside":
+        return args.get("fence") is not None
+    return args.get("wake") is not None or args.get("key") is not None or args.get("n", 1) > 1
 
 
 def _schedule(
     rng: random.Random, prof: Profile, *, can_cut: bool, can_restart: bool
 ) -> list[_Fault]:
-    kinds = ["kill", "kill", "stop", "stop"] + (["cut", "stall"] if can_cut else [])
+    kinds = ["kill", "stop", "kill_inside", "kill_inside", "stop_inside"]
+    kinds += ["cut", "stall"] if can_cut else []
     faults: list[_Fault] = []
     t = rng.uniform(*prof.fault_gap)
     while t < prof.duration - 0.5:
         kind = rng.choice(kinds)
-        if kind == "stop":
+        inside = rng.uniform(0.0, 0.06)
+        if kind in ("stop", "stop_inside"):
             seconds = rng.uniform(prof.lease * 1.3, prof.lease * 2.5)
         elif kind == "stall":
             seconds = rng.uniform(0.2, prof.op_timeout * 1.2)
@@ -543,7 +547,8 @@ def _schedule(
         roles: tuple[str, ...] = ()
         if kind == "stop":  # zombies: frozen writers and workers, in turn
             roles = _STOP_ROLES[sum(f.kind == "stop" for f in faults) % len(_STOP_ROLES)]
-        faults.append(_Fault(t, kind, rng.randrange(1 << 30), seconds, roles))
+        roles = INSIDE_ROLES.get(kind, roles)
+        faults.append(_Fault(t, kind, rng.randrange(1 << 30), seconds, roles, inside))
         t += rng.uniform(*prof.fault_gap)
     if faults and not any(f.kind == "stop" for f in faults):  # at least one zombie writer
         first = faults[0]
@@ -606,7 +611,7 @@ class _Harness:
         """Wait until every player is ready; start the clock; return the deadline."""
         return time.time() + duration
 
-    async def inject(self, fault: _Fault) -> str | None:
+    async def inject(self, fault: _Fault, victim: _Player | None = None) -> str | None:
         """Apply ``fault``; return what it hit (a process, the proxy, the server),
         or ``None`` if it could not be applied."""
         raise NotImplementedError
@@ -625,6 +630,38 @@ class _Player:
     handle: Any = None
     gate: Gate | None = None
     stderr: str = ""
+
+
+_KILL_ROLES = ("writer", "worker", "prompter", "atomic", "follower")
+
+
+async def _when(ready: Callable[[], bool], within: float = INSIDE_WAIT) -> bool:
+    """Poll ``ready`` every millisecond or so until it holds (True) or ``within``
+    seconds pass (False)."""
+    give_up = time.monotonic() + within
+    while not ready():
+        if time.monotonic() > give_up:
+            return False
+        await asyncio.sleep(0.001)
+    return True
+
+
+def _last_record(path: str) -> dict[str, Any] | None:
+    """The last complete record of a process's JSON-lines file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        return record if isinstance(record, dict) else None
+    return None
 
 
 def _victims(players: list[_Player], fault: _Fault, kinds: tuple[str, ...]) -> _Player | None:
@@ -697,9 +734,19 @@ class _ProcessHarness(_Harness):
         _write_atomically(self.go_file, repr(deadline))
         return deadline
 
-    async def inject(self, fault: _Fault) -> str | None:
+    async def inject(self, fault: _Fault, victim: _Player | None = None) -> str | None:
+        if fault.kind in INSIDE_ROLES:
+            victim = _victims(self.players, fault, fault.roles)
+            if victim is None or victim.handle.poll() is not None:
+                return None
+            records = victim.spec.records
+            assert records is not None
+            if not await _when(lambda: inside_call(_last_record(records), fault.kind)):
+                return None
+            await asyncio.sleep(fault.inside)
+            return await self.inject(replace(fault, kind=fault.kind.split("_")[0]), victim)
         if fault.kind == "kill":
-            victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
+            victim = victim or _victims(self.players, fault, fault.roles or _KILL_ROLES)
             if victim is None:
                 return None
             name = victim.spec.name
@@ -711,7 +758,7 @@ class _ProcessHarness(_Harness):
             self._launch(victim)
             return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
-            victim = _victims(self.players, fault, fault.roles or ("writer", "worker"))
+            victim = victim or _victims(self.players, fault, fault.roles or ("writer", "worker"))
             if victim is None or victim.handle.poll() is not None:
                 return None
             pid = victim.handle.pid
@@ -809,9 +856,18 @@ class _TaskHarness(_Harness):
         self.players.append(player)
         self._launch(player)
 
-    async def inject(self, fault: _Fault) -> str | None:
+    async def inject(self, fault: _Fault, victim: _Player | None = None) -> str | None:
+        if fault.kind in INSIDE_ROLES:
+            victim = _victims(self.players, fault, fault.roles)
+            if victim is None:
+                return None
+            name = victim.spec.name
+            if not await _when(lambda: inside_call(self._last_record(name), fault.kind)):
+                return None
+            await asyncio.sleep(fault.inside)
+            return await self.inject(replace(fault, kind=fault.kind.split("_")[0]), victim)
         if fault.kind == "kill":
-            victim = _victims(self.players, fault, ("writer", "worker", "prompter", "follower"))
+            victim = victim or _victims(self.players, fault, fault.roles or _KILL_ROLES)
             if victim is None:
                 return None
             name = victim.spec.name
@@ -823,7 +879,7 @@ class _TaskHarness(_Harness):
             self._launch(victim)
             return f"{name} (replaced by {victim.spec.name})"
         if fault.kind == "stop":
-            victim = _victims(self.players, fault, fault.roles or ("writer", "worker"))
+            victim = victim or _victims(self.players, fault, fault.roles or ("writer", "worker"))
             if victim is None or victim.gate is None:
                 return None
             victim.gate.freeze()
@@ -832,6 +888,13 @@ class _TaskHarness(_Harness):
         if fault.kind == "restart" and self.target.restart is not None:
             await self.target.restart()
             return "the server"
+        return None
+
+    def _last_record(self, process: str) -> dict[str, Any] | None:
+        for record in reversed(self.sink.records[-200:]):
+            if record.get("p") == process or str(record.get("id")).startswith(process + "#"):
+                found: dict[str, Any] = record
+                return found
         return None
 
     async def finish(self, hard_stop: float, run: ProcessRun) -> None:
@@ -1013,6 +1076,35 @@ async def _append(
     )
 
 
+async def _retry_interrupted(world: World, rec: Recorder, prof: Profile, ops: list[Op]) -> set[str]:
+    """Retry, with its key and its entries, every keyed prompt whose outcome is
+    unknown and was not retried to an answer (its process was killed inside it):
+    a world that lost the key with the process writes the batch twice (W6). The
+    retry asks for no wake, so that it cannot stand in for one the call owed (W7).
+    Returns the batch ids of interrupted appends that were in the log before."""
+    answered = {op.tag for op in ops if op.op == "append" and op.outcome != "indeterminate"}
+    interrupted = {op.session for op in ops if op.op == "append" and op.outcome != "ok"}
+    landed: set[str] = set()
+    for sid in sorted(s for s in interrupted if s is not None):
+        log = await _read_all(world, sid, rec, prof)
+        if not isinstance(log, Violation):
+            landed.update(t for t in (hist.entry_tag(e) for e in log) if t is not None)
+    for op in ops:
+        key, n = op.args.get("key"), int(op.args.get("n", 1))
+        role = op.process.split("-", 1)[0]
+        if op.op != "append" or op.outcome != "indeterminate" or not isinstance(key, str):
+            continue
+        if op.tag is None or op.tag in answered or role not in ("prompter", "atomic"):
+            continue
+        answered.add(op.tag)
+        assert op.session is not None
+        entries = batch_entries("prompt", op.tag, n, op.process)
+        args = {"tag": op.tag, "n": n, "key": key, "retry_of": op.tag}
+        call = partial(world.append, op.session, entries, key=key)
+        await _call(rec, "append", op.session, args, call, prof)
+    return landed
+
+
 async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
     """Deterministic scenarios the random workload may or may not hit."""
     # A wake asked for while a lease is held survives that lease's finish (W13).
@@ -1028,11 +1120,15 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
     early = await _take(world, rec, prof, 5.0, sid)
     if early is not None:
         await _finish_wake(world, rec, prof, early)
-    # A second take while the lease lasts does not get the same session (W12).
+    # A second take while the lease lasts, at once and a moment later, does not get
+    # the same session (W12).
     sid = "kit-probe-twice"
     await _wake(world, rec, prof, sid, 0.0)
     first = await _take(world, rec, prof, 5.0, sid)
     second = await _take(world, rec, prof, 5.0, sid)
+    if second is None:
+        await asyncio.sleep(0.3)
+        second = await _take(world, rec, prof, 5.0, sid)
     for held_twice in (first, second):
         if held_twice is not None:
             await _finish_wake(world, rec, prof, held_twice)
@@ -1183,7 +1279,10 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
         await _wake(world, rec, prof, "kit-restart-w2", 1.0)
         with contextlib.suppress(Exception):
             await world.close()
-        await target.restart()
+        try:
+            await target.restart()
+        except Exception as e:  # the fixture's restart failed: the kit's trouble
+            return kit_error(name, e, time.time() - started)
         world = await _reopen(target, namespace, prof.op_timeout)
         for k in range(4):  # keyed repeats after the restart write nothing (W6)
             await _append(

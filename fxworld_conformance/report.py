@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Status", "CheckResult", "GUARANTEES"]
+__all__ = ["Status", "CheckResult", "GUARANTEES", "kit_error"]
 
-Status = Literal["passed", "failed", "skipped"]
+Status = Literal["passed", "failed", "skipped", "error"]
+"""``error``: the kit itself failed (its own bug, a bad profile, a child process
+that could not start); it is a verdict on no guarantee."""
 
 GUARANTEES: dict[str, str] = {
     "W1": "acquire",
@@ -51,3 +54,17 @@ class CheckResult:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def kit_error(name: str, error: BaseException, seconds: float = 0.0) -> CheckResult:
+    """The row of a check that the kit could not carry out: ``error`` with the
+    traceback, blaming no guarantee."""
+    trace = "".join(traceback.format_exception(error, limit=12))
+    return CheckResult(
+        name=name,
+        guarantees=(),
+        status="error",
+        detail=f"kit error (a failure of the kit, not of the world): "
+        f"{type(error).__name__}: {error}\n{trace}",
+        seconds=seconds,
+    )

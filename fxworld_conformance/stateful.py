@@ -58,7 +58,8 @@ from fxworld_conformance.model import (
     Violation,
     WakeModel,
 )
-from fxworld_conformance.report import CheckResult
+from fxworld_conformance.profiles import profile as kit_profile
+from fxworld_conformance.report import CheckResult, kit_error
 from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
 __all__ = ["LogMachine", "WakeMachine", "Stats", "run_machine", "machine_settings", "MACHINES"]
@@ -92,7 +93,7 @@ class Stats:
 
 
 @dataclass
-class Op:
+class Call:
     """One world call of the log tier: what was asked, when, and what came back."""
 
     id: int
@@ -160,14 +161,14 @@ class _KitMachine(RuleBasedStateMachine):
         )
         self.models = {sid: SessionModel() for sid in SESSIONS}
         self.wakes = WakeModel()
-        self.inflight: list[Op] = []
-        self.group: list[Op] = []
+        self.inflight: list[Call] = []
+        self.group: list[Call] = []
         self.tick = 0
         self.next_op = 0
         self.fences: dict[tuple[str, str], tuple[int, Fence]] = {}
         self.seen_last = dict.fromkeys(SESSIONS, 0)
         self.followers: dict[str, Follower] = {}
-        self._history: list[Op] = []
+        self._history: list[Call] = []
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -190,16 +191,16 @@ class _KitMachine(RuleBasedStateMachine):
         finally:
             self.loop.close()
 
-    def _start(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Op:
+    def _start(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Call:
         self.tick += 1
         self.next_op += 1
-        op = Op(self.next_op, kind, sid, actor, self.tick, args)
+        op = Call(self.next_op, kind, sid, actor, self.tick, args)
         self.stats.operations += 1
         self.inflight.append(op)
         op.task = self.loop.create_task(self._exec(op))
         return op
 
-    async def _exec(self, op: Op) -> None:
+    async def _exec(self, op: Call) -> None:
         a = op.args
         try:
             if op.kind == "acquire":
@@ -221,7 +222,7 @@ class _KitMachine(RuleBasedStateMachine):
         finally:
             op.end = self.tick + 0.5
 
-    def _complete(self, op: Op) -> None:
+    def _complete(self, op: Call) -> None:
         assert op.task is not None
         if not op.task.done():
             self.loop.run_until_complete(asyncio.wait({op.task}))
@@ -235,7 +236,7 @@ class _KitMachine(RuleBasedStateMachine):
         while self.inflight:
             self._complete(self.inflight[0])
 
-    def _exclusive(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Op:
+    def _exclusive(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Call:
         """Start and complete one log operation with nothing else in flight."""
         assert not self.inflight
         op = self._start(kind, sid, actor, args)
@@ -251,7 +252,7 @@ class _KitMachine(RuleBasedStateMachine):
         expect: str,
         key: str | None,
         wake: float | None,
-    ) -> Op:
+    ) -> Call:
         if key is not None and any(
             o.sid == sid and o.args.get("key") == key for o in self.inflight
         ):
@@ -285,7 +286,7 @@ class _KitMachine(RuleBasedStateMachine):
 
     # -- immediate checks of one completed op ---------------------------------------
 
-    def _check_now(self, op: Op) -> None:
+    def _check_now(self, op: Call) -> None:
         e = op.error
         if isinstance(e, TimeoutError):
             raise Violation(
@@ -305,7 +306,7 @@ class _KitMachine(RuleBasedStateMachine):
             seq = op.result.seq if op.kind == "acquire" else op.result
             self.seen_last[op.sid] = max(self.seen_last[op.sid], seq)
 
-    def _check_read_shape(self, op: Op) -> None:
+    def _check_read_shape(self, op: Call) -> None:
         got = op.result
         if not isinstance(got, list) or not all(isinstance(x, Entry) for x in got):
             raise Violation("W9", f"read returned {type(got).__name__}, not a list of Entry")
@@ -350,10 +351,10 @@ class _KitMachine(RuleBasedStateMachine):
         for f in list(self.followers.values()):
             self._check_follower(f)
 
-    def _linearize(self, sid: str, ops: list[Op]) -> None:
+    def _linearize(self, sid: str, ops: list[Call]) -> None:
         m0 = self.models[sid]
-        writes: list[Op] = []
-        others: list[Op] = []
+        writes: list[Call] = []
+        others: list[Call] = []
         landed_keys: set[str] = set(m0.keys)
         for op in sorted(ops, key=lambda o: o.start):
             if op.error is not None or op.kind == "read":
@@ -420,11 +421,11 @@ class _KitMachine(RuleBasedStateMachine):
                 raise _partial_batch(op, writes) or _wrong_outcome(op, snaps[lo : hi + 1], writes)
         self.models[sid] = m
 
-    def _fence_id(self, op: Op) -> tuple[int, int] | None:
+    def _fence_id(self, op: Call) -> tuple[int, int] | None:
         f = op.args.get("fence")
         return None if f is None else (op.args["era"], f.epoch)
 
-    def _matches(self, op: Op, m: SessionModel) -> bool:
+    def _matches(self, op: Call, m: SessionModel) -> bool:
         if op.kind == "read":
             if op.error is not None:
                 return False
@@ -447,7 +448,7 @@ class _KitMachine(RuleBasedStateMachine):
             return isinstance(pred, Conflicted) and pred.last == e.last
         return False
 
-    def _position_violation(self, sid: str, w: Op, m: SessionModel, writes: list[Op]) -> None:
+    def _position_violation(self, sid: str, w: Call, m: SessionModel, writes: list[Call]) -> None:
         if w.first <= m.last:
             torn = self._explain_torn(self._read_all(sid), writes)
             if torn is not None:
@@ -470,7 +471,7 @@ class _KitMachine(RuleBasedStateMachine):
             f"the log there: {_show(gap[:4])}",
         )
 
-    def _torn_in(self, sid: str, ops: list[Op]) -> Violation | None:
+    def _torn_in(self, sid: str, ops: list[Call]) -> Violation | None:
         landed = [o for o in ops if o.kind == "append" and o.error is None and _is_int(o.result)]
         for o in landed:
             o.last = o.result
@@ -493,7 +494,7 @@ class _KitMachine(RuleBasedStateMachine):
                     )
         return None
 
-    def _explain_torn(self, actual: list[Entry], writes: list[Op]) -> Violation | None:
+    def _explain_torn(self, actual: list[Entry], writes: list[Call]) -> Violation | None:
         """A landed batch whose entries are not where its returned seq says (W4)."""
         if [e.seq for e in actual] != list(range(1, len(actual) + 1)):
             return None  # a read with holes proves nothing about batches (W9 says it)
@@ -544,7 +545,7 @@ class _KitMachine(RuleBasedStateMachine):
         return None
 
     @property
-    def _all_ops(self) -> list[Op]:
+    def _all_ops(self) -> list[Call]:
         return self._history
 
     def _read_all(self, sid: str) -> list[Entry]:
@@ -558,7 +559,7 @@ class _KitMachine(RuleBasedStateMachine):
             if len(out) > 100_000:
                 return out
 
-    def _check_full(self, sid: str, ops: list[Op]) -> None:
+    def _check_full(self, sid: str, ops: list[Call]) -> None:
         actual = self._read_all(sid)
         want = self.models[sid].read(0, 10**9)
         if _same(actual, want):
@@ -727,7 +728,7 @@ class LogMachine(_KitMachine):
         for op in done:
             self._took_fence(op)
 
-    def _took_fence(self, op: Op) -> None:
+    def _took_fence(self, op: Call) -> None:
         if op.kind == "acquire" and op.error is None:
             self.fences[(op.actor, op.sid)] = (self.models[op.sid].era, op.result)
 
@@ -967,7 +968,7 @@ def _show(entries: list[Entry]) -> str:
     return ", ".join(f"seq {e.seq} {e.kind!r} {e.data!r} epoch={e.epoch}" for e in entries)
 
 
-def _guarantee_of(op: Op) -> str:
+def _guarantee_of(op: Call) -> str:
     if op.kind == "acquire":
         return "W1"
     if op.kind == "read":
@@ -979,7 +980,7 @@ def _guarantee_of(op: Op) -> str:
     return "W3"
 
 
-def _wrong_landing(pred: object, w: Op, m: SessionModel) -> Violation:
+def _wrong_landing(pred: object, w: Call, m: SessionModel) -> Violation:
     if isinstance(pred, FencedOut):
         if pred.after_delete:
             return Violation(
@@ -1002,7 +1003,7 @@ def _wrong_landing(pred: object, w: Op, m: SessionModel) -> Violation:
     return Violation("W4", f"unexpected landing: {w.describe()}")
 
 
-def _partial_batch(op: Op, writes: list[Op]) -> Violation | None:
+def _partial_batch(op: Call, writes: list[Call]) -> Violation | None:
     """``op`` saw the log end inside another call's batch: a batch seen half-landed (W4)."""
     if isinstance(op.error, Conflict):
         seen = op.error.last
@@ -1020,7 +1021,7 @@ def _partial_batch(op: Op, writes: list[Op]) -> Violation | None:
     return None
 
 
-def _wrong_outcome(op: Op, snaps: list[SessionModel], writes: list[Op]) -> Violation:
+def _wrong_outcome(op: Call, snaps: list[SessionModel], writes: list[Call]) -> Violation:
     context = ""
     if writes:
         context = "\n  concurrent writes:\n    " + "\n    ".join(w.describe() for w in writes)
@@ -1083,22 +1084,17 @@ MACHINES: dict[str, tuple[type[_KitMachine], tuple[str, ...]]] = {
 }
 """The tier-1 checks: name -> (machine, the guarantees it checks)."""
 
-_PROFILES: dict[str, dict[str, tuple[int, int]]] = {
-    # machine -> (max_examples, steps per example)
-    "ci": {"stateful log": (80, 40), "stateful wakes": (100, 30)},
-    "thorough": {"stateful log": (600, 80), "stateful wakes": (400, 60)},
-    "fast": {"stateful log": (25, 30), "stateful wakes": (25, 25)},
-}
-
 
 def machine_settings(name: str, profile: str, *, shrink: bool = True) -> settings:
-    """Hypothesis settings of one machine under a kit profile (``ci`` or ``thorough``)."""
-    examples, steps = _PROFILES.get(profile, _PROFILES["ci"])[name]
+    """Hypothesis settings of one machine under a kit profile (see
+    :mod:`fxworld_conformance.profiles`)."""
+    row = kit_profile(profile)
+    examples, steps = row.machines[name]
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
-        derandomize=profile != "thorough",
+        derandomize=row.derandomize,
         database=None,
         print_blob=True,
         report_multiple_bugs=False,
@@ -1136,7 +1132,7 @@ def run_machine(
 
     started = time.monotonic()
     if shrink_seconds is None:
-        shrink_seconds = 300.0 if profile == "thorough" else 30.0
+        shrink_seconds = kit_profile(profile).shrink_seconds
     try:
         with with_reporter(collect), _shrink_budget(shrink_seconds):
             test()
@@ -1144,8 +1140,10 @@ def run_machine(
         if isinstance(e, KeyboardInterrupt):
             raise
         violation = _find_violation(e)
+        if violation is None and not isinstance(e, (AssertionError, WorldError)):
+            return kit_error(name, e, time.monotonic() - started)  # a bug of the kit's
         if violation is None:
-            guarantees: tuple[str, ...] = ("W16",) if not isinstance(e, AssertionError) else covers
+            guarantees: tuple[str, ...] = covers
             message = f"{type(e).__name__}: {e}"
         else:
             guarantees = (violation.guarantee,)

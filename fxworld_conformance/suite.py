@@ -26,16 +26,21 @@ from collections.abc import Callable
 
 import pytest
 
+from fxworld_conformance.examples import WorldExamples
 from fxworld_conformance.report import GUARANTEES, CheckResult
 from fxworld_conformance.runner import check_names, run_check
 from fxworld_conformance.target import Target
 
-__all__ = ["WorldConformance", "assert_results"]
+__all__ = ["WorldConformance", "WorldSuite", "assert_results"]
 
 
 def assert_results(results: list[CheckResult]) -> None:
-    """Fail with the guarantee and evidence if any result failed; skip (with the
-    capability reasons) if every result was skipped."""
+    """Fail with the kit's traceback if the kit itself failed (a kit error), with
+    the guarantee and evidence if any result failed; skip (with the capability
+    reasons) if every result was skipped."""
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        pytest.fail("\n\n".join(f"{r.name}: {r.detail}" for r in errors), pytrace=False)
     failed = [r for r in results if r.status == "failed"]
     if failed:
         text = "\n\n".join(
@@ -78,3 +83,10 @@ for _name in check_names():
         _test = pytest.mark.fxworld_slow(_test)
     setattr(WorldConformance, _test_name(_name), _test)
 del _name, _test
+
+
+class WorldSuite(WorldConformance, WorldExamples):
+    """Everything a backend is tested with: the kit's checks (directed, state
+    machines, process tier) and the example tests of every guarantee
+    (:mod:`fxworld_conformance.examples`), on worlds from ``fxworld_target``.
+    A backend's test file subclasses it and adds only what is its own."""

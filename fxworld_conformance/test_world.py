@@ -4,8 +4,9 @@ pytest --pyargs fxworld_conformance.test_world --fxworld-world=sqlite:///tmp/w.d
 pytest --pyargs fxworld_conformance.test_world --fxworld-world=mypkg.worlds:make_world
 """
 
-from fxworld_conformance.suite import WorldConformance
+from fxworld_conformance.suite import WorldSuite
 
 
-class TestWorld(WorldConformance):
-    """The whole kit against the world named by ``--fxworld-world``."""
+class TestWorld(WorldSuite):
+    """The whole kit, and the example tests of every guarantee, against the world
+    named by ``--fxworld-world``."""

@@ -62,12 +62,12 @@ class PostgresWorld:
         if isinstance(dsn, str) and "?" in dsn:  # fxworld's own URL options
             dsn, options = _own_options(dsn)
             namespace = namespace if namespace is not None else options.get("namespace")
-            max_entry_bytes = int(options.get("max_entry_bytes", max_entry_bytes))
+            max_entry_bytes = validate.max_entry_bytes(
+                options.get("max_entry_bytes", max_entry_bytes)
+            )
             pool_size = int(options.get("pool_size", pool_size))
         self.namespace = validate.namespace("default" if namespace is None else namespace)
-        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
-            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
-        self.max_entry_bytes = max_entry_bytes
+        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)  # W15
         self.follow_poll = float(follow_poll)
         if isinstance(dsn, AsyncEngine):
             if dsn.dialect.driver != "asyncpg":
@@ -182,9 +182,15 @@ class PostgresWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
-        validate.session_id(session_id)
-        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
-        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        _, encoded = validate.append(
+            session_id,
+            entries,
+            fence=fence,
+            expect=expect,
+            key=key,
+            wake=wake,
+            max_bytes=self.max_entry_bytes,
+        )
         kinds = [_kind_out(kind) for kind, _ in encoded]
         datas: list[str | None] = []
         raws: list[str | None] | None = None
@@ -819,9 +825,8 @@ def _own_options(url: str) -> tuple[str, dict[str, str]]:
     base, params = split_query(url)
     names: tuple[str, ...] = ("namespace", "max_entry_bytes", "pool_size")
     own: dict[str, str] = {k: params.pop(k) for k in names if k in params}
-    for name in ("max_entry_bytes", "pool_size"):
-        if name in own and not own[name].isdigit():
-            raise ConfigurationError(f"{name} must be an integer in {mask(url)}")
+    if "pool_size" in own and not own["pool_size"].isdigit():
+        raise ConfigurationError(f"pool_size must be an integer in {mask(url)}")
     if params:
         base += "?" + urlencode(params)
     return base, own
@@ -836,11 +841,7 @@ def _hot_limit(engine: AsyncEngine, pool_size: int) -> int:
 
 
 def _check_lease(wake: WakeLease) -> None:
-    if not isinstance(wake, WakeLease):
-        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
-    validate.session_id(wake.session_id)
-    if not isinstance(wake.token, str) or not wake.token:
-        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")
+    validate.held(wake)  # W15: before any I/O
 
 
 def _jsonb_safe(data: str) -> bool:

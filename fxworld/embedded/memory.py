@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import split_query
@@ -54,7 +54,7 @@ class MemoryWorld:
         self, *, namespace: str = "default", max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES
     ) -> None:
         self.namespace = validate.namespace(namespace)
-        self.max_entry_bytes = max_entry_bytes
+        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
         self._logs: dict[str, _Log] = {}
         self._wakes: dict[str, _Wake] = {}
         # Followers waiting for a session's next entry, one event per event loop: a
@@ -72,10 +72,10 @@ class MemoryWorld:
                 f"unknown memory URL parameter(s) {', '.join(unknown)}; "
                 "known: namespace, max_entry_bytes"
             )
-        limit = params.get("max_entry_bytes", str(validate.DEFAULT_MAX_ENTRY_BYTES))
-        if not limit.isdigit() or int(limit) < 1:
-            raise ConfigurationError(f"max_entry_bytes must be an integer >= 1, not {limit!r}")
-        return cls(namespace=params.get("namespace", "default"), max_entry_bytes=int(limit))
+        limit = validate.max_entry_bytes(
+            params.get("max_entry_bytes", validate.DEFAULT_MAX_ENTRY_BYTES)
+        )
+        return cls(namespace=params.get("namespace", "default"), max_entry_bytes=limit)
 
     def __repr__(self) -> str:
         return f"MemoryWorld(namespace={self.namespace!r})"
@@ -105,9 +105,15 @@ class MemoryWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
-        validate.session_id(session_id)
-        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
-        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        _, encoded = validate.append(
+            session_id,
+            entries,
+            fence=fence,
+            expect=expect,
+            key=key,
+            wake=wake,
+            max_bytes=self.max_entry_bytes,
+        )
         log = self._logs.get(session_id) or _Log()
         if key is not None and key in log.keys:
             return log.keys[key]
@@ -211,9 +217,7 @@ class MemoryWorld:
         return w.lease_until if w.lease_until is not None else w.due
 
     def _held(self, wake: WakeLease) -> _Wake:
-        if not isinstance(wake, WakeLease):
-            raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
-        validate.session_id(wake.session_id)
+        validate.held(wake)
         w = self._wakes.get(wake.session_id)
         if (
             w is None

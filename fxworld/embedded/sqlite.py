@@ -172,31 +172,15 @@ class SqliteWorld:
                 "world in memory)"
             )
         self.namespace = validate.namespace(namespace)
-        if (
-            not isinstance(max_entry_bytes, int)
-            or isinstance(max_entry_bytes, bool)
-            or max_entry_bytes < 1
-        ):
-            raise InvalidArgument(
-                f"max_entry_bytes must be an integer >= 1, not {max_entry_bytes!r}"
-            )
-        self.max_entry_bytes = max_entry_bytes
+        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
         if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
             raise ConfigurationError(
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
             )
         self.synchronous = synchronous.lower()
-        if (
-            not isinstance(busy_timeout, (int, float))
-            or isinstance(busy_timeout, bool)
-            or not 0 < busy_timeout < 3600
-        ):
-            raise InvalidArgument(
-                f"busy_timeout must be a number of seconds in (0, 3600), not {busy_timeout!r}"
-            )
-        self.busy_timeout = float(busy_timeout)
+        self.busy_timeout = validate.seconds_option("busy_timeout", busy_timeout)
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-            raise InvalidArgument(f"retries must be an integer >= 0, not {retries!r}")
+            raise ConfigurationError(f"retries must be an integer >= 0, not {retries!r}")
         self.retries = retries
         # Only the worker thread touches the connection.
         self._conn: sqlite3.Connection | None = None
@@ -238,16 +222,12 @@ class SqliteWorld:
             options["namespace"] = params["namespace"]
         if "synchronous" in params:
             options["synchronous"] = params["synchronous"]
-        try:
-            if "busy_timeout" in params:
-                options["busy_timeout"] = float(params["busy_timeout"])
-            if "max_entry_bytes" in params:
-                options["max_entry_bytes"] = int(params["max_entry_bytes"])
-        except ValueError:
-            raise ConfigurationError(
-                "sqlite URL: busy_timeout must be a number of seconds and max_entry_bytes "
-                "an integer"
-            ) from None
+        if "busy_timeout" in params:
+            options["busy_timeout"] = validate.seconds_option(
+                "busy_timeout", params["busy_timeout"]
+            )
+        if "max_entry_bytes" in params:
+            options["max_entry_bytes"] = validate.max_entry_bytes(params["max_entry_bytes"])
         return cls(path, **options)
 
     def __repr__(self) -> str:
@@ -316,9 +296,15 @@ class SqliteWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
-        sid = validate.session_id(session_id)
-        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
-        validate.append_args(sid, fence=fence, expect=expect, key=key, wake=wake)
+        sid, encoded = validate.append(
+            session_id,
+            entries,
+            fence=fence,
+            expect=expect,
+            key=key,
+            wake=wake,
+            max_bytes=self.max_entry_bytes,
+        )
         ns = self.namespace
         fence_epoch = fence.epoch if fence is not None else None
         delay = float(wake) if wake is not None else None
@@ -759,10 +745,7 @@ def _data_version(conn: sqlite3.Connection) -> int:
 
 
 def _lease_arg(wake: object) -> WakeLease:
-    if not isinstance(wake, WakeLease):
-        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
-    validate.session_id(wake.session_id)  # W15: before any I/O
-    return wake
+    return validate.held(wake)  # W15: before any I/O
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -1,23 +1,20 @@
-"""MemoryWorld keeps every guarantee W1-W17 (the reference implementation)."""
+"""MemoryWorld keeps every guarantee W1-W17 (the reference implementation): the
+whole kit and its example tests, plus what is MemoryWorld's own."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
-from fxworld import MemoryWorld, NewEntry, World, open_world
-from tests.guarantees import GuaranteeTests
+from fxworld import MemoryWorld, NewEntry, open_world
+from fxworld_conformance import Target, WorldSuite
 
 
-class TestMemoryWorld(GuaranteeTests):
+class TestMemoryWorld(WorldSuite):
     @pytest.fixture
-    async def world(self) -> AsyncIterator[World]:
-        w = MemoryWorld()
-        await w.setup()
-        yield w
-        await w.close()
+    def fxworld_target(self) -> Target:
+        return Target(url="memory://")
 
 
 def test_memory_url_and_capabilities() -> None:

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from fxworld import Fence, NewEntry, WakeLease, World, open_world
+from fxworld import Fence, NewEntry, WakeLease, open_world
 from fxworld.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -30,22 +30,42 @@ from fxworld.errors import (
     InvalidSessionId,
     LeaseLost,
 )
+from fxworld_conformance import Target, WorldSuite
+from fxworld_conformance.runner import run_check
+from fxworld_conformance.suite import assert_results
 from fxworld_postgres import PostgresWorld
 from fxworld_postgres._schema import MIGRATIONS
-from tests.guarantees import GuaranteeTests
 from tests.support.postgres_fixtures import fresh_namespace
-from tests.support.postgres_server import PASSWORD, PostgresServer
+from tests.support.postgres_server import PostgresServer
 
 
-class TestPostgresWorld(GuaranteeTests):
-    secrets = (PASSWORD,)  # the server's password is in every URL these worlds get
+class TestPostgresWorld(WorldSuite):
+    """The whole kit (directed checks, state machines, the process tier with
+    SIGKILL and SIGSTOP, zombie writers, cut and stalled connections and a server
+    crash-restart) and the example tests of every guarantee. PostgreSQL can do all
+    of it, so no row of the process tier may be skipped here."""
 
     @pytest.fixture
-    async def world(self, postgres_server: PostgresServer) -> AsyncIterator[World]:
-        w = PostgresWorld(postgres_server.url, namespace=fresh_namespace())
-        await w.setup()
-        yield w
-        await w.close()
+    def fxworld_target(self, postgres_server: PostgresServer) -> Target:
+        return Target(
+            url=postgres_server.url,
+            restart=postgres_server.acrash_restart,
+            extra_capabilities=frozenset({"restartable"}),
+        )
+
+    @pytest.mark.fxworld_slow
+    def test_processes(
+        self, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        rows = run_check("processes", fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+        assert_results(rows)
+        skipped = {r.name: r.detail for r in rows if r.status == "skipped"}
+        assert not skipped, skipped
+        main = next(r for r in rows if r.extra.get("mode"))
+        assert main.extra["mode"] == "processes"
+        faults = main.extra.get("faults", {})
+        assert faults.get("kill_inside", 0) + faults.get("stop_inside", 0) >= 1, faults
+        assert faults.get("cut", 0) >= 1, faults
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -1,27 +1,26 @@
-"""SqliteWorld keeps every guarantee W1-W17, plus what only a file can show:
+"""SqliteWorld keeps every guarantee W1-W17 (the kit's subclass), plus what only a file can show:
 durability across reopening, sharing between world objects, URL parsing."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from fxworld import NewEntry, SqliteWorld, World, open_world
+from fxworld import NewEntry, SqliteWorld, open_world
 from fxworld.errors import BackendUnavailable, ConfigurationError, Fenced, InvalidArgument
-from tests.guarantees import GuaranteeTests
+from fxworld_conformance import Target, WorldSuite
 
 
-class TestSqliteWorld(GuaranteeTests):
+class TestSqliteWorld(WorldSuite):
+    """The whole kit, the process tier included (OS processes share one file),
+    and the example tests of every guarantee."""
+
     @pytest.fixture
-    async def world(self, tmp_path: Path) -> AsyncIterator[World]:
-        w = SqliteWorld(tmp_path / "world.db")
-        await w.setup()
-        yield w
-        await w.close()
+    def fxworld_target(self, tmp_path: Path) -> Target:
+        return Target(url=f"sqlite:///{tmp_path}/world.db")
 
 
 def e(**data: object) -> NewEntry:
@@ -116,9 +115,9 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             open_world(bad)
     with pytest.raises(InvalidArgument):
         open_world("sqlite:///w.db?namespace=no/slashes")
-    with pytest.raises(InvalidArgument, match="busy_timeout"):
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
         open_world("sqlite:///w.db?busy_timeout=0")
-    with pytest.raises(InvalidArgument, match="max_entry_bytes"):
+    with pytest.raises(ConfigurationError, match="max_entry_bytes"):
         open_world("sqlite:///w.db?max_entry_bytes=0")
     assert "SqliteWorld('data/w.db', namespace='t1'" in repr(rel)
     assert "durable" in rel.capabilities and "shared" in rel.capabilities

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from fxworld.errors import BackendUnavailable, Fenced
+from fxworld_conformance import checkers as chk
 from fxworld_conformance import history as hist
+from fxworld_conformance.checkers import CHECKS
 from fxworld_conformance.history import (
-    CHECKS,
     FileSink,
     History,
     ListSink,
@@ -152,40 +153,40 @@ def test_good_history_passes_every_checker() -> None:
 def test_check_dense_gap_in_final_log() -> None:
     b = good()
     del b.final["s"][2]
-    fails(hist.check_dense, b.history(), "W4", "not dense", "position 3 holds seq 4")
+    fails(chk.check_dense, b.history(), "W4", "not dense", "position 3 holds seq 4")
 
 
 def test_check_dense_read_not_contiguous() -> None:
     b = good()
     log = b.final["s"]
     b.op("reader-0", "read", "s", result=[log[0], log[2]], after=0, limit=10)
-    fails(hist.check_dense, b.history(), "W9", "not a contiguous slice", "reader-0")
+    fails(chk.check_dense, b.history(), "W9", "not a contiguous slice", "reader-0")
 
 
 def test_check_no_duplicates() -> None:
     b = good()
     dup = dict(b.final["s"][1], seq=8)
     b.final["s"].append(dup)
-    fails(hist.check_no_duplicates, b.history(), "W4", "duplicated", "writer-0")
+    fails(chk.check_no_duplicates, b.history(), "W4", "duplicated", "writer-0")
 
 
 def test_check_no_duplicates_keyed_twice_is_w6() -> None:
     b = good()
     prompt = next(e for e in b.final["s"] if e["epoch"] is None)
     b.final["s"].append(dict(prompt, seq=8))
-    fails(hist.check_no_duplicates, b.history(), "W6", "keyed call landed twice")
+    fails(chk.check_no_duplicates, b.history(), "W6", "keyed call landed twice")
 
 
 def test_check_no_duplicates_phantom_entry() -> None:
     b = good()
     b.final["s"].append(entry(8, "nobody#1"))
-    fails(hist.check_no_duplicates, b.history(), "W4", "no call wrote")
+    fails(chk.check_no_duplicates, b.history(), "W4", "no call wrote")
 
 
 def test_check_no_lost_acknowledged_append() -> None:
     b = good()
     lost = b.op("writer-0", "append", "s", result=8, n=1, fence=2)
-    fails(hist.check_no_lost, b.history(), "W4", "not in the log", lost.id)
+    fails(chk.check_no_lost, b.history(), "W4", "not in the log", lost.id)
 
 
 def test_check_no_lost_wrong_seq_and_expect() -> None:
@@ -193,14 +194,14 @@ def test_check_no_lost_wrong_seq_and_expect() -> None:
     moved = b.op("writer-9", "append", "s", result=12, n=1, fence=2, expect=6)
     b.land("s", moved, 2)
     h = b.history()
-    fails(hist.check_no_lost, h, "W4", "returned seq 12 but its last entry is at seq 8")
-    fails(hist.check_no_lost, h, "W5", "expect=6 landed at seq 8")
+    fails(chk.check_no_lost, h, "W4", "returned seq 12 but its last entry is at seq 8")
+    fails(chk.check_no_lost, h, "W5", "expect=6 landed at seq 8")
 
 
 def test_check_no_lost_fence_entry() -> None:
     b = good()
     b.op("writer-1", "acquire", "s", result={"epoch": 3, "seq": 8})
-    fails(hist.check_no_lost, b.history(), "W1", "no fence entry at seq 8")
+    fails(chk.check_no_lost, b.history(), "W1", "no fence entry at seq 8")
 
 
 def test_check_readers_agree() -> None:
@@ -208,60 +209,60 @@ def test_check_readers_agree() -> None:
     changed = [dict(e) for e in b.final["s"][:3]]
     changed[2] = dict(changed[2], data={"b": "writer-0#2", "i": 0, "n": 2, "x": 1})
     reader = b.op("reader-1", "read", "s", result=changed, after=0, limit=10)
-    fails(hist.check_readers_agree, b.history(), "W9", "final differs", reader.id)
+    fails(chk.check_readers_agree, b.history(), "W9", "final differs", reader.id)
 
 
 def test_check_readers_agree_entry_vanished() -> None:
     b = good()
     ghost = entry(8, "writer-0#2", 0, 2, 1)
     b.op("follower-1", "follow", "s", result=[ghost], after=7)
-    fails(hist.check_readers_agree, b.history(), "W10", "no such position")
+    fails(chk.check_readers_agree, b.history(), "W10", "no such position")
 
 
 def test_check_batches_atomic_interleaved() -> None:
     b = good()
     log = b.final["s"]
     log[2], log[3] = dict(log[3], seq=3), dict(log[2], seq=4)  # writer-0#3 inside writer-0#2
-    fails(hist.check_batches_atomic, b.history(), "W4", "interleaved")
+    fails(chk.check_batches_atomic, b.history(), "W4", "interleaved")
 
 
 def test_check_batches_atomic_read_saw_half_a_batch() -> None:
     b = good()
     reader = b.op("reader-1", "read", "s", result=b.final["s"][:2], after=0, limit=1000)
-    fails(hist.check_batches_atomic, b.history(), "W4", "middle of batch", reader.id)
+    fails(chk.check_batches_atomic, b.history(), "W4", "middle of batch", reader.id)
 
 
 def test_check_batches_atomic_allows_a_page_cut() -> None:
     b = good()
     b.op("reader-1", "read", "s", result=b.final["s"][:2], after=0, limit=2)
-    assert hist.check_batches_atomic(b.history()) == []
+    assert chk.check_batches_atomic(b.history()) == []
 
 
 def test_check_refused_no_trace() -> None:
     b = good()
     refused = b.op("writer-1", "append", "s", "failed", n=1, fence=1, error="Fenced")
     b.land("s", refused, 1)
-    fails(hist.check_refused_no_trace, b.history(), "W2", "refused with Fenced", refused.id)
+    fails(chk.check_refused_no_trace, b.history(), "W2", "refused with Fenced", refused.id)
 
 
 def test_check_refused_no_trace_conflict_seen_by_reader() -> None:
     b = good()
     refused = b.op("writer-1", "append", "s", "failed", n=1, fence=2, expect=3, error="Conflict")
     b.op("reader-1", "read", "s", result=[entry(8, refused.id, 0, 1, 2)], after=7, limit=5)
-    fails(hist.check_refused_no_trace, b.history(), "W5", "seen by a reader")
+    fails(chk.check_refused_no_trace, b.history(), "W5", "seen by a reader")
 
 
 def test_check_refused_no_trace_unfenced_refused_is_w3() -> None:
     b = good()
     b.op("prompter-1", "append", "s", "failed", n=1, key="k9", error="Fenced")
-    fails(hist.check_refused_no_trace, b.history(), "W3", "unfenced append")
+    fails(chk.check_refused_no_trace, b.history(), "W3", "unfenced append")
 
 
 def test_check_indeterminate_partial_landing() -> None:
     b = good()
     cut = b.op("writer-0", "append", "s", "indeterminate", n=3, fence=2, error="kit timeout")
     b.final["s"].append(entry(8, cut.id, 0, 3, 2))
-    fails(hist.check_indeterminate, b.history(), "W4", "landed 1 of its 3", cut.id)
+    fails(chk.check_indeterminate, b.history(), "W4", "landed 1 of its 3", cut.id)
 
 
 def test_check_indeterminate_whole_or_nothing_is_fine() -> None:
@@ -278,7 +279,7 @@ def test_check_epochs_decrease_is_w8() -> None:
     b = good()
     late = b.op("writer-0", "append", "s", result=8, n=1, fence=1, at=1.5)
     b.land("s", late, 1)
-    fails(hist.check_epochs, b.history(), "W8", "epoch 1 at seq 8 after epoch 2")
+    fails(chk.check_epochs, b.history(), "W8", "epoch 1 at seq 8 after epoch 2")
 
 
 def test_check_epochs_takeover_epochs_and_real_time() -> None:
@@ -286,22 +287,22 @@ def test_check_epochs_takeover_epochs_and_real_time() -> None:
     b.op("writer-1", "acquire", "s", result={"epoch": 2, "seq": 8})
     b.fence("s", 2)
     h = b.history()
-    fails(hist.check_epochs, h, "W1", "not above")
-    fails(hist.check_epochs, h, "W1", "after an acquire had already returned epoch 2")
+    fails(chk.check_epochs, h, "W1", "not above")
+    fails(chk.check_epochs, h, "W1", "after an acquire had already returned epoch 2")
 
 
 def test_check_epochs_entry_carries_its_fence() -> None:
     b = good()
     wrong = b.op("writer-0", "append", "s", result=8, n=1, fence=2)
     b.land("s", wrong, 3)
-    fails(hist.check_epochs, b.history(), "W2", "given fence epoch 2")
+    fails(chk.check_epochs, b.history(), "W2", "given fence epoch 2")
 
 
 def test_check_fenced_stays_out_stale_accepted() -> None:
     b = good()
     stale = b.op("writer-0", "append", "s", result=8, n=1, fence=1)
     b.land("s", stale, 2)  # a world that stamps the new epoch would hide it from W8
-    fails(hist.check_fenced_stays_out, b.history(), "W2", "stale fence (epoch 1)", stale.id)
+    fails(chk.check_fenced_stays_out, b.history(), "W2", "stale fence (epoch 1)", stale.id)
 
 
 def test_check_fenced_stays_out_refused_then_accepted() -> None:
@@ -311,7 +312,7 @@ def test_check_fenced_stays_out_refused_then_accepted() -> None:
     no = b.op("w-0", "append", "s", "failed", n=1, fence=1, error="Fenced")
     yes = b.op("w-0", "append", "s", result=2, n=1, fence=1)
     b.land("s", yes, 1)
-    v = fails(hist.check_fenced_stays_out, b.history(), "W2", "refused, then accepted again")
+    v = fails(chk.check_fenced_stays_out, b.history(), "W2", "refused, then accepted again")
     assert {o.id for o in v.ops} == {no.id, yes.id}
 
 
@@ -319,7 +320,7 @@ def test_check_follow_gap() -> None:
     b = good()
     log = b.final["s"]
     b.op("follower-1", "follow", "s", result=[log[0], log[2]], after=0)
-    fails(hist.check_follow, b.history(), "W10", "a gap, a duplicate or out of order")
+    fails(chk.check_follow, b.history(), "W10", "a gap, a duplicate or out of order")
 
 
 def test_check_follow_reconnect_resumes_wrong() -> None:
@@ -327,13 +328,13 @@ def test_check_follow_reconnect_resumes_wrong() -> None:
     log = b.final["s"]
     b.op("follower-1", "follow", "s", result=log[:2], after=0)
     b.op("follower-1", "follow", "s", result=log[3:5], after=2)
-    fails(hist.check_follow, b.history(), "W10", "follow(after=2) yielded seqs [4,5]")
+    fails(chk.check_follow, b.history(), "W10", "follow(after=2) yielded seqs [4,5]")
 
 
 def test_check_reads_monotone() -> None:
     b = good()
     b.op("reader-0", "read", "s", result=b.final["s"][:3], after=0, limit=100)
-    fails(hist.check_reads_monotone, b.history(), "W9", "saw seq 5, then a read found the log")
+    fails(chk.check_reads_monotone, b.history(), "W9", "saw seq 5, then a read found the log")
 
 
 def test_check_wakes_never_early() -> None:
@@ -342,7 +343,7 @@ def test_check_wakes_never_early() -> None:
     take = {"session": "q", "token": "tq", "attempt": 1, "expires": b.t + 10}
     taken = b.op("worker-0", "take_wake", None, result=take, lease=5.0)
     b.op("worker-0", "finish_wake", "q", token="tq")
-    v = fails(hist.check_wakes_never_early, b.history(), "W11", "before any pending request")
+    v = fails(chk.check_wakes_never_early, b.history(), "W11", "before any pending request")
     assert {o.id for o in v.ops} == {req.id, taken.id}
 
 
@@ -353,13 +354,13 @@ def test_check_wakes_never_early_consumed_request_does_not_count() -> None:
     b.op("poker-0", "wake", "q", delay=30.0)  # during the lease: due in 30 s (W13)
     b.op("worker-0", "finish_wake", "q", token="a")
     b.take("worker-1", "q", "b", 1, 9)
-    fails(hist.check_wakes_never_early, b.history(), "W11")
+    fails(chk.check_wakes_never_early, b.history(), "W11")
     # ... whereas a second request made before the first take is coalesced: fine.
     b2 = good()
     b2.op("poker-0", "wake", "q", delay=0.0)
     b2.take("worker-0", "q", "a", 1, 9)
     b2.op("worker-0", "finish_wake", "q", token="a")
-    assert hist.check_wakes_never_early(b2.history()) == []
+    assert chk.check_wakes_never_early(b2.history()) == []
 
 
 def test_check_wakes_never_lost() -> None:
@@ -367,21 +368,21 @@ def test_check_wakes_never_lost() -> None:
     b.take("worker-1", "q", "a", 1, 9)
     during = b.op("poker-0", "wake", "q", delay=0.0)
     b.op("worker-1", "finish_wake", "q", token="a")
-    v = fails(hist.check_wakes_never_lost, b.history(), "W13", "while a lease was held")
+    v = fails(chk.check_wakes_never_lost, b.history(), "W13", "while a lease was held")
     assert during in v.ops
     # An append's wake that was never delivered is W7.
     b2 = good()
     b2.op("prompter-0", "append", "q", result=1, n=1, key="kq", wake=0.0)
     b2.land("q", b2.ops[-1])
-    fails(hist.check_wakes_never_lost, b2.history(), "W7", "never delivered")
+    fails(chk.check_wakes_never_lost, b2.history(), "W7", "never delivered")
 
 
 def test_check_wakes_never_lost_needs_a_drained_history() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
-    found = [v for c, vs in hist.run_checks(b.history(drained=False)) for v in vs]
+    found = [v for c, vs in chk.run_checks(b.history(drained=False)) for v in vs]
     assert found == []
-    assert [v for c, vs in hist.run_checks(b.history(drained=True)) for v in vs]
+    assert [v for c, vs in chk.run_checks(b.history(drained=True)) for v in vs]
 
 
 def test_check_lease_handed_out_twice() -> None:
@@ -390,16 +391,16 @@ def test_check_lease_handed_out_twice() -> None:
     b.take("worker-1", "q", "a", 1, 1 + 30)
     b.take("worker-2", "q", "b", 2, 1 + 30)
     b.op("worker-2", "finish_wake", "q", token="b")
-    fails(hist.check_lease_redelivery, b.history(), "W12", "handed out again", "before the first")
+    fails(chk.check_lease_redelivery, b.history(), "W12", "handed out again", "before the first")
 
 
 def test_check_lease_dead_worker_not_redelivered() -> None:
     b = good()
     b.op("poker-0", "wake", "q", delay=0.0)
     dead = b.take("worker-1", "q", "a", 1, 2)
-    v = fails(hist.check_lease_redelivery, b.history(), "W12", "was not delivered again")
+    v = fails(chk.check_lease_redelivery, b.history(), "W12", "was not delivered again")
     assert dead in v.ops
-    assert hist.check_lease_redelivery(b.history(drained=False)) == []
+    assert chk.check_lease_redelivery(b.history(drained=False)) == []
 
 
 def test_check_lease_attempt_and_stale_token() -> None:
@@ -410,8 +411,8 @@ def test_check_lease_attempt_and_stale_token() -> None:
     b.op("worker-1", "renew_wake", "q", result={"expires": b.t + 9}, token="a", lease=5.0)
     b.op("worker-2", "finish_wake", "q", token="b")
     h = b.history()
-    fails(hist.check_lease_redelivery, h, "W12", "with attempt 1, not 2")
-    fails(hist.check_lease_redelivery, h, "W12", "renew_wake of a lease succeeded after")
+    fails(chk.check_lease_redelivery, h, "W12", "with attempt 1, not 2")
+    fails(chk.check_lease_redelivery, h, "W12", "renew_wake of a lease succeeded after")
 
 
 def test_check_lease_redelivery_good() -> None:
@@ -433,7 +434,7 @@ def test_check_new_epoch_refuses_old() -> None:
     b.fence("s", 3)
     zombie = b.op("worker-0", "append", "s", result=9, n=1, fence=2, lease="t1")
     b.land("s", zombie, 2)
-    v = fails(hist.check_new_epoch_refuses_old, b.history(), "W12", "old worker's append")
+    v = fails(chk.check_new_epoch_refuses_old, b.history(), "W12", "old worker's append")
     assert zombie in v.ops
 
 
@@ -449,7 +450,7 @@ def test_check_errors_typed() -> None:
         typed=False,
         error="asyncpg.exceptions.ConnectionDoesNotExistError: closed",
     )
-    v = fails(hist.check_errors_typed, b.history(), "W16", "ConnectionDoesNotExistError")
+    v = fails(chk.check_errors_typed, b.history(), "W16", "ConnectionDoesNotExistError")
     assert leak in v.ops
 
 
@@ -457,7 +458,7 @@ def test_violation_render_names_guarantee_and_operations() -> None:
     b = good()
     stale = b.op("writer-0", "append", "s", result=8, n=1, fence=1)
     b.land("s", stale, 1)
-    text = "\n".join(v.render() for v in hist.check_epochs(b.history()))
+    text = "\n".join(v.render() for v in chk.check_epochs(b.history()))
     assert text.startswith("W8: session s: epoch 1 at seq 8 after epoch 2")
     assert "writer-0" in text and "append(s: " in text and "final log:" in text
 
@@ -516,8 +517,8 @@ async def test_recorder_outcomes_and_a_killed_call(tmp_path: Path) -> None:
     assert ops[0].result == 7 and ops[6].end is None
     assert [o.typed for o in ops] == [True, True, True, False, True, False, True]
     h = History(ops, {}, 0.0)
-    assert [v.guarantee for v in hist.check_errors_typed(h)] == ["W16"]
-    assert "2 operations" in hist.check_errors_typed(h)[0].message
+    assert [v.guarantee for v in chk.check_errors_typed(h)] == ["W16"]
+    assert "2 operations" in chk.check_errors_typed(h)[0].message
 
 
 def test_list_sink_records_are_json() -> None:

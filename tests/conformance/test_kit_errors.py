@@ -1,0 +1,84 @@
+"""The kit's own failures are the kit's: an unknown profile is refused before
+anything runs, and a crash inside the kit is a kit error with its traceback,
+never a failed guarantee."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fxworld.embedded.memory import MemoryWorld
+from fxworld_conformance import procs
+from fxworld_conformance.checkers import CHECKS, Check, check_dense
+from fxworld_conformance.directed import Directed, Probe, run_directed
+from fxworld_conformance.profiles import PROFILES
+from fxworld_conformance.runner import _directed, by_guarantee, check_names, run_check, run_kit
+from fxworld_conformance.stateful import machine_settings
+from fxworld_conformance.target import Target
+
+
+class Counting:
+    """A factory that counts the worlds it made."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def __call__(self) -> MemoryWorld:
+        self.made += 1
+        return MemoryWorld()
+
+
+def test_every_tier_reads_one_table_of_profiles() -> None:
+    for name, row in PROFILES.items():
+        assert (
+            machine_settings("stateful log", name).max_examples == row.machines["stateful log"][0]
+        )
+        assert procs.PROFILES[name] is row.processes
+
+
+@pytest.mark.parametrize("call", ["run_kit", "run_check:processes", "run_check:W1"])
+def test_an_unknown_profile_is_refused_before_anything_runs(call: str) -> None:
+    factory = Counting()
+    target = Target(factory=factory)
+    with pytest.raises(ValueError, match=r"unknown kit profile 'fast'.*quick, ci, thorough"):
+        if call == "run_kit":
+            run_kit(target, profile="fast")
+        else:
+            name = call.split(":", 1)[1]
+            if name == "W1":
+                name = next(n for n in check_names() if n.startswith("W1"))
+            run_check(name, target, profile="fast")
+    assert factory.made == 0
+
+
+def test_an_unknown_tier_is_refused_before_anything_runs() -> None:
+    factory = Counting()
+    with pytest.raises(ValueError, match="unknown tier"):
+        run_kit(Target(factory=factory), tiers=("directed", "procs"))
+    assert factory.made == 0
+
+
+async def buggy_check(p: Probe, target: Target) -> None:
+    check_dense(None)  # type: ignore[arg-type]  # a bug inside the kit's own code
+
+
+def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
+    d = Directed("W4 a check with a bug", ("W4",), buggy_check)
+    row = _directed(d, Target(factory=MemoryWorld), run_directed)
+    assert row.status == "error" and row.guarantees == ()
+    assert "kit error" in row.detail and "Traceback" in row.detail and "check_dense" in row.detail
+    assert all(status != "failed" for status, _ in by_guarantee([row]).values())
+
+
+def test_a_crash_inside_a_checker_is_a_kit_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_checker(h: Any) -> list[Any]:
+        return check_dense(None)  # type: ignore[arg-type]
+
+    checks = [Check("a checker with a bug", ("W4",), broken_checker), *CHECKS]
+    monkeypatch.setattr(procs, "CHECKS", checks)
+    rows = run_check("processes", Target(factory=MemoryWorld), profile="quick", seed=3)
+    bad = [r for r in rows if r.status == "error"]
+    assert [r.name for r in bad] == ["processes: a checker with a bug"]
+    assert "Traceback" in bad[0].detail
+    assert [r.name for r in rows if r.status == "failed"] == []
