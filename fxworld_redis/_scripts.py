@@ -19,7 +19,8 @@ script below touches the keys of one partition only, so ``append`` with its key,
 fence and wake is one atomic script on a Cluster too (W4, W6, W7). Each script
 reads the time with ``TIME``: due times and leases follow the server's clock.
 ``take`` is the exception that may visit several partitions, and only on a
-single server (a Cluster world sends it one partition at a time).
+single server; a Cluster world first asks every partition at once (``peek``) and
+then takes from those with a ready wake, earliest first.
 """
 
 from __future__ import annotations
@@ -196,6 +197,16 @@ return out
 """
 )
 
+# KEYS: one due queue. Reply: the score of its earliest ready wake, or -1 (nothing due).
+PEEK = (
+    _COMMON
+    + """
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if head[1] and tonumber(head[2]) <= now_us() then return head[2] end
+return -1
+"""
+)
+
 # A lease is held while its token is the wake's and it has not run out (W12).
 _HELD = """
 local function held(wk, token, now)
@@ -252,6 +263,7 @@ SCRIPTS: dict[str, str] = {
     "read": READ,
     "wake": WAKE,
     "take": TAKE,
+    "peek": PEEK,
     "renew": RENEW,
     "finish": FINISH,
     "delete": DELETE,

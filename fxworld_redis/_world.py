@@ -273,8 +273,8 @@ class RedisWorld:
 
         Not part of the World protocol: a batch for workers that run several
         sessions side by side. Earliest ready first over all partitions: on one
-        server in one script; on a Cluster one script per partition, starting at
-        the next partition in turn, until ``limit`` are taken.
+        server in one script; on a Cluster, one read-only ``peek`` per partition at
+        once, then a take from the ready ones, earliest first (ties in turn).
         """
         micros = str(_micros(validate.lease(lease)))
         validate.read_args(0, limit)
@@ -282,16 +282,17 @@ class RedisWorld:
         if not self.cluster:
             return await self._take(parts, micros, limit)
         await self._ensure_ready()
+        heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
+        start, count = self._turn, self.partitions
+        ready = sorted(
+            (float(head), (p - start) % count, p) for p, head in enumerate(heads) if head != -1
+        )
         out: list[WakeLease] = []
-        start = self._turn
-        for i in range(self.partitions):
+        for _, _, p in ready:
+            out += await self._take([parts[p]], micros, limit - len(out))
             if len(out) >= limit:
+                self._turn = (p + 1) % count
                 break
-            p = (start + i) % self.partitions
-            got = await self._take([parts[p]], micros, limit - len(out))
-            if got:
-                self._turn = (p + 1) % self.partitions
-            out += got
         return out
 
     async def _take(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:

@@ -45,15 +45,6 @@ class TestRedisWorld(GuaranteeTests):
         await w.close()
 
 
-class TestRedisClusterWorld(GuaranteeTests):
-    @pytest.fixture
-    async def world(self, redis_cluster: RedisCluster) -> AsyncIterator[World]:
-        w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
-        await w.setup()
-        yield w
-        await w.close()
-
-
 # -- helpers -----------------------------------------------------------------------------
 
 
