@@ -283,7 +283,7 @@ class RedisCluster:
             raise RuntimeError(f"redis-cli --cluster create failed: {result.stdout}{result.stderr}")
         self._wait_ok()
 
-    def _wait_ok(self, timeout: float = 30.0) -> None:
+    def _wait_ok(self, timeout: float = 120.0) -> None:
         import redis
 
         deadline = time.monotonic() + timeout
