@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ _RELOADS = 3
 _MAX_PARTITIONS = 1024
 _DEFAULT_PARTITIONS = {False: 1, True: 16}  # one server / a Cluster
 _FOLLOW_BLOCK_MS = 1000
+_PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
 _US = 1_000_000
 _Client = Redis | RedisCluster
 
@@ -107,7 +109,9 @@ class RedisWorld:
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn = 0  # where take_wake starts its visit of a Cluster's partitions
+        self._turn = 0  # which partition wins a tie in a Cluster's peek
+        self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
+        self._peeked_at = 0.0
         self._closed = False
 
     @classmethod
@@ -273,8 +277,9 @@ class RedisWorld:
 
         Not part of the World protocol: a batch for workers that run several
         sessions side by side. Earliest ready first over all partitions: on one
-        server in one script; on a Cluster, one read-only ``peek`` per partition at
-        once, then a take from the ready ones, earliest first (ties in turn).
+        server in one script. On a Cluster, partitions that had ready wakes are
+        tried first, one script each, in turn; when none is known (or the hint is
+        older than 50 ms) a read-only ``peek`` asks every partition at once.
         """
         micros = str(_micros(validate.lease(lease)))
         validate.read_args(0, limit)
@@ -282,17 +287,35 @@ class RedisWorld:
         if not self.cluster:
             return await self._take(parts, micros, limit)
         await self._ensure_ready()
+        peeked = False
+        if not self._ready_parts or time.monotonic() - self._peeked_at > _PEEK_EVERY:
+            await self._peek(parts)
+            peeked = True
+        out = await self._take_ready(parts, micros, limit)
+        if not out and not peeked:
+            await self._peek(parts)
+            out = await self._take_ready(parts, micros, limit)
+        return out
+
+    async def _peek(self, parts: list[Keys]) -> None:
+        """Which partitions hold a ready wake, earliest first (ties: the next in turn)."""
         heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
-        start, count = self._turn, self.partitions
+        start, count = self._turn, len(parts)
+        self._turn = (start + 1) % count
         ready = sorted(
             (float(head), (p - start) % count, p) for p, head in enumerate(heads) if head != -1
         )
+        self._ready_parts = [p for _, _, p in ready]
+        self._peeked_at = time.monotonic()
+
+    async def _take_ready(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:
         out: list[WakeLease] = []
-        for _, _, p in ready:
-            out += await self._take([parts[p]], micros, limit - len(out))
-            if len(out) >= limit:
-                self._turn = (p + 1) % count
-                break
+        while self._ready_parts and len(out) < limit:
+            p = self._ready_parts.pop(0)
+            got = await self._take([parts[p]], micros, limit - len(out))
+            if got:
+                self._ready_parts.append(p)  # it may hold more: back of the line
+            out += got
         return out
 
     async def _take(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:

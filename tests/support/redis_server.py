@@ -255,6 +255,9 @@ class RedisCluster:
                             str(self.root / f"node{i}" / "nodes.conf"),
                             "--cluster-node-timeout",
                             "5000",
+                            # the bus port, else port + 10000 (taken, or past 65535)
+                            "--cluster-port",
+                            str(_free_port()),
                         ),
                     )
                 )
