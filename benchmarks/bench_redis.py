@@ -11,7 +11,8 @@ cheapest durable append the server can do.
     python benchmarks/bench_redis.py --url redis://host:6379/0 [--seconds 3]
 
 Rows: fenced single-entry appends/s with 1 and 8 sessions; batches of 10 entries;
-wakes taken and finished per second with 8 workers; engine tool steps/s (a turn
+wakes taken and finished per second with 8 workers (one at a time, and
+``take_wakes(limit=10)``); engine tool steps/s (a turn
 of no-op tool calls, scripted model); follow latency p50/p99 (append call to
 follower yield, another world); server memory per stored 200-byte entry.
 Targets (issue 12): >= 70 % of raw XADD at 8 sessions, follow p99 <= 5 ms,
@@ -122,7 +123,7 @@ async def follow_latency(url: str, n: int) -> list[float]:
     return out
 
 
-async def wake_rate(url: str, workers: int, count: int) -> float:
+async def wake_rate(url: str, workers: int, count: int, *, batch: int = 1) -> float:
     world = _world(url, "bench_" + uuid.uuid4().hex[:8])
     await world.setup()
     for i in range(0, count, 100):
@@ -131,9 +132,10 @@ async def wake_rate(url: str, workers: int, count: int) -> float:
 
     async def worker() -> None:
         nonlocal handled
-        while (lease := await world.take_wake(lease=30)) is not None:
-            await world.finish_wake(lease)
-            handled += 1
+        while leases := await world.take_wakes(lease=30, limit=batch):
+            for lease in leases:
+                await world.finish_wake(lease)
+            handled += len(leases)
 
     try:
         start = time.perf_counter()
@@ -210,6 +212,8 @@ async def measure(label: str, url: str, seconds: float) -> None:
     )
     wakes = await wake_rate(url, 8, max(1000, int(raw8 * seconds / 3)))
     row("wakes taken + finished, 8 workers", wakes, "/s", None)
+    wakes = await wake_rate(url, 8, max(1000, int(raw8 * seconds / 3)), batch=10)
+    row("wakes, 8 workers taking 10 at a time", wakes, "/s", None)
     row("engine tool steps (1 turn, no-op tools)", await engine_steps(url, 200), "steps/s", None)
     lat = await follow_latency(url, 400)
     memory = await memory_per_entry(url)

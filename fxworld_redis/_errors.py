@@ -4,8 +4,8 @@ Two questions are answered here for every driver exception:
 
 * :func:`retry_safe`: may the world run the call again by itself? Always when the
   server refused it before running it: ``NOSCRIPT`` (reloaded first), ``LOADING``
-  (restarting from its AOF), ``CLUSTERDOWN``, ``TRYAGAIN``, ``MOVED``/``ASK`` (the
-  slot map is refreshed), ``READONLY`` (a replica after a failover), ``OOM``,
+  (restarting from its AOF), ``CLUSTERDOWN``, ``TRYAGAIN``, ``MOVED``/``ASK`` (redis-py
+  reloads the slot map), ``READONLY`` (a replica after a failover), ``OOM``,
   ``BUSY``, or a connection that could not be opened. When the connection broke or
   timed out *after* the script was sent, it may or may not have run, so only calls
   that are idempotent by construction run again (reads, keyed appends, wake,
@@ -30,7 +30,6 @@ __all__ = [
     "translate",
     "refused_unrun",
     "needs_reload",
-    "needs_new_map",
     "never_sent",
     "config_disabled",
 ]
@@ -54,13 +53,6 @@ _CONNECT_ERRORS = (rex.ConnectionError, rex.TimeoutError, OSError, TimeoutError)
 def needs_reload(exc: BaseException) -> bool:
     """The server lost the script (restart, failover, ``SCRIPT FLUSH``): load it again."""
     return isinstance(exc, rex.NoScriptError) or str(exc).startswith("NOSCRIPT")
-
-
-def needs_new_map(exc: BaseException) -> bool:
-    """A Cluster moved a slot or lost a node: the client's slot map is stale."""
-    return isinstance(exc, (rex.AskError, rex.ClusterDownError, rex.ClusterError)) or str(
-        exc
-    ).startswith(("MOVED", "ASK", "CLUSTERDOWN"))
 
 
 def never_sent(exc: BaseException) -> bool:

@@ -103,8 +103,8 @@ class RedisWorld:
         self._asked_partitions = partitions
         self._durable_arg = durable
         self.partitions = partitions or _DEFAULT_PARTITIONS[self.cluster]
-        base_caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
-        self.capabilities: frozenset[str] = frozenset(base_caps)
+        # ``durable`` only once setup() checked the server (W17)
+        self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
         self._sha = {name: hashlib.sha1(s.encode()).hexdigest() for name, s in _SCRIPTS.items()}
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
@@ -137,8 +137,8 @@ class RedisWorld:
 
         Idempotent and safe from several processes at once. The capability
         ``durable`` is declared only if every primary runs ``appendonly yes`` with
-        ``appendfsync always`` (``durable=True`` on such a server is refused);
-        where ``CONFIG`` is disabled, the ``durable=`` argument decides.
+        ``appendfsync always`` (``durable=True`` on a server without them is
+        refused); where ``CONFIG`` is disabled, the ``durable=`` argument decides.
         """
         await self._on_this_loop()
         durable = await self._retrying("setup", self._durable, idempotent=True)
@@ -404,8 +404,6 @@ class RedisWorld:
             except Exception as e:
                 if _errors.needs_reload(e):
                     raise _NoScript() from None
-                if self.cluster and _errors.needs_new_map(e):
-                    self._refresh_map()
                 sent = not _errors.never_sent(e)
                 if attempt < len(_BACKOFF) and _errors.retry_safe(
                     e, sent=sent, idempotent=idempotent
@@ -414,11 +412,6 @@ class RedisWorld:
                     attempt += 1
                     continue
                 raise _errors.translate(e, what=what, url=self._url) from None
-
-    def _refresh_map(self) -> None:
-        client = self._client
-        if isinstance(client, RedisCluster):
-            client._initialize = True  # redis-py reloads the slot map before the next call
 
     async def _ensure_ready(self) -> None:
         if self._loop is not asyncio.get_running_loop():
