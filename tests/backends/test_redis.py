@@ -136,10 +136,6 @@ def _evalsha_calls(client: redis.Redis) -> int:
     return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-def _local(**kwargs: Any) -> LocalRedis:
-    return LocalRedis(**kwargs)
-
-
 # -- Redis specifics -------------------------------------------------------------------
 
 
@@ -248,8 +244,8 @@ async def test_durability_follows_the_servers_settings(redis_server: RedisServer
     await w.setup()
     assert "durable" in w.capabilities  # appendonly yes, appendfsync always
     await w.close()
-    everysec = _local(appendfsync="everysec")
-    hidden = _local(extra=("--rename-command", "CONFIG", ""))
+    everysec = LocalRedis(appendfsync="everysec")
+    hidden = LocalRedis(extra=("--rename-command", "CONFIG", ""))
     try:
         lax = RedisWorld(everysec.url, namespace=ns)
         await lax.setup()

@@ -62,12 +62,6 @@ class RedisServer:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}{self.host}:{self.port}/0"
 
-    def client(self) -> object:
-        """A synchronous redis-py client for the test's own look at the server."""
-        import redis
-
-        return redis.Redis(host=self.host, port=self.port, password=self.password or None)
-
     def kill(self) -> None:
         raise NotImplementedError
 
