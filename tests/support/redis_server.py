@@ -14,7 +14,8 @@ no RDB snapshots, and a password (so tests can check it is never shown).
 Faults: :meth:`RedisServer.crash_restart` (SIGKILL, then start again from the
 AOF), :meth:`RedisServer.cut_connections` (``CLIENT KILL TYPE normal``).
 :func:`start_cluster` starts three ``--cluster-enabled yes`` servers and joins them
-with ``redis-cli --cluster create`` (three masters, no replicas). Any failure to
+with ``redis-cli --cluster create`` (three masters, no replicas); its
+:meth:`RedisCluster.crash_restart` SIGKILLs and restarts every node. Any failure to
 start raises: CI must never skip.
 
 Run as a script to get a server until Ctrl-C: ``python tests/support/redis_server.py
@@ -303,6 +304,20 @@ class RedisCluster:
     def url(self) -> str:
         n = self.nodes[0]
         return f"redis://{n.host}:{n.port}/0?cluster=true"
+
+    def crash_restart(self) -> None:
+        """SIGKILL every node, start them again (each reloads its AOF and its
+        nodes.conf) and wait until the Cluster is ok."""
+        for n in self.nodes:
+            n.kill()
+        for n in self.nodes:
+            n.start()
+        self._wait_ok()
+
+    async def acrash_restart(self) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.crash_restart)
 
     def stop(self) -> None:
         for n in self.nodes:
