@@ -26,6 +26,7 @@ How it keeps the contract (key layout and scripts in ``_scripts``):
   idempotency key, its fence check and its wake is one atomic step (W4, W6, W7).
 * Due times and leases come from the server's clock (``TIME`` in the scripts).
 * ``follow()`` blocks in ``XREAD`` on the session's stream: pushed.
+* ``list_sessions()`` pages through one sorted set of session ids per partition.
 * Driver errors are translated in ``_errors``; calls the server refused unrun,
   and idempotent ones, are retried inside the world first.
 """

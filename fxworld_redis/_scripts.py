@@ -7,6 +7,7 @@ exactly ``{ns:p}``)::
     fxworld:{ns}:config        HASH  partitions, version: chosen by the first setup()
     fxworld:{ns:p}:epochs      STRING the partition's epoch counter (W1: grows across delete)
     fxworld:{ns:p}:due         ZSET  sid -> when its wake can be taken (µs: due, or lease end)
+    fxworld:{ns:p}:sessions    ZSET  ids of the partition's sessions with a non-empty log
     fxworld:{ns:p}:m:<sid>     HASH  epoch (the newest fence), last (the last seq)
     fxworld:{ns:p}:l:<sid>     STREAM the log: ID <seq>-0, fields k (kind), d (JSON data),
                                       e (epoch, '' when unfenced), t (commit time, µs)
@@ -64,6 +65,10 @@ class Keys:
     def epochs(self) -> str:
         return self.prefix + "epochs"
 
+    @property
+    def sessions(self) -> str:
+        return self.prefix + "sessions"
+
     def meta(self, sid: str) -> str:
         return f"{self.prefix}m:{sid}"
 
@@ -77,8 +82,15 @@ class Keys:
         return f"{self.prefix}w:{sid}"
 
     def session(self, sid: str) -> list[str]:
-        """Every key of a session (W14), then the partition's due queue."""
-        return [self.meta(sid), self.log(sid), self.keys(sid), self.wake(sid), self.due]
+        """Every key of a session (W14), then the partition's due queue and list."""
+        return [
+            self.meta(sid),
+            self.log(sid),
+            self.keys(sid),
+            self.wake(sid),
+            self.due,
+            self.sessions,
+        ]
 
 
 _COMMON = """
@@ -103,7 +115,7 @@ local function enqueue(wk, due, sid, at)
 end
 """
 
-# KEYS: meta, log, keys, wake, due. ARGV: sid, epoch|'', expect|'', key|'', wake µs|'',
+# KEYS: meta, log, keys, wake, due, sessions. ARGV: sid, epoch|'', expect|'', key|'', wake µs|'',
 # then kind, data pairs. Reply: {status, seq}.
 APPEND = (
     _COMMON
@@ -119,6 +131,7 @@ local last = tonumber(m[2] or '0')
 if epoch ~= '' and epoch ~= m[1] then return {1, tonumber(m[1] or '0')} end  -- W2
 if expect ~= '' and tonumber(expect) ~= last then return {2, last} end          -- W5
 local t = now_us()
+if last == 0 then redis.call('ZADD', KEYS[6], 0, sid) end
 for i = 6, #ARGV, 2 do  -- W4: the whole batch at consecutive positions, in one script
   last = last + 1
   redis.call('XADD', log, string.format('%d-0', last),
@@ -131,12 +144,13 @@ return {0, last}
 """
 )
 
-# KEYS: meta, log, epochs. Reply: {epoch, seq}.
+# KEYS: meta, log, epochs, sessions. ARGV: sid. Reply: {epoch, seq}.
 ACQUIRE = (
     _COMMON
     + """
 local epoch = redis.call('INCR', KEYS[3])  -- W1: the partition's counter never goes back
 local last = redis.call('HINCRBY', KEYS[1], 'last', 1)
+if last == 1 then redis.call('ZADD', KEYS[4], 0, ARGV[1]) end
 redis.call('HSET', KEYS[1], 'epoch', epoch)
 redis.call('XADD', KEYS[2], string.format('%d-0', last), 'k', 'fence',
   'd', string.format('{"epoch":%d}', epoch), 'e', epoch, 't', string.format('%d', now_us()))
@@ -248,13 +262,27 @@ return 0
 """
 )
 
-# KEYS: meta, log, keys, wake, due. ARGV: sid. W14: every key of the session goes; old
+# KEYS: meta, log, keys, wake, due, sessions. ARGV: sid. W14: every key of the session goes; old
 # fences are refused because the session has no epoch any more and the next acquire
 # draws a greater one from the partition's counter.
 DELETE = """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
 return 0
+"""
+
+# KEYS: the partitions' session lists. ARGV: after ('' = from the start), limit.
+# Reply: up to ``limit`` ids greater than ``after`` from each list (the caller merges).
+SESSIONS = """
+local low = ARGV[1] == '' and '-' or '(' .. ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[i], low, '+', 'BYLEX', 'LIMIT', 0, ARGV[2])) do
+    table.insert(out, sid)
+  end
+end
+return out
 """
 
 SCRIPTS: dict[str, str] = {
@@ -267,6 +295,7 @@ SCRIPTS: dict[str, str] = {
     "renew": RENEW,
     "finish": FINISH,
     "delete": DELETE,
+    "sessions": SESSIONS,
 }
 """Every script by name; ``setup()`` loads them all, and a call whose script the
 server lost (NOSCRIPT) loads it again and runs once more."""

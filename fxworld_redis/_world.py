@@ -172,7 +172,7 @@ class RedisWorld:
         validate.session_id(session_id)
         k = self._keys(session_id)
         epoch, seq = await self._script(
-            "acquire", [k.meta(session_id), k.log(session_id), k.epochs], []
+            "acquire", [k.meta(session_id), k.log(session_id), k.epochs, k.sessions], [session_id]
         )
         return Fence(session_id, int(epoch), int(seq))
 
@@ -359,6 +359,24 @@ class RedisWorld:
         await self._script(
             "delete", self._keys(session_id).session(session_id), [session_id], idempotent=True
         )
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, ascending, greater than ``after``
+        (one script on one server; one per partition, at once, on a Cluster)."""
+        if not isinstance(after, str):
+            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+        validate.read_args(0, limit)
+        lists = [Keys.of(self.namespace, p).sessions for p in range(self.partitions)]
+        args: list[str | bytes] = [after, str(min(limit, validate.MAX_SEQ))]
+        if not self.cluster:
+            found = await self._script("sessions", lists, args, idempotent=True)
+        else:
+            await self._ensure_ready()
+            parts = await asyncio.gather(
+                *(self._script("sessions", [key], args, idempotent=True) for key in lists)
+            )
+            found = [sid for part in parts for sid in part]
+        return sorted(_text(sid) for sid in found)[:limit]
 
     # -- the one way to the server -------------------------------------------------------
 
