@@ -114,7 +114,7 @@ def translate(exc: BaseException, *, what: str, url: str) -> WorldError:
     """The fxworld error for driver exception ``exc`` raised while doing ``what``."""
     if isinstance(exc, WorldError):
         return exc
-    detail = _detail(exc, url)
+    detail = _detail(exc)
     if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError | rex.NoPermissionError):
         return ConfigurationError(f"{what}: Redis refused the credentials or command ({detail})")
     if refused_unrun(exc) or _lost(exc):
@@ -128,9 +128,7 @@ def translate(exc: BaseException, *, what: str, url: str) -> WorldError:
     return WorldError(f"{what}: Redis error ({detail})")
 
 
-def _detail(exc: BaseException, url: str) -> str:
+def _detail(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if url and url in text:
-        text = text.replace(url, mask(url))
     name = type(exc).__name__
     return f"{name}: {text}"[:300] if text else name
