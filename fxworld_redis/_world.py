@@ -15,7 +15,6 @@ from urllib.parse import urlencode, urlsplit
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.maint_notifications import MaintNotificationsConfig
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
@@ -509,10 +508,14 @@ def _client_factory(url: str, cluster: bool) -> Any:
         "retry": Retry(NoBackoff(), 0),
         "socket_timeout": 30.0,  # > follow's XREAD BLOCK; a stalled link ends
         "socket_connect_timeout": 5.0,
-        # off, so that the pool checks an idle connection before using it: one the
-        # server closed meanwhile is replaced before the script is sent
-        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
     }
+    try:  # newer redis-py: off, so that the pool checks an idle connection before using
+        # it (one the server closed meanwhile is replaced before the script is sent)
+        from redis.maint_notifications import MaintNotificationsConfig
+
+        options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+    except ImportError:  # older redis-py always checks
+        pass
     if cluster:
         return lambda: RedisCluster.from_url(url, **options)
     return lambda: Redis.from_url(url, **options)
