@@ -227,8 +227,11 @@ async def test_cut_connections_are_replaced_silently(
     assert [e.kind for e in await rw.read("s0")] == ["a", "b"]
 
 
-async def test_server_down_is_backend_unavailable_without_credentials() -> None:
-    down = RedisWorld(f"redis://:{PASSWORD}@127.0.0.1:1/0", namespace="x")
+@pytest.mark.parametrize(
+    "url", [f"redis://:{PASSWORD}@127.0.0.1:1/0", f"rediss://bob:{PASSWORD}@127.0.0.1:1"]
+)
+async def test_server_down_is_backend_unavailable_without_credentials(url: str) -> None:
+    down = open_world(url)
     assert PASSWORD not in repr(down)
     for call in (down.read("s"), down.append("s", [NewEntry("a", {})])):
         with pytest.raises(BackendUnavailable) as info:
