@@ -1,29 +1,38 @@
-"""RedisWorld: the Redis backend of fxworld. Not built yet.
+"""RedisWorld: the Redis backend of fxworld (``pip install 'fxworld[redis]'``).
 
-Until its issue lands, using it raises ConfigurationError, so that a URL such as
-`redis://...` fails with a clear message rather than an ImportError.
+URL: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
+``?namespace=ns``, ``?cluster=true`` (Redis Cluster), ``?partitions=N``,
+``?max_entry_bytes=N`` and ``?durable=true|false``; other query parameters go to
+redis-py. Or the application's own ``redis.asyncio.Redis`` / ``RedisCluster``, which
+``close()`` leaves open::
+
+    from fxworld import world
+    from fxworld_redis import RedisWorld
+
+    w = world(RedisWorld("redis://cache:6379/0", namespace="prod"))
+    await w.setup()            # or: fxworld setup --world redis://cache:6379/0
+
+Capabilities: ``shared``, ``push_follow``, and ``durable`` only when every primary
+runs ``appendonly yes`` with ``appendfsync always`` (checked by ``setup()``; where
+``CONFIG`` is disabled, the ``durable=`` argument decides). See docs/redis.md.
+
+How it keeps the contract (key layout and scripts in ``_scripts``):
+
+* Every call is one Lua script run by ``EVALSHA``: one round trip, atomic. The
+  scripts are loaded by ``setup()`` and loaded again by the world when the server
+  lost them (restart, failover, ``SCRIPT FLUSH``).
+* A session's keys and its partition's wake queue share one hash tag
+  (``{ns:p}``), so on a Cluster each script touches one slot: append with its
+  idempotency key, its fence check and its wake is one atomic step (W4, W6, W7).
+* Due times and leases come from the server's clock (``TIME`` in the scripts).
+* ``follow()`` blocks in ``XREAD`` on the session's stream: pushed.
+* ``list_sessions()`` pages through one sorted set of session ids per partition.
+* Driver errors are translated in ``_errors``; calls the server refused unrun,
+  and idempotent ones, are retried inside the world first.
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from fxworld.errors import ConfigurationError
+from fxworld_redis._world import RedisWorld
 
 __all__ = ["RedisWorld"]
-
-_MESSAGE = (
-    "the Redis backend (RedisWorld) is not built yet in this version of fxworld; "
-    "use sqlite:///path, memory:// or postgresql://... for now"
-)
-
-
-class RedisWorld:
-    """Placeholder: raises ConfigurationError when built."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise ConfigurationError(_MESSAGE)
-
-    @classmethod
-    def from_url(cls, url: str) -> NoReturn:
-        raise ConfigurationError(_MESSAGE)

@@ -5,6 +5,9 @@ from __future__ import annotations
 # A real PostgreSQL server (session-scoped) and fresh namespaces on it.
 from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F401
 
+# Real Redis servers (a single one and a three-master Cluster, session-scoped).
+from tests.support.redis_fixtures import redis_cluster, redis_server, redis_url  # noqa: F401
+
 # FXWORLD_REQUIRE_ALL_BACKENDS=1: a test skipped by a fixture (a server that cannot
 # start) is a failure.
 pytest_plugins = ["tests.support.require_backends"]

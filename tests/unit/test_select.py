@@ -119,10 +119,10 @@ def test_a_missing_extra_names_the_pip_install_line(
 
 @pytest.mark.parametrize(
     ("module", "url"),
-    [("fxworld_redis", "redis://localhost:6379/0"), ("fxworld_s3", "s3://bucket/prefix")],
+    [("fxworld_s3", "s3://bucket/prefix")],
 )
 def test_backends_not_built_yet_raise_configuration_error(module: str, url: str) -> None:
-    # Redis and S3 have no issue landed yet: their placeholders say so clearly.
+    # S3 has no issue landed yet: its placeholder says so clearly.
     with pytest.raises(ConfigurationError, match="not built yet"):
         open_world(url)
     with pytest.raises(ConfigurationError, match="not built yet"):
@@ -203,8 +203,6 @@ def test_a_broken_third_party_backend_is_a_configuration_error(third_party: Path
         f"postgrez://alice:{SECRET}@db.internal:5432/app",
         f"alice:{SECRET}@db.internal/app",
         f"postgresql:/alice:{SECRET}@db.internal/app",
-        f"redis://:{SECRET}@cache.internal:6379/0",
-        f"rediss://bob:{SECRET}@cache.internal:6380",
         f"s3://bucket/prefix?aws_secret_access_key={SECRET}&endpoint_url=http://127.0.0.1:9",
         f"sqlite:///x.db?password={SECRET}",
         f"sqlite://alice:{SECRET}@host/x.db",

@@ -1,0 +1,301 @@
+"""The key layout of one namespace and the Lua scripts that keep the contract.
+
+Keys (``ns`` is the namespace, ``p`` a partition number, ``sid`` a session id;
+neither a namespace nor a session id can hold ``{`` or ``}``, so the hash tag is
+exactly ``{ns:p}``)::
+
+    fxworld:{ns}:config        HASH  partitions, version: chosen by the first setup()
+    fxworld:{ns:p}:epochs      STRING the partition's epoch counter (W1: grows across delete)
+    fxworld:{ns:p}:due         ZSET  sid -> when its wake can be taken (µs: due, or lease end)
+    fxworld:{ns:p}:sessions    ZSET  ids of the partition's sessions with a non-empty log
+    fxworld:{ns:p}:m:<sid>     HASH  epoch (the newest fence), last (the last seq)
+    fxworld:{ns:p}:l:<sid>     STREAM the log: ID <seq>-0, fields k (kind), d (JSON data),
+                                      e (epoch, '' when unfenced), t (commit time, µs)
+    fxworld:{ns:p}:k:<sid>     HASH  idempotency key -> the last seq of its call (W6)
+    fxworld:{ns:p}:w:<sid>     HASH  the pending wake: gen, taken, attempt, token, until, due
+
+A session lives in partition ``crc32(sid) % partitions``, so its keys and its
+partition's wake queue share one hash tag: one slot of a Redis Cluster. Every
+script below touches the keys of one partition only, so ``append`` with its key,
+fence and wake is one atomic script on a Cluster too (W4, W6, W7). Each script
+reads the time with ``TIME``: due times and leases follow the server's clock.
+``take`` is the exception that may visit several partitions, and only on a
+single server; a Cluster world first asks every partition at once (``peek``) and
+then takes from those with a ready wake, earliest first.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+__all__ = ["Keys", "SCRIPTS", "partition_of", "config_key", "FENCED", "CONFLICT", "LOST"]
+
+# Status codes in the first element of a script's reply.
+OK = 0
+FENCED = 1
+CONFLICT = 2
+LOST = 3
+VERSION = 1
+
+
+def config_key(namespace: str) -> str:
+    return f"fxworld:{{{namespace}}}:config"
+
+
+def partition_of(session_id: str, partitions: int) -> int:
+    return zlib.crc32(session_id.encode("ascii")) % partitions
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The key names of one partition."""
+
+    prefix: str  # "fxworld:{ns:p}:"
+
+    @classmethod
+    def of(cls, namespace: str, partition: int) -> Keys:
+        return cls(f"fxworld:{{{namespace}:{partition}}}:")
+
+    @property
+    def due(self) -> str:
+        return self.prefix + "due"
+
+    @property
+    def epochs(self) -> str:
+        return self.prefix + "epochs"
+
+    @property
+    def sessions(self) -> str:
+        return self.prefix + "sessions"
+
+    def meta(self, sid: str) -> str:
+        return f"{self.prefix}m:{sid}"
+
+    def log(self, sid: str) -> str:
+        return f"{self.prefix}l:{sid}"
+
+    def keys(self, sid: str) -> str:
+        return f"{self.prefix}k:{sid}"
+
+    def wake(self, sid: str) -> str:
+        return f"{self.prefix}w:{sid}"
+
+    def session(self, sid: str) -> list[str]:
+        """Every key of a session (W14), then the partition's due queue and list."""
+        return [
+            self.meta(sid),
+            self.log(sid),
+            self.keys(sid),
+            self.wake(sid),
+            self.due,
+            self.sessions,
+        ]
+
+
+_COMMON = """
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+-- W11: at most one pending wake per session, the earlier due time kept; while the
+-- wake is leased its queue score stays the lease's end (taken again only then)
+local function enqueue(wk, due, sid, at)
+  if redis.call('EXISTS', wk) == 0 then
+    redis.call('HSET', wk, 'gen', 1, 'taken', 0, 'attempt', 0, 'due', at)
+    redis.call('ZADD', due, at, sid)
+    return
+  end
+  redis.call('HINCRBY', wk, 'gen', 1)
+  local w = redis.call('HMGET', wk, 'due', 'token')
+  if not w[1] or at < tonumber(w[1]) then
+    redis.call('HSET', wk, 'due', at)
+    if not w[2] then redis.call('ZADD', due, at, sid) end
+  end
+end
+"""
+
+# KEYS: meta, log, keys, wake, due, sessions. ARGV: sid, epoch|'', expect|'', key|'', wake µs|'',
+# then kind, data pairs. Reply: {status, seq}.
+APPEND = (
+    _COMMON
+    + """
+local meta, log, keys = KEYS[1], KEYS[2], KEYS[3]
+local sid, epoch, expect, key, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if key ~= '' then  -- W6: checked first, even before the fence
+  local landed = redis.call('HGET', keys, key)
+  if landed then return {0, tonumber(landed)} end
+end
+local m = redis.call('HMGET', meta, 'epoch', 'last')
+local last = tonumber(m[2] or '0')
+if epoch ~= '' and epoch ~= m[1] then return {1, tonumber(m[1] or '0')} end  -- W2
+if expect ~= '' and tonumber(expect) ~= last then return {2, last} end          -- W5
+local t = now_us()
+if last == 0 then redis.call('ZADD', KEYS[6], 0, sid) end
+for i = 6, #ARGV, 2 do  -- W4: the whole batch at consecutive positions, in one script
+  last = last + 1
+  redis.call('XADD', log, string.format('%d-0', last),
+    'k', ARGV[i], 'd', ARGV[i + 1], 'e', epoch, 't', string.format('%d', t))
+end
+redis.call('HSET', meta, 'last', last)
+if key ~= '' then redis.call('HSET', keys, key, last) end
+if wake ~= '' then enqueue(KEYS[4], KEYS[5], sid, t + tonumber(wake)) end  -- W7
+return {0, last}
+"""
+)
+
+# KEYS: meta, log, epochs, sessions. ARGV: sid. Reply: {epoch, seq}.
+ACQUIRE = (
+    _COMMON
+    + """
+local epoch = redis.call('INCR', KEYS[3])  -- W1: the partition's counter never goes back
+local last = redis.call('HINCRBY', KEYS[1], 'last', 1)
+if last == 1 then redis.call('ZADD', KEYS[4], 0, ARGV[1]) end
+redis.call('HSET', KEYS[1], 'epoch', epoch)
+redis.call('XADD', KEYS[2], string.format('%d-0', last), 'k', 'fence',
+  'd', string.format('{"epoch":%d}', epoch), 'e', epoch, 't', string.format('%d', now_us()))
+return {epoch, last}
+"""
+)
+
+# KEYS: log. ARGV: first seq, limit. Reply: the stream entries (W9: one snapshot).
+READ = """
+return redis.call('XRANGE', KEYS[1], ARGV[1] .. '-0', '+', 'COUNT', ARGV[2])
+"""
+
+# KEYS: wake, due. ARGV: sid, delay µs.
+WAKE = (
+    _COMMON
+    + """
+enqueue(KEYS[1], KEYS[2], ARGV[1], now_us() + tonumber(ARGV[2]))
+return 0
+"""
+)
+
+# KEYS: the due queues to visit. ARGV: prefixes (one per queue), lease µs, limit, nonce.
+# Takes the earliest-ready wakes over all the queues given (W12).
+# Reply: {sid, token, attempt, until, ...}.
+TAKE = (
+    _COMMON
+    + """
+local n = #KEYS
+local lease, limit, nonce = tonumber(ARGV[n + 1]), tonumber(ARGV[n + 2]), ARGV[n + 3]
+local now = now_us()
+local out = {}
+for taken = 1, limit do
+  local best, best_at, sid = nil, nil, nil
+  for i = 1, n do
+    local head = redis.call('ZRANGE', KEYS[i], '-inf', now, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if head[1] and (not best_at or tonumber(head[2]) < best_at) then
+      best, best_at, sid = i, tonumber(head[2]), head[1]
+    end
+  end
+  if not best then break end
+  local wk = ARGV[best] .. 'w:' .. sid
+  if redis.call('EXISTS', wk) == 0 then
+    redis.call('ZREM', KEYS[best], sid)
+  else
+    local attempt = redis.call('HINCRBY', wk, 'attempt', 1)
+    local token = nonce .. '.' .. taken
+    local gen = redis.call('HGET', wk, 'gen')
+    redis.call('HSET', wk, 'token', token, 'until', now + lease, 'taken', gen)
+    redis.call('HDEL', wk, 'due')
+    redis.call('ZADD', KEYS[best], now + lease, sid)
+    table.insert(out, sid)
+    table.insert(out, token)
+    table.insert(out, attempt)
+    table.insert(out, string.format('%d', now + lease))
+  end
+end
+return out
+"""
+)
+
+# KEYS: one due queue. Reply: the score of its earliest ready wake, or -1 (nothing due).
+PEEK = (
+    _COMMON
+    + """
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if head[1] and tonumber(head[2]) <= now_us() then return head[2] end
+return -1
+"""
+)
+
+# A lease is held while its token is the wake's and it has not run out (W12).
+_HELD = """
+local function held(wk, token, now)
+  local w = redis.call('HMGET', wk, 'token', 'until')
+  return w[1] == token and tonumber(w[2]) > now
+end
+"""
+
+# KEYS: wake, due. ARGV: sid, token, lease µs. Reply: {status, until}.
+RENEW = (
+    _COMMON
+    + _HELD
+    + """
+local now = now_us()
+if not held(KEYS[1], ARGV[2], now) then return {3, 0} end
+local till = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'until', till)
+redis.call('ZADD', KEYS[2], till, ARGV[1])
+return {0, string.format('%d', till)}
+"""
+)
+
+# KEYS: wake, due. ARGV: sid, token. W13: removed only if no wake() came since the take.
+FINISH = (
+    _COMMON
+    + _HELD
+    + """
+if not held(KEYS[1], ARGV[2], now_us()) then return 3 end
+local w = redis.call('HMGET', KEYS[1], 'gen', 'taken', 'due')
+if w[1] == w[2] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+else
+  redis.call('HDEL', KEYS[1], 'token', 'until')
+  redis.call('HSET', KEYS[1], 'attempt', 0)
+  redis.call('ZADD', KEYS[2], w[3] or now_us(), ARGV[1])
+end
+return 0
+"""
+)
+
+# KEYS: meta, log, keys, wake, due, sessions. ARGV: sid. W14: every key of the session goes; old
+# fences are refused because the session has no epoch any more and the next acquire
+# draws a greater one from the partition's counter.
+DELETE = """
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
+return 0
+"""
+
+# KEYS: the partitions' session lists. ARGV: after ('' = from the start), limit.
+# Reply: up to ``limit`` ids greater than ``after`` from each list (the caller merges).
+SESSIONS = """
+local low = ARGV[1] == '' and '-' or '(' .. ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[i], low, '+', 'BYLEX', 'LIMIT', 0, ARGV[2])) do
+    table.insert(out, sid)
+  end
+end
+return out
+"""
+
+SCRIPTS: dict[str, str] = {
+    "append": APPEND,
+    "acquire": ACQUIRE,
+    "read": READ,
+    "wake": WAKE,
+    "take": TAKE,
+    "peek": PEEK,
+    "renew": RENEW,
+    "finish": FINISH,
+    "delete": DELETE,
+    "sessions": SESSIONS,
+}
+"""Every script by name; ``setup()`` loads them all, and a call whose script the
+server lost (NOSCRIPT) loads it again and runs once more."""

@@ -1,0 +1,605 @@
+"""RedisWorld: see the package docstring for URL, options and capabilities."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from fxworld import validate
+from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.urls import mask, split_query
+from fxworld_redis import _errors, _scripts
+from fxworld_redis._scripts import Keys
+
+__all__ = ["RedisWorld"]
+
+_SCHEMES = ("redis", "rediss")
+_OWN_OPTIONS = ("namespace", "cluster", "partitions", "max_entry_bytes", "durable")
+_BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s: long enough for a restart's AOF load
+_RELOADS = 3
+_MAX_PARTITIONS = 1024
+_DEFAULT_PARTITIONS = {False: 1, True: 16}  # one server / a Cluster
+_FOLLOW_BLOCK_MS = 1000
+_PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
+_US = 1_000_000
+_Client = Redis | RedisCluster
+
+
+class RedisWorld:
+    """A World on Redis or Redis Cluster: shared by any number of processes, push
+    follow, and ``durable`` when the server fsyncs every write (see ``setup``).
+
+    ``url_or_client`` is a ``redis://`` or ``rediss://`` URL, or the application's
+    own ``redis.asyncio.Redis`` / ``RedisCluster`` (left open by :meth:`close`; it
+    must be made with ``retry=Retry(NoBackoff(), 0)``, because redis-py's automatic
+    resend of a script whose connection broke could land a fenced append twice: the
+    world retries what is safe to repeat itself). ``namespace`` separates worlds on
+    one server. ``partitions`` is the number of wake queues, fixed by the first
+    ``setup()`` of the namespace (default 1 on one server, 16 on a Cluster); a world
+    opened later with another number is refused. ``durable`` decides the capability
+    where the server hides ``CONFIG``; elsewhere the server's settings decide.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | Redis | RedisCluster,
+        *,
+        namespace: str | None = None,
+        max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
+        partitions: int | None = None,
+        durable: bool | None = None,
+        cluster: bool | None = None,
+    ) -> None:
+        self._url = ""
+        self._make: Any = None  # builds our own client again (for a new event loop)
+        if isinstance(url_or_client, str):
+            base, own = _own_options(url_or_client)
+            namespace = namespace if namespace is not None else own.get("namespace")
+            max_entry_bytes = int(own.get("max_entry_bytes", max_entry_bytes))
+            if partitions is None and "partitions" in own:
+                partitions = int(own["partitions"])
+            if durable is None and "durable" in own:
+                durable = _flag(own["durable"], "durable", url_or_client)
+            if cluster is None:
+                cluster = _flag(own.get("cluster", "false"), "cluster", url_or_client)
+            self._url = mask(url_or_client)
+            self._make = _client_factory(base, cluster)
+            self._client: _Client = self._make()
+            self._owns_client = True
+        elif isinstance(url_or_client, (Redis, RedisCluster)):
+            _check_no_resend(url_or_client)
+            cluster = isinstance(url_or_client, RedisCluster)
+            self._client = url_or_client
+            self._owns_client = False
+        else:
+            raise ConfigurationError(
+                "RedisWorld takes a redis:// URL or a redis.asyncio.Redis/RedisCluster, "
+                f"not {type(url_or_client).__name__}"
+            )
+        self.namespace = validate.namespace("default" if namespace is None else namespace)
+        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
+            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        if partitions is not None and (
+            not isinstance(partitions, int) or not 1 <= partitions <= _MAX_PARTITIONS
+        ):
+            raise ConfigurationError(
+                f"partitions must be an integer from 1 to {_MAX_PARTITIONS}: {partitions!r}"
+            )
+        self.max_entry_bytes = max_entry_bytes
+        self.cluster = bool(cluster)
+        self._asked_partitions = partitions
+        self._durable_arg = durable
+        self.partitions = partitions or _DEFAULT_PARTITIONS[self.cluster]
+        # ``durable`` only once setup() checked the server (W17)
+        self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
+        self._sha = {name: hashlib.sha1(s.encode()).hexdigest() for name, s in _SCRIPTS.items()}
+        self._ready = False
+        self._ready_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._turn = 0  # which partition wins a tie in a Cluster's peek
+        self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
+        self._peeked_at = 0.0
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisWorld:
+        """``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
+        ``?namespace=&cluster=true&partitions=N&max_entry_bytes=N&durable=true``;
+        other query parameters go to redis-py."""
+        return cls(url)
+
+    def __repr__(self) -> str:
+        where = self._url or f"<{type(self._client).__name__} given>"
+        return f"RedisWorld({where!r}, namespace={self.namespace!r})"
+
+    @property
+    def client(self) -> Redis | RedisCluster:
+        """The redis-py client this world uses."""
+        return self._client
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Check durability, fix the namespace's partition count, load the scripts.
+
+        Idempotent and safe from several processes at once. The capability
+        ``durable`` is declared only if every primary runs ``appendonly yes`` with
+        ``appendfsync always`` (``durable=True`` on a server without them is
+        refused); where ``CONFIG`` is disabled, the ``durable=`` argument decides.
+        """
+        await self._on_this_loop()
+        durable = await self._retrying("setup", self._durable, idempotent=True)
+        if durable is False and self._durable_arg:
+            raise ConfigurationError(
+                "durable=True, but the Redis server does not run appendonly yes with "
+                "appendfsync always: an acknowledged append could be lost in a crash"
+            )
+        if durable is None:
+            durable = bool(self._durable_arg)
+        caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
+        self.capabilities = frozenset(caps)
+        self.partitions = await self._retrying("setup", self._fix_partitions, idempotent=True)
+        await self._retrying("setup", self._load_scripts, idempotent=True)
+        self._ready = True
+
+    async def close(self) -> None:
+        """Close the client if this world made it (an application's is left open)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client and self._loop is asyncio.get_running_loop():
+            try:
+                await self._client.aclose()
+            except Exception:  # best effort: the server may be gone
+                pass
+
+    # -- append-with-fence ------------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> Fence:
+        validate.session_id(session_id)
+        k = self._keys(session_id)
+        epoch, seq = await self._script(
+            "acquire", [k.meta(session_id), k.log(session_id), k.epochs, k.sessions], [session_id]
+        )
+        return Fence(session_id, int(epoch), int(seq))
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        validate.session_id(session_id)
+        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        args: list[str | bytes] = [
+            session_id,
+            "" if fence is None else str(fence.epoch),
+            "" if expect is None else str(expect),
+            b"" if key is None else key.encode("utf-8", "surrogatepass"),
+            "" if wake is None else str(_micros(wake)),
+        ]
+        for kind, data in encoded:
+            args += [kind.encode("utf-8", "surrogatepass"), data.encode("utf-8")]
+        status, seq = await self._script(
+            "append",
+            self._keys(session_id).session(session_id),
+            args,
+            idempotent=key is not None,  # W6: a keyed repeat lands once
+        )
+        if status == _scripts.FENCED:
+            assert fence is not None
+            raise Fenced(session_id, fence.epoch, int(seq) or None)
+        if status == _scripts.CONFLICT:
+            assert expect is not None
+            raise Conflict(session_id, expect, int(seq))
+        return int(seq)
+
+    # -- read-from-cursor ---------------------------------------------------------------
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, limit)
+        log = self._keys(session_id).log(session_id)
+        rows = await self._script("read", [log], [str(after + 1), str(limit)], idempotent=True)
+        return [_entry(session_id, row) for row in rows]
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return self._follow(session_id, after)
+
+    async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
+        """W10: read what is there, then block in ``XREAD`` until the log grows past
+        the cursor (pushed: the server answers as the appending script ends)."""
+        cursor = after
+        log = self._keys(session_id).log(session_id)
+        while True:
+            batch = await self.read(session_id, cursor)
+            for entry in batch:
+                cursor = entry.seq
+                yield entry
+            if batch:
+                continue
+            await self._command(
+                "follow",
+                "XREAD",
+                "COUNT",
+                "1",
+                "BLOCK",
+                str(_FOLLOW_BLOCK_MS),
+                "STREAMS",
+                log,
+                f"{cursor}-0",
+            )
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # redis-py can swallow a cancel that lands as the reply arrives:
+                # honour it, or the follower would never stop
+                raise asyncio.CancelledError
+
+    # -- enqueue-wake ------------------------------------------------------------------
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        validate.session_id(session_id)
+        seconds = validate.delay(delay)
+        k = self._keys(session_id)
+        await self._script(
+            "wake",
+            [k.wake(session_id), k.due],
+            [session_id, str(_micros(seconds))],
+            idempotent=True,  # W11: a repeated request coalesces with itself
+        )
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self.take_wakes(lease=lease, limit=1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Take up to ``limit`` due wakes at once, each under its own lease (W12).
+
+        Not part of the World protocol: a batch for workers that run several
+        sessions side by side. Earliest ready first over all partitions: on one
+        server in one script. On a Cluster, partitions that had ready wakes are
+        tried first, one script each, in turn; when none is known (or the hint is
+        older than 50 ms) a read-only ``peek`` asks every partition at once.
+        """
+        micros = str(_micros(validate.lease(lease)))
+        validate.read_args(0, limit)
+        parts = [Keys.of(self.namespace, p) for p in range(self.partitions)]
+        if not self.cluster:
+            return await self._take(parts, micros, limit)
+        await self._ensure_ready()
+        peeked = False
+        if not self._ready_parts or time.monotonic() - self._peeked_at > _PEEK_EVERY:
+            await self._peek(parts)
+            peeked = True
+        out = await self._take_ready(parts, micros, limit)
+        if not out and not peeked:
+            await self._peek(parts)
+            out = await self._take_ready(parts, micros, limit)
+        return out
+
+    async def _peek(self, parts: list[Keys]) -> None:
+        """Which partitions hold a ready wake, earliest first (ties: the next in turn)."""
+        heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
+        start, count = self._turn, len(parts)
+        self._turn = (start + 1) % count
+        ready = sorted(
+            (float(head), (p - start) % count, p) for p, head in enumerate(heads) if head != -1
+        )
+        self._ready_parts = [p for _, _, p in ready]
+        self._peeked_at = time.monotonic()
+
+    async def _take_ready(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:
+        out: list[WakeLease] = []
+        while self._ready_parts and len(out) < limit:
+            p = self._ready_parts.pop(0)
+            got = await self._take([parts[p]], micros, limit - len(out))
+            if got:
+                self._ready_parts.append(p)  # it may hold more: back of the line
+            out += got
+        return out
+
+    async def _take(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:
+        flat = await self._script(
+            "take",
+            [k.due for k in parts],
+            [*(k.prefix for k in parts), micros, str(limit), uuid.uuid4().hex],
+        )
+        return [
+            WakeLease(_text(flat[i]), _text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
+            for i in range(0, len(flat), 4)
+        ]
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        micros = _micros(validate.lease(lease))
+        _check_lease(wake)
+        k = self._keys(wake.session_id)
+        status, until = await self._script(
+            "renew",
+            [k.wake(wake.session_id), k.due],
+            [wake.session_id, wake.token, str(micros)],
+            idempotent=True,  # W12: renewing twice holds the lease as renewing once
+        )
+        if status == _scripts.LOST:
+            raise _lease_lost(wake)
+        return WakeLease(wake.session_id, wake.token, wake.attempt, _time(until))
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        _check_lease(wake)
+        k = self._keys(wake.session_id)
+        status = await self._script(
+            "finish", [k.wake(wake.session_id), k.due], [wake.session_id, wake.token]
+        )
+        if status == _scripts.LOST:
+            raise _lease_lost(wake)
+
+    # -- lifecycle of sessions ----------------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        validate.session_id(session_id)
+        await self._script(
+            "delete", self._keys(session_id).session(session_id), [session_id], idempotent=True
+        )
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, ascending, greater than ``after``
+        (one script on one server; one per partition, at once, on a Cluster)."""
+        if not isinstance(after, str):
+            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+        validate.read_args(0, limit)
+        lists = [Keys.of(self.namespace, p).sessions for p in range(self.partitions)]
+        args: list[str | bytes] = [after, str(min(limit, validate.MAX_SEQ))]
+        if not self.cluster:
+            found = await self._script("sessions", lists, args, idempotent=True)
+        else:
+            await self._ensure_ready()
+            parts = await asyncio.gather(
+                *(self._script("sessions", [key], args, idempotent=True) for key in lists)
+            )
+            found = [sid for part in parts for sid in part]
+        return sorted(_text(sid) for sid in found)[:limit]
+
+    # -- the one way to the server -------------------------------------------------------
+
+    def _keys(self, session_id: str) -> Keys:
+        return Keys.of(self.namespace, _scripts.partition_of(session_id, self.partitions))
+
+    async def _script(
+        self, name: str, keys: list[str], args: list[str | bytes], *, idempotent: bool = False
+    ) -> Any:
+        """Run script ``name``: one ``EVALSHA``, one round trip. A script the server
+        lost (restart, failover, ``SCRIPT FLUSH``) is loaded again and run again."""
+        await self._ensure_ready()
+        reloads = 0
+        while True:
+            try:
+                return await self._retrying(
+                    name,
+                    lambda: self._client.evalsha(self._sha[name], len(keys), *keys, *args),
+                    idempotent=idempotent,
+                )
+            except _NoScript:
+                reloads += 1
+                if reloads > _RELOADS:
+                    raise ConfigurationError(
+                        f"{name}: the Redis server keeps losing fxworld's scripts"
+                    ) from None
+                await self._retrying(name, self._load_scripts, idempotent=True)
+
+    async def _command(self, what: str, *args: str) -> Any:
+        """One plain command that is safe to repeat (``XREAD`` for follow)."""
+        await self._ensure_ready()
+        return await self._retrying(
+            what, lambda: self._client.execute_command(*args), idempotent=True
+        )
+
+    async def _retrying(self, what: str, call: Any, *, idempotent: bool) -> Any:
+        """Await ``call()``, running it again while ``_errors.retry_safe`` allows,
+        then translate what is left (W16)."""
+        attempt = 0
+        while True:
+            try:
+                return await call()
+            except Exception as e:
+                if _errors.needs_reload(e):
+                    raise _NoScript() from None
+                sent = not _errors.never_sent(e)
+                if attempt < len(_BACKOFF) and _errors.retry_safe(
+                    e, sent=sent, idempotent=idempotent
+                ):
+                    await asyncio.sleep(_BACKOFF[attempt])
+                    attempt += 1
+                    continue
+                raise _errors.translate(e, what=what, url=self._url) from None
+
+    async def _ensure_ready(self) -> None:
+        if self._loop is not asyncio.get_running_loop():
+            await self._on_this_loop()
+        if self._ready:
+            return
+        if self._ready_lock is None:
+            self._ready_lock = asyncio.Lock()
+        async with self._ready_lock:
+            if not self._ready:  # a world used without setup(): set it up once
+                await self.setup()
+
+    async def _on_this_loop(self) -> None:
+        """Connections belong to the event loop that opened them: used from a new
+        loop (a second ``asyncio.run``), a world that made its client makes a new one."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        if self._loop is not None and self._owns_client:
+            self._client = self._make()
+        self._ready_lock = None
+        self._loop = loop
+
+    async def _durable(self) -> bool | None:
+        """True/False from every primary's ``CONFIG GET``; None where CONFIG is disabled."""
+        client = self._client
+        try:
+            if isinstance(client, RedisCluster):
+                replies = [
+                    await client.config_get("append*", target_nodes=node)
+                    for node in client.get_primaries()
+                ]
+            else:
+                replies = [await client.config_get("append*")]
+        except Exception as e:
+            if _errors.config_disabled(e):
+                return None
+            raise
+        return all(_config_durable(r) for r in replies)
+
+    async def _fix_partitions(self) -> int:
+        key = _scripts.config_key(self.namespace)
+        await self._client.hsetnx(key, "partitions", str(self.partitions))
+        await self._client.hsetnx(key, "version", str(_scripts.VERSION))
+        stored = int(_text(await self._client.hget(key, "partitions")))
+        asked = self._asked_partitions
+        if asked is not None and asked != stored:
+            raise ConfigurationError(
+                f"namespace {self.namespace!r} was set up with {stored} wake partitions; "
+                f"this world was opened with partitions={asked}. Open it with "
+                f"partitions={stored} (or none), or use a new namespace"
+            )
+        return stored
+
+    async def _load_scripts(self) -> None:
+        for name, text in _SCRIPTS.items():
+            sha = await self._client.script_load(text)
+            if isinstance(sha, dict):  # a Cluster answers per primary
+                sha = next(iter(sha.values()))
+            assert _text(sha) == self._sha[name], "the server hashed a script differently"
+
+
+_SCRIPTS = _scripts.SCRIPTS
+
+
+class _NoScript(Exception):
+    """The server does not hold the script (raised inside ``_retrying``)."""
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _client_factory(url: str, cluster: bool) -> Any:
+    """A function that builds this world's own client: redis-py's automatic resend
+    off (the world decides what may run again), bounded timeouts."""
+    options: dict[str, Any] = {
+        "retry": Retry(NoBackoff(), 0),
+        "socket_timeout": 30.0,  # > follow's XREAD BLOCK; a stalled link ends
+        "socket_connect_timeout": 5.0,
+    }
+    try:  # newer redis-py: off, so that the pool checks an idle connection before using
+        # it (one the server closed meanwhile is replaced before the script is sent)
+        from redis.maint_notifications import MaintNotificationsConfig
+
+        options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+    except ImportError:  # older redis-py always checks
+        pass
+    if cluster:
+        return lambda: RedisCluster.from_url(url, **options)
+    return lambda: Redis.from_url(url, **options)
+
+
+def _check_no_resend(client: Redis | RedisCluster) -> None:
+    retry = client.retry if isinstance(client, RedisCluster) else client.get_retry()
+    if retry is not None and retry.get_retries() > 0:
+        raise ConfigurationError(
+            "RedisWorld needs a client made with retry=Retry(NoBackoff(), 0): redis-py "
+            "resends a command whose connection broke, which could land a fenced append "
+            "twice; the world itself retries what is safe to repeat"
+        )
+
+
+def _own_options(url: str) -> tuple[str, dict[str, str]]:
+    """Split fxworld's options off ``url``; the rest stays for redis-py."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in _SCHEMES:
+        raise ConfigurationError(
+            f"RedisWorld takes redis:// or rediss:// URLs, not {scheme or '?'}:// ({mask(url)})"
+        )
+    base, params = split_query(url)
+    own = {k: params.pop(k) for k in _OWN_OPTIONS if k in params}
+    for name in ("max_entry_bytes", "partitions"):
+        if name in own and not own[name].isdigit():
+            raise ConfigurationError(f"{name} must be an integer in {mask(url)}")
+    if params:
+        base += "?" + urlencode(params)
+    return base, own
+
+
+def _flag(value: str, name: str, url: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigurationError(f"{name} must be true or false in {mask(url)}")
+
+
+def _config_durable(reply: Any) -> bool:
+    values = {_text(k): _text(v) for k, v in dict(reply).items()}
+    return values.get("appendonly") == "yes" and values.get("appendfsync") == "always"
+
+
+def _micros(seconds: float) -> int:
+    """Seconds as whole microseconds, rounded up: a wake is never due early (W11)."""
+    whole = int(seconds * _US)
+    return whole if whole >= seconds * _US else whole + 1
+
+
+def _time(micros: Any) -> datetime:
+    return datetime.fromtimestamp(int(micros) / _US, UTC)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return str(value)
+
+
+def _entry(session_id: str, row: Any) -> Entry:
+    """A stream entry ``[b"<seq>-0", [b"k", kind, b"d", data, b"e", epoch, b"t", µs]]``."""
+    ident, flat = row
+    fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    epoch = _text(fields["e"])
+    return Entry(
+        session_id,
+        int(_text(ident).split("-", 1)[0]),
+        _text(fields["k"]),
+        json.loads(_text(fields["d"])),
+        int(epoch) if epoch else None,
+        _time(_text(fields["t"])),
+    )
+
+
+def _check_lease(wake: WakeLease) -> None:
+    if not isinstance(wake, WakeLease):
+        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    validate.session_id(wake.session_id)
+    if not isinstance(wake.token, str) or not wake.token:
+        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")
+
+
+def _lease_lost(wake: WakeLease) -> LeaseLost:
+    return LeaseLost(f"session {wake.session_id!r}: the lease is no longer held")
