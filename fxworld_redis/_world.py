@@ -67,7 +67,7 @@ class RedisWorld:
         if isinstance(url_or_client, str):
             base, own = _own_options(url_or_client)
             namespace = namespace if namespace is not None else own.get("namespace")
-            max_entry_bytes = int(own.get("max_entry_bytes", max_entry_bytes))
+            max_entry_bytes = validate.max_entry_bytes(own.get("max_entry_bytes", max_entry_bytes))
             if partitions is None and "partitions" in own:
                 partitions = int(own["partitions"])
             if durable is None and "durable" in own:
@@ -89,15 +89,13 @@ class RedisWorld:
                 f"not {type(url_or_client).__name__}"
             )
         self.namespace = validate.namespace("default" if namespace is None else namespace)
-        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
-            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
         if partitions is not None and (
             not isinstance(partitions, int) or not 1 <= partitions <= _MAX_PARTITIONS
         ):
             raise ConfigurationError(
                 f"partitions must be an integer from 1 to {_MAX_PARTITIONS}: {partitions!r}"
             )
-        self.max_entry_bytes = max_entry_bytes
+        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
         self.cluster = bool(cluster)
         self._asked_partitions = partitions
         self._durable_arg = durable
@@ -185,9 +183,15 @@ class RedisWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
-        validate.session_id(session_id)
-        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
-        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        _, encoded = validate.append(
+            session_id,
+            entries,
+            fence=fence,
+            expect=expect,
+            key=key,
+            wake=wake,
+            max_bytes=self.max_entry_bytes,
+        )
         args: list[str | bytes] = [
             session_id,
             "" if fence is None else str(fence.epoch),
@@ -330,7 +334,7 @@ class RedisWorld:
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         micros = _micros(validate.lease(lease))
-        _check_lease(wake)
+        validate.held(wake)
         k = self._keys(wake.session_id)
         status, until = await self._script(
             "renew",
@@ -343,7 +347,7 @@ class RedisWorld:
         return WakeLease(wake.session_id, wake.token, wake.attempt, _time(until))
 
     async def finish_wake(self, wake: WakeLease) -> None:
-        _check_lease(wake)
+        validate.held(wake)
         k = self._keys(wake.session_id)
         status = await self._script(
             "finish", [k.wake(wake.session_id), k.due], [wake.session_id, wake.token]
@@ -591,14 +595,6 @@ def _entry(session_id: str, row: Any) -> Entry:
         int(epoch) if epoch else None,
         _time(_text(fields["t"])),
     )
-
-
-def _check_lease(wake: WakeLease) -> None:
-    if not isinstance(wake, WakeLease):
-        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
-    validate.session_id(wake.session_id)
-    if not isinstance(wake.token, str) or not wake.token:
-        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")
 
 
 def _lease_lost(wake: WakeLease) -> LeaseLost:
