@@ -4,3 +4,6 @@ from __future__ import annotations
 
 # A real PostgreSQL server (session-scoped) and fresh namespaces on it.
 from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F401
+
+# A real S3 server (SeaweedFS weed mini, or MinIO in Docker) and fresh namespaces on it.
+from tests.support.s3_fixtures import s3_server, s3_url  # noqa: F401

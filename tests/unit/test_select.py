@@ -119,10 +119,10 @@ def test_a_missing_extra_names_the_pip_install_line(
 
 @pytest.mark.parametrize(
     ("module", "url"),
-    [("fxworld_redis", "redis://localhost:6379/0"), ("fxworld_s3", "s3://bucket/prefix")],
+    [("fxworld_redis", "redis://localhost:6379/0")],
 )
 def test_backends_not_built_yet_raise_configuration_error(module: str, url: str) -> None:
-    # Redis and S3 have no issue landed yet: their placeholders say so clearly.
+    # Redis has no issue landed yet: their placeholders say so clearly.
     with pytest.raises(ConfigurationError, match="not built yet"):
         open_world(url)
     with pytest.raises(ConfigurationError, match="not built yet"):
