@@ -41,6 +41,8 @@ class State:
     keys_upto: int = 0  # keys holds every key of the batches up to this seq
     segments: list[tuple[int, int]] | None = None  # segment ranges, as last listed
     since_compact: int = 0  # batches landed since the last compaction looked
+    recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
+    small: tuple[tuple[int, int], list[Batch]] | None = None  # the last segment, if small
 
     def saw(self, batch: Batch) -> None:
         """Record ``batch`` (read or written) in the view."""
@@ -55,6 +57,13 @@ class State:
             self.keys_upto = batch.last
         if batch.first > self.tail.first or not self.tail.real:
             self.tail = batch
+        if batch.first > self.compacted() and len(self.recent) < SEGMENT_ENTRIES:
+            self.recent[batch.first] = batch
+
+    def compacted(self) -> int:
+        """The last seq of the segment chain from 1, as last known."""
+        chain = _chain(self.segments or [], 1)
+        return chain[-1][1] if chain else 0
 
     def boundary(self, seq: int) -> int:
         """The greatest known batch position at or before ``seq`` (1 at worst)."""
@@ -268,7 +277,8 @@ class Logs:
             if maybe is None or maybe.deleted:
                 raise Restart
             st.saw(maybe)
-            out.append(maybe)
+            if maybe.last >= p:  # the batch at the boundary may end before p
+                out.append(maybe)
         if len(firsts) >= 2 * COMPACT_EVERY and sid not in self._compacting:
             self.spawn(self.compact(sid, st))
         return out, reached
@@ -321,7 +331,8 @@ class Logs:
 
     async def _compact(self, sid: str, st: State) -> None:
         gen = st.gen
-        await self._list_segments(sid, st)
+        if st.segments is None:
+            await self._list_segments(sid, st)
         chain = _chain(st.segments or [], 1)
         start = chain[-1][1] + 1 if chain else 1
         listed = await self.store.list(
@@ -335,24 +346,41 @@ class Logs:
         merged: tuple[int, int] | None = None
         if chain and chain[-1][1] - chain[-1][0] + 1 < SEGMENT_ENTRIES // 2:
             merged = chain[-1]
-            got = await self.store.get(self.keys.segment(sid, gen, *merged))
-            if not isinstance(got, tuple):
-                return
-            batches = [Batch.from_json(d) for d in loads(got[0])]
-        fetched = await _gather(self.get_batch(sid, st, self.keys.first_of(k)) for k, _ in listed)
-        for b in fetched:
+            if st.small is not None and st.small[0] == merged:
+                batches = list(st.small[1])
+            else:
+                got = await self.store.get(self.keys.segment(sid, gen, *merged))
+                if not isinstance(got, tuple):  # removed by another compactor: list again
+                    st.segments = None
+                    return
+                batches = [Batch.from_json(d) for d in loads(got[0])]
+        firsts = [self.keys.first_of(k) for k, _ in listed]
+        missing = [f for f in firsts if f not in st.recent]
+        fetched = {
+            f: b
+            for f, b in zip(
+                missing, await _gather(self.get_batch(sid, st, f) for f in missing), strict=True
+            )
+        }
+        added = 0
+        for f in firsts:
+            b = st.recent.get(f) or fetched.get(f)
             if b is None or b.deleted:
                 break
             batches.append(b)
-        if not batches or len(batches) - (0 if merged is None else 1) < COMPACT_EVERY:
+            added += 1
+        if added < COMPACT_EVERY:
             return
         first, last = batches[0].first, batches[-1].last
         body = dumps([b.to_json() for b in batches])
         await self.store.put_new(self.keys.segment(sid, gen, first, last), body)
-        for old in st.segments or []:  # superseded: inside the new range
-            if first <= old[0] and old[1] < last:
-                await self.store.delete(self.keys.segment(sid, gen, *old))
-        st.segments = None
+        old = [r for r in st.segments or [] if first <= r[0] and r[1] < last]
+        st.segments = sorted({*(st.segments or []), (first, last)} - set(old))
+        st.small = ((first, last), batches) if last - first + 1 < SEGMENT_ENTRIES // 2 else None
+        for f in [f for f in st.recent if f <= last]:
+            del st.recent[f]
+        for r in old:  # superseded: inside the new range
+            await self.store.delete(self.keys.segment(sid, gen, *r))
 
     # -- delete -----------------------------------------------------------------------
 
