@@ -45,6 +45,18 @@ def loads(body: bytes) -> Any:
     return json.loads(body)
 
 
+_SESSION: AioSession | None = None
+
+
+def _shared_session() -> AioSession:
+    """One botocore session per process: it caches the service model, which costs
+    about a second of CPU to load for each new session."""
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = get_session()
+    return _SESSION
+
+
 class Store:
     """One bucket through one aiobotocore client (the application's, or our own)."""
 
@@ -85,7 +97,7 @@ class Store:
             return self._client
         if self._client is not None:  # made on another event loop: its sockets are dead
             self._client = self._context = None
-        session = self._session or get_session()
+        session = self._session or _shared_session()
         config = AioConfig(
             retries={"total_max_attempts": 1},  # retried here, with our budget
             connect_timeout=3,
