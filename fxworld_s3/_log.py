@@ -236,10 +236,11 @@ class Logs:
         task.add_done_callback(self.chores.discard)
 
     async def drain(self) -> None:
+        """Wait for the background tasks (``close``)."""
         while self.chores:
-            for task in list(self.chores):
-                with contextlib.suppress(BaseException):
-                    await task
+            tasks = list(self.chores)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.chores.difference_update(tasks)  # awaiting a done task does not yield
 
     # -- reading ----------------------------------------------------------------------
 
@@ -272,7 +273,7 @@ class Logs:
         firsts = [self.keys.first_of(k) for k, _ in listed]
         reached = not firsts or firsts[-1] <= end
         wanted = [f for i, f in enumerate(firsts) if f <= end and _next(firsts, i) > p]
-        got_all = await _gather(self.get_batch(sid, st, f) for f in wanted)
+        got_all = await _gather(lambda f: self.get_batch(sid, st, f), wanted)
         for maybe in got_all:
             if maybe is None or maybe.deleted:
                 raise Restart
@@ -359,7 +360,7 @@ class Logs:
         fetched = {
             f: b
             for f, b in zip(
-                missing, await _gather(self.get_batch(sid, st, f) for f in missing), strict=True
+                missing, await _gather(lambda f: self.get_batch(sid, st, f), missing), strict=True
             )
         }
         added = 0
@@ -391,11 +392,10 @@ class Logs:
         for k, _ in await self.store.list(self.keys.segments(sid, gen)):
             await self.store.delete(k)
         listed = await self.store.list(self.keys.batches(sid, gen))
-        stub_of: dict[str, bytes] = {}
-        for k, _ in listed:
-            first = self.keys.first_of(k)
-            stub_of[k] = Batch(first, 0, 0, False, deleted=True).body()
-        await _gather(self.store.put(k, body) for k, body in stub_of.items())
+        stubs = [
+            (k, Batch(self.keys.first_of(k), 0, 0, False, deleted=True).body()) for k, _ in listed
+        ]
+        await _gather(lambda i: self.store.put(*stubs[i]), range(len(stubs)))
 
 
 def _chain(segments: list[tuple[int, int]], p: int) -> list[tuple[int, int]]:
@@ -417,12 +417,12 @@ def _next(firsts: list[int], i: int) -> int:
     return firsts[i + 1] if i + 1 < len(firsts) else 2**63
 
 
-async def _gather(aws: Iterable[Awaitable[T]]) -> list[T]:
-    """Await ``aws`` concurrently, at most a few requests at a time, in order."""
+async def _gather(fn: Callable[[int], Awaitable[T]], items: Iterable[int]) -> list[T]:
+    """``fn(item)`` for every item, concurrently but a few requests at a time, in order."""
     sem = asyncio.Semaphore(_PARALLEL)
 
-    async def one(aw: Awaitable[T]) -> T:
+    async def one(item: int) -> T:
         async with sem:
-            return await aw
+            return await fn(item)
 
-    return list(await asyncio.gather(*(one(aw) for aw in aws)))
+    return list(await asyncio.gather(*(one(item) for item in items)))

@@ -27,6 +27,7 @@ __all__ = ["S3World"]
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
+_CHECKED: set[tuple[str, str]] = set()  # (endpoint, bucket) that setup() found fit
 _FOLLOW_FALLBACK = 2.0  # seconds of quiet hint after which a follower LISTs anyway
 
 
@@ -151,6 +152,9 @@ class S3World:
         """Create the bucket if absent, and check that the server refuses a second
         ``If-None-Match: *`` create of one key (else W2 and W4 would break)."""
         await self._here()
+        checked = (self.store.endpoint, self.bucket)
+        if checked in _CHECKED:  # this process already checked this bucket on this server
+            return
         await self.store.ensure_bucket()
         key = self.keys.probe(uuid.uuid4().hex)
         try:
@@ -164,6 +168,7 @@ class S3World:
                 "(a second PUT with If-None-Match: * was not refused with 412); S3World "
                 "needs them to keep W2 and W4: use AWS S3, MinIO, SeaweedFS or R2"
             )
+        _CHECKED.add(checked)
 
     async def close(self) -> None:
         if self._loop is asyncio.get_running_loop():
@@ -276,8 +281,9 @@ class S3World:
             return _entries(session_id, batches, after, limit)
 
     async def _restart(self, sid: str, st: State) -> None:
-        """A read met the end of its generation: find the live one."""
-        st = await self.logs.refresh(sid, st)  # rolls forward past the generation's end
+        """A read met the end of its generation: find the live one (``refresh``
+        rolls forward past the deleted batch)."""
+        await self.logs.refresh(sid, st)
 
     async def _still_live(self, sid: str, st: State) -> bool:
         """A read that stopped before the tail: is its generation still the live one?"""
@@ -384,7 +390,6 @@ class S3World:
             return Write(Batch(**{**end.__dict__, "deleted": True}))
 
         async with self._lock(session_id):
-            st = await self.logs.state(session_id)
             done = await self.logs.write(session_id, decide)
             if done.batch is not None:
                 st = self.logs.states[session_id]
