@@ -78,7 +78,7 @@ class Store:
         self.budget = budget
         self.read_timeout = read_timeout
         self.counts: collections.Counter[str] = collections.Counter()
-        self._given = client
+        self.given = client  # the application's client, if any
         self._session = session
         self._client: Any = client
         self._context: Any = None
@@ -90,8 +90,8 @@ class Store:
         return sum(self.counts.values())
 
     async def _get_client(self) -> Any:
-        if self._given is not None:
-            return self._given
+        if self.given is not None:
+            return self.given
         loop = asyncio.get_running_loop()
         if self._client is not None and self._loop is loop:
             return self._client

@@ -27,7 +27,7 @@ __all__ = ["S3World"]
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
-_CHECKED: set[tuple[str, str]] = set()  # (endpoint, bucket) that setup() found fit
+_CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
 _FOLLOW_FALLBACK = 2.0  # seconds of quiet hint after which a follower LISTs anyway
 
 
@@ -152,7 +152,7 @@ class S3World:
         """Create the bucket if absent, and check that the server refuses a second
         ``If-None-Match: *`` create of one key (else W2 and W4 would break)."""
         await self._here()
-        checked = (self.store.endpoint, self.bucket)
+        checked = (self.store.endpoint, self.bucket, id(self.store.given))
         if checked in _CHECKED:  # this process already checked this bucket on this server
             return
         await self.store.ensure_bucket()
@@ -386,8 +386,10 @@ class S3World:
             tail = st.tail
             if not tail.real and not tail.held:
                 return Write(result=0) if confirmed else Write()  # nothing to delete
-            end = Batch(tail.last + 1, 0, tail.top, False, token=token, at=time.time())
-            return Write(Batch(**{**end.__dict__, "deleted": True}))
+            end = Batch(
+                tail.last + 1, 0, tail.top, False, token=token, at=time.time(), deleted=True
+            )
+            return Write(end)
 
         async with self._lock(session_id):
             done = await self.logs.write(session_id, decide)
