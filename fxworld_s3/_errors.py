@@ -95,12 +95,14 @@ def classify(exc: BaseException, *, if_match: bool = False) -> Kind:
     """
     if isinstance(exc, bx.ClientError):
         code, status = _code(exc)
+        if code == "NoSuchBucket":
+            return "config"
         if status == 304 or code in ("304", "NotModified"):
             return "unchanged"
         if code in _LOST_CODES or status in (409, 412):
             return "lost"
         if code in _MISSING_CODES or status == 404:
-            return "lost" if if_match and code != "NoSuchBucket" else "missing"
+            return "lost" if if_match else "missing"
         if code in _TRANSIENT_CODES or status >= 500 or status == 429:
             return "transient"
         if code in _CONFIG_CODES or status in (301, 403):

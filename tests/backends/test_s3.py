@@ -236,6 +236,14 @@ async def test_missing_credentials_name_the_variables(
     await w.close()
 
 
+async def test_a_missing_bucket_is_a_configuration_error(s3_server: S3Server) -> None:
+    w = S3World(f"fxworld-absent-{uuid.uuid4().hex[:6]}", endpoint_url=s3_server.endpoint)
+    for call in (w.wake("s"), w.append("s", [NewEntry("a", {})]), w.read("s")):
+        with pytest.raises(ConfigurationError, match=r"NoSuchBucket|not found"):
+            await asyncio.wait_for(call, 30)
+    await w.close()
+
+
 async def test_an_unreachable_server_is_backend_unavailable() -> None:
     from fxworld.errors import BackendUnavailable
 
