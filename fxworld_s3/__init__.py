@@ -1,29 +1,54 @@
-"""S3World: the S3 backend of fxworld. Not built yet.
+"""S3World: the S3 backend of fxworld (``pip install 'fxworld[s3]'``), on AWS S3 or any
+S3-compatible server that honours conditional writes (MinIO, SeaweedFS, R2, ...).
 
-Until its issue lands, using it raises ConfigurationError, so that a URL such as
-`s3://...` fails with a clear message rather than an ImportError.
+URL: ``s3://bucket/prefix?endpoint_url=http://host:port&region=r&namespace=ns``
+(optional ``max_entry_bytes=``). Credentials come from the standard AWS chain
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile, an instance role),
+never from the URL. Or build it with the application's own aiobotocore client or
+session, which ``close()`` leaves open::
+
+    from fxworld import world
+    from fxworld_s3 import S3World
+
+    w = world(S3World("my-bucket", prefix="agents/", namespace="prod"))
+    await w.setup()       # creates the bucket if absent, checks conditional writes
+
+Capabilities: ``durable`` (whatever the server makes durable: AWS S3 and MinIO
+acknowledge a PUT once it is stored; SeaweedFS keeps its data dir), ``shared``.
+No ``push_follow``: followers poll a small hint object (see below).
+
+How it keeps the contract with conditional writes alone (details in docs/s3.md):
+
+* Each append is ONE object at the key of its first seq, created with
+  ``If-None-Match: *``: exactly one writer wins each position (W4). A writer only
+  creates the position right after a batch it read, so there are no holes (W9).
+* The log is the fence: ``acquire`` lands a ``fence`` batch at the next position
+  with an epoch one above the newest in the log (W1); every batch carries the
+  newest epoch, so a writer that loses a position reads the winner and a newer
+  epoch there means ``Fenced`` (W2, W8). ``expect`` is "the next position is
+  expect + 1" (W5).
+* The idempotency key and the wake request are stored in the batch itself, so
+  they hold when the writer dies between two requests. A key is found by reading
+  the log (segments make that cheap; the world caches what it has read) (W6). An
+  append with ``wake=`` first writes a wake *intent* into the session's wake
+  state, then the batch, then turns the intent into the wake; if the writer died
+  in between, the next ``take_wake`` more than 1 s later finds the batch by its
+  token and applies the wake (W7).
+* Every 4 batches the writer copies the batches after the last segment into a
+  segment object (merged with it while it is under 500 entries), so reading a
+  1,000-entry session costs a handful of requests.
+* ``delete`` ends the generation with a batch marked deleted at the next
+  position, then points ``s/{sid}/g`` at a new, empty generation (W14).
+* Wakes: one state object per session, changed with ``If-Match``; ``take_wake``
+  LISTs them and takes a due one; leases and due times are on the client clocks
+  (keep them in sync, as with NTP) (W11-W13).
+* Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx
+  are retried with backoff and jitter, missing credentials are a
+  ``ConfigurationError`` naming the variables.
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from fxworld.errors import ConfigurationError
+from fxworld_s3._world import S3World
 
 __all__ = ["S3World"]
-
-_MESSAGE = (
-    "the S3 backend (S3World) is not built yet in this version of fxworld; "
-    "use sqlite:///path, memory:// or postgresql://... for now"
-)
-
-
-class S3World:
-    """Placeholder: raises ConfigurationError when built."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise ConfigurationError(_MESSAGE)
-
-    @classmethod
-    def from_url(cls, url: str) -> NoReturn:
-        raise ConfigurationError(_MESSAGE)

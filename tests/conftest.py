@@ -8,6 +8,9 @@ from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F40
 # Real Redis servers (a single one and a three-master Cluster, session-scoped).
 from tests.support.redis_fixtures import redis_cluster, redis_server, redis_url  # noqa: F401
 
+# A real S3 server (SeaweedFS weed mini, or MinIO in Docker) and fresh namespaces on it.
+from tests.support.s3_fixtures import s3_server, s3_url  # noqa: F401
+
 # FXWORLD_REQUIRE_ALL_BACKENDS=1: a test skipped by a fixture (a server that cannot
 # start) is a failure.
 pytest_plugins = ["tests.support.require_backends"]

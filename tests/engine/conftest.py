@@ -48,6 +48,8 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "postgres": lambda request, tmp: request.getfixturevalue("pg_url"),
     # a fresh namespace on the session's real Redis (tests/support/redis_server.py)
     "redis": lambda request, tmp: request.getfixturevalue("redis_url"),
+    # a fresh namespace on the session's real S3 server (tests/support/s3_server.py)
+    "s3": lambda request, tmp: request.getfixturevalue("s3_url"),
 }
 """Worlds the engine's process tests run on: name -> ((request, tmp_path) -> URL)."""
 
@@ -55,7 +57,7 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_world_url" in metafunc.fixturenames:
         names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
-        chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres", "redis"]
+        chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres", "redis", "s3"]
         metafunc.parametrize("engine_world_name", chosen)
 
 

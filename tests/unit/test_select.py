@@ -4,7 +4,6 @@ the ``fxworld.worlds`` entry-point group, masked credentials, namespaces."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -115,22 +114,6 @@ def test_a_missing_extra_names_the_pip_install_line(
     with pytest.raises(ConfigurationError) as info:
         open_world(url)
     assert f"pip install 'fxworld[{extra}]'" in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("module", "url"),
-    [("fxworld_s3", "s3://bucket/prefix")],
-)
-def test_backends_not_built_yet_raise_configuration_error(module: str, url: str) -> None:
-    # S3 has no issue landed yet: its placeholder says so clearly.
-    with pytest.raises(ConfigurationError, match="not built yet"):
-        open_world(url)
-    with pytest.raises(ConfigurationError, match="not built yet"):
-        importlib.import_module(module).__dict__[module_class(module)]()
-
-
-def module_class(module: str) -> str:
-    return {"fxworld_redis": "RedisWorld", "fxworld_s3": "S3World"}[module]
 
 
 # -- third-party backends through the fxworld.worlds entry-point group -----------------

@@ -1,0 +1,138 @@
+"""The key layout and the objects stored under it (see docs/s3.md).
+
+Under ``{prefix}{namespace}/``::
+
+    s/{sid}/g                       generation pointer {"g": n, "E": epoch}: the live log
+    s/{sid}/h                       tail hint {"g": n, "f": first}: best effort, for follow
+    s/{sid}/{g}/b/{first:020d}      one append batch, created with If-None-Match: *
+    s/{sid}/{g}/c/{first}-{last}    a segment: a copy of the batches first..last
+    w/{sid}                         the session's wake state, changed with If-Match
+
+A batch's key is its first seq, so exactly one writer wins each position (W4). A
+writer only ever creates the position right after a batch it has read, so the
+batches of a generation form a chain with no hole (W9). Each batch carries the
+newest epoch issued so far (``E``) and whether that epoch's fence entry is in this
+generation (``V``): the log is the fence (W1, W2, W8). A batch with ``D`` ends its
+generation (``delete``): the next generation starts empty, with ``E`` carried over
+so that epochs keep growing (W1, W14).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fxworld_s3._store import dumps, loads
+
+__all__ = ["Keys", "Batch", "start_of"]
+
+_W = 20
+
+
+class Keys:
+    """The keys of one namespace."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def gen(self, sid: str) -> str:
+        return f"{self.root}s/{sid}/g"
+
+    def hint(self, sid: str) -> str:
+        return f"{self.root}s/{sid}/h"
+
+    def batches(self, sid: str, gen: int) -> str:
+        return f"{self.root}s/{sid}/{gen}/b/"
+
+    def batch(self, sid: str, gen: int, first: int) -> str:
+        return f"{self.batches(sid, gen)}{first:0{_W}d}"
+
+    def segments(self, sid: str, gen: int) -> str:
+        return f"{self.root}s/{sid}/{gen}/c/"
+
+    def segment(self, sid: str, gen: int, first: int, last: int) -> str:
+        return f"{self.segments(sid, gen)}{first:0{_W}d}-{last:0{_W}d}"
+
+    def wakes(self) -> str:
+        return f"{self.root}w/"
+
+    def wake(self, sid: str) -> str:
+        return f"{self.root}w/{sid}"
+
+    def probe(self, token: str) -> str:
+        return f"{self.root}setup-probe-{token}"
+
+    @staticmethod
+    def first_of(key: str) -> int:
+        return int(key[-_W:])
+
+    @staticmethod
+    def range_of(segment_key: str) -> tuple[int, int]:
+        return int(segment_key[-2 * _W - 1 : -_W - 1]), int(segment_key[-_W:])
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One append (or a fence, or a generation's end) as stored at its position."""
+
+    first: int
+    count: int
+    top: int  # E: the newest epoch issued up to and including this batch
+    held: bool  # V: that epoch's fence entry is in this generation
+    epoch: int | None = None  # the epoch of this batch's entries (None: unfenced)
+    key: str | None = None  # idempotency key (W6)
+    token: str = ""  # names the call that wrote it: a retry recognises its own batch
+    wake: float | None = None  # the wake this append asked for (W7)
+    at: float = 0.0  # commit time, seconds since the epoch (the writer's clock)
+    items: list[tuple[str, str]] = field(default_factory=list)  # (kind, JSON data)
+    deleted: bool = False  # D: the generation ends here (delete)
+    real: bool = True  # False for the empty start of a generation (no object)
+
+    @property
+    def last(self) -> int:
+        return self.first + self.count - 1
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "f": self.first,
+            "n": self.count,
+            "E": self.top,
+            "V": self.held,
+            "t": self.token,
+            "at": self.at,
+            "x": [list(i) for i in self.items],
+        }
+        for name, value in (("e", self.epoch), ("k", self.key), ("w", self.wake)):
+            if value is not None:
+                out[name] = value
+        if self.deleted:
+            out["D"] = True
+        return out
+
+    def body(self) -> bytes:
+        return dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Batch:
+        return cls(
+            first=int(d["f"]),
+            count=int(d["n"]),
+            top=int(d["E"]),
+            held=bool(d["V"]),
+            epoch=d.get("e"),
+            key=d.get("k"),
+            token=str(d.get("t", "")),
+            wake=d.get("w"),
+            at=float(d.get("at", 0.0)),
+            items=[(str(k), str(v)) for k, v in d.get("x", [])],
+            deleted=bool(d.get("D", False)),
+        )
+
+    @classmethod
+    def parse(cls, body: bytes) -> Batch:
+        return cls.from_json(loads(body))
+
+
+def start_of(top: int) -> Batch:
+    """The empty start of a generation whose epochs continue after ``top``."""
+    return Batch(first=1, count=0, top=top, held=False, real=False)

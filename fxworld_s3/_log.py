@@ -1,0 +1,428 @@
+"""Session logs on S3: finding the tail, writing a batch, reading, compacting, deleting.
+
+What this world knows of each session is cached in a :class:`State` (the live
+generation, the last batch seen, the idempotency keys seen); every decision to
+refuse a call is taken on a state confirmed by the server (a LIST that found
+nothing after the tail), every decision to write is checked by the server (the
+``If-None-Match: *`` create of the next position).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from fxworld_s3._layout import Batch, Keys, start_of
+from fxworld_s3._store import Store, dumps, loads
+
+__all__ = ["State", "Logs", "Write", "COMPACT_EVERY", "SEGMENT_ENTRIES"]
+
+COMPACT_EVERY = 4
+"""Batches past the last segment that make a writer compact them into one."""
+SEGMENT_ENTRIES = 1000
+"""A segment grows by merging until it holds about this many entries."""
+_PARALLEL = 16
+T = TypeVar("T")
+
+
+@dataclass
+class State:
+    """This world's view of one session's live generation."""
+
+    gen: int
+    base: int  # the newest epoch when this generation started
+    tail: Batch  # the last batch known (``start_of(base)`` for an empty generation)
+    firsts: list[int] = field(default_factory=list)  # known batch positions, sorted
+    keys: dict[str, int] = field(default_factory=dict)  # key -> last seq of its call
+    keys_upto: int = 0  # keys holds every key of the batches up to this seq
+    segments: list[tuple[int, int]] | None = None  # segment ranges, as last listed
+    since_compact: int = 0  # batches landed since the last compaction looked
+    recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
+    small: tuple[tuple[int, int], list[Batch]] | None = None  # the last segment, if small
+
+    def saw(self, batch: Batch) -> None:
+        """Record ``batch`` (read or written) in the view."""
+        if not batch.real:
+            return
+        i = bisect.bisect_left(self.firsts, batch.first)
+        if i == len(self.firsts) or self.firsts[i] != batch.first:
+            self.firsts.insert(i, batch.first)
+        if batch.first == self.keys_upto + 1 and not batch.deleted:
+            if batch.key is not None:
+                self.keys.setdefault(batch.key, batch.last)
+            self.keys_upto = batch.last
+        if batch.first > self.tail.first or not self.tail.real:
+            self.tail = batch
+        if batch.first > self.compacted() and len(self.recent) < SEGMENT_ENTRIES:
+            self.recent[batch.first] = batch
+
+    def compacted(self) -> int:
+        """The last seq of the segment chain from 1, as last known."""
+        chain = _chain(self.segments or [], 1)
+        return chain[-1][1] if chain else 0
+
+    def boundary(self, seq: int) -> int:
+        """The greatest known batch position at or before ``seq`` (1 at worst)."""
+        i = bisect.bisect_right(self.firsts, seq)
+        return self.firsts[i - 1] if i else 1
+
+
+class Restart(Exception):
+    """The generation read was deleted: reload the state and run again."""
+
+
+@dataclass
+class Write:
+    """What a writer decided to do at the tail: write ``batch``, or return ``result``."""
+
+    batch: Batch | None = None
+    result: int | None = None
+
+
+Decide = Callable[[State, bool], Write]
+"""``decide(state, confirmed)``: a :class:`Write`, or raise a refusal. ``confirmed``:
+no batch exists after ``state.tail`` as of a request just made. Return ``Write()`` (no
+batch, no result) to ask for a confirmed tail first."""
+
+
+class Logs:
+    """The logs of one namespace, through one store."""
+
+    def __init__(self, store: Store, keys: Keys) -> None:
+        self.store = store
+        self.keys = keys
+        self.states: dict[str, State] = {}
+        self.chores: set[asyncio.Task[None]] = set()
+        self._compacting: set[str] = set()
+
+    # -- the live generation and its tail -----------------------------------------------
+
+    async def state(self, sid: str) -> State:
+        st = self.states.get(sid)
+        if st is None:
+            got = await self.store.get(self.keys.gen(sid))
+            gen, base = (0, 0)
+            if isinstance(got, tuple):
+                pointer = loads(got[0])
+                gen, base = int(pointer["g"]), int(pointer["E"])
+            st = self.states[sid] = State(gen, base, start_of(base))
+        return st
+
+    async def roll_forward(self, sid: str, st: State, end: Batch) -> State:
+        """``end`` ends generation ``st.gen``: make sure the pointer names the next
+        one (finishing a delete that died half way), and start a fresh view."""
+        key = self.keys.gen(sid)
+        new = {"g": st.gen + 1, "E": end.top}
+        while True:
+            got = await self.store.get(key)
+            if isinstance(got, tuple):
+                pointer = loads(got[0])
+                if int(pointer["g"]) > st.gen:
+                    new = {"g": int(pointer["g"]), "E": int(pointer["E"])}
+                    break
+                if await self.store.put_if(key, dumps(new), got[1]) is not None:
+                    break
+            elif await self.store.put_new(key, dumps(new)) is not None:
+                break
+        fresh = self.states[sid] = State(new["g"], new["E"], start_of(new["E"]))
+        return fresh
+
+    async def refresh(self, sid: str, st: State) -> State:
+        """Find the tail with a LIST after the last batch known; returns the state
+        (a new one if the generation ended). The tail is confirmed on return."""
+        while True:
+            tail = st.tail
+            after = self.keys.batch(sid, st.gen, tail.first) if tail.real else ""
+            if not tail.real:  # a fresh view: start from the hint, if it is of this generation
+                hint = await self.hint(sid)
+                if hint is not None and hint[0] == st.gen and hint[1] > 1:
+                    after = self.keys.batch(sid, st.gen, hint[1] - 1)
+            listed = await self.store.list(self.keys.batches(sid, st.gen), start_after=after)
+            if not listed:
+                if tail.deleted:
+                    st = await self.roll_forward(sid, st, tail)
+                    continue
+                return st
+            for k, _ in listed:
+                first = self.keys.first_of(k)
+                if first not in st.firsts:
+                    bisect.insort(st.firsts, first)
+            batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
+            if batch is None:  # replaced by a stub between the LIST and the GET
+                st = await self.state_again(sid)
+                continue
+            st.saw(batch)
+
+    async def state_again(self, sid: str) -> State:
+        self.states.pop(sid, None)
+        return await self.state(sid)
+
+    async def get_batch(self, sid: str, st: State, first: int) -> Batch | None:
+        got = await self.store.get(self.keys.batch(sid, st.gen, first))
+        return Batch.parse(got[0]) if isinstance(got, tuple) else None
+
+    async def hint(self, sid: str) -> tuple[int, int] | None:
+        got = await self.store.get(self.keys.hint(sid))
+        if not isinstance(got, tuple):
+            return None
+        d = loads(got[0])
+        return int(d["g"]), int(d["f"])
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def write(self, sid: str, decide: Decide, *, need_keys: bool = False) -> Write:
+        """The writer loop: decide at the tail, create the next position, and on a
+        lost race read the winner and decide again. Returns the :class:`Write`
+        that landed (its ``batch``) or the result ``decide`` chose."""
+        st = await self.state(sid)
+        confirmed = False
+        token: str | None = None
+        while True:
+            if not st.tail.real and not confirmed:
+                st = await self.refresh(sid, st)
+                confirmed = True
+            if st.tail.deleted:
+                st = await self.roll_forward(sid, st, st.tail)
+                continue
+            if need_keys and st.keys_upto < st.tail.last:
+                st = await self.load_keys(sid, st)
+                continue
+            choice = decide(st, confirmed)
+            if choice.batch is None:
+                if choice.result is not None:
+                    return choice
+                st = await self.refresh(sid, st)  # W2/W5: refuse only on a confirmed tail
+                confirmed = True
+                continue
+            batch = choice.batch
+            token = batch.token
+            key = self.keys.batch(sid, st.gen, batch.first)
+            if await self.store.put_new(key, batch.body()) is not None:
+                st.saw(batch)
+                st.since_compact += 1
+                self._after_write(sid, st)
+                return choice
+            winner = await self.get_batch(sid, st, batch.first)
+            if winner is None:  # the position vanished: a delete replaced it, reload
+                st = await self.state_again(sid)
+                confirmed = False
+                continue
+            st.saw(winner)
+            if winner.token == token:  # our own earlier attempt landed (a retried PUT)
+                st.since_compact += 1
+                self._after_write(sid, st)
+                return Write(batch=winner)
+            st = await self.refresh(sid, st)  # lost the race: jump to the tail
+            confirmed = True
+
+    def _after_write(self, sid: str, st: State) -> None:
+        self.spawn(self._put_hint(sid, st.gen, st.tail.first))
+        if st.since_compact >= COMPACT_EVERY and sid not in self._compacting:
+            st.since_compact = 0
+            self.spawn(self.compact(sid, st))
+
+    async def _put_hint(self, sid: str, gen: int, first: int) -> None:
+        with contextlib.suppress(Exception):  # only a hint: followers also LIST
+            await self.store.put(self.keys.hint(sid), dumps({"g": gen, "f": first}))
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background (hints, compaction); ``drain`` awaits it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.chores.add(task)
+        task.add_done_callback(self.chores.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background tasks (``close``)."""
+        while self.chores:
+            tasks = list(self.chores)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.chores.difference_update(tasks)  # awaiting a done task does not yield
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def batches(
+        self, sid: str, st: State, after: int, limit: int
+    ) -> tuple[list[Batch], bool]:
+        """The batches holding seqs ``after+1 .. after+limit`` (as far as they
+        exist), in order, and whether the read reached the tail. Raises
+        :class:`Restart` if it met the generation's end."""
+        out: list[Batch] = []
+        p = after + 1
+        end = after + limit
+        if st.segments is None or (st.segments and p <= st.segments[-1][1]):
+            await self._list_segments(sid, st)
+        for first, last in _chain(st.segments or [], p):
+            got = await self.store.get(self.keys.segment(sid, st.gen, first, last))
+            if not isinstance(got, tuple):  # superseded and removed: list again
+                st.segments = None
+                return await self.batches(sid, st, after, limit)
+            for d in loads(got[0]):
+                b = Batch.from_json(d)
+                st.saw(b)
+                if b.last >= p and b.first <= end:
+                    out.append(b)
+            p = last + 1
+            if p > end:
+                return out, False
+        start = st.boundary(p)
+        listed = await self._list_upto(sid, st, start, end)
+        firsts = [self.keys.first_of(k) for k, _ in listed]
+        reached = not firsts or firsts[-1] <= end
+        wanted = [f for i, f in enumerate(firsts) if f <= end and _next(firsts, i) > p]
+        got_all = await _gather(lambda f: self.get_batch(sid, st, f), wanted)
+        for maybe in got_all:
+            if maybe is None or maybe.deleted:
+                raise Restart
+            st.saw(maybe)
+            if maybe.last >= p:  # the batch at the boundary may end before p
+                out.append(maybe)
+        if len(firsts) >= 2 * COMPACT_EVERY and sid not in self._compacting:
+            self.spawn(self.compact(sid, st))
+        return out, reached
+
+    async def _list_upto(self, sid: str, st: State, start: int, end: int) -> list[tuple[str, str]]:
+        """Batch keys from position ``start`` on, paging until a key lies past ``end``."""
+        prefix = self.keys.batches(sid, st.gen)
+        after = self.keys.batch(sid, st.gen, start - 1) if start > 1 else ""
+        out: list[tuple[str, str]] = []
+        while True:
+            page = await self.store.list(prefix, start_after=after, limit=1000)
+            out += page
+            if len(page) < 1000 or self.keys.first_of(page[-1][0]) > end:
+                return out
+            after = page[-1][0]
+
+    async def _list_segments(self, sid: str, st: State) -> None:
+        listed = await self.store.list(self.keys.segments(sid, st.gen))
+        st.segments = sorted(self.keys.range_of(k) for k, _ in listed)
+
+    async def load_keys(self, sid: str, st: State) -> State:
+        """Read the whole generation so that ``st.keys`` holds every key (W6)."""
+        while st.keys_upto < st.tail.last:
+            before = st.keys_upto
+            try:
+                await self.batches(sid, st, st.keys_upto, 10_000)
+            except Restart:
+                return await self.state_again(sid)
+            if st.keys_upto == before:
+                break
+        return st
+
+    # -- compaction -------------------------------------------------------------------
+
+    async def compact(self, sid: str, st: State) -> None:
+        """Copy the batches after the last segment into one segment (merged with
+        that segment while it is small). Safe under races: a segment is a copy of
+        immutable batches, so two compactors of one range write the same object;
+        readers take the longest segment at each position; a superseded segment is
+        removed afterwards and a reader that misses it lists again."""
+        if sid in self._compacting:
+            return
+        self._compacting.add(sid)
+        try:
+            await self._compact(sid, st)
+        except Exception:  # best effort: the log is complete without segments
+            pass
+        finally:
+            self._compacting.discard(sid)
+
+    async def _compact(self, sid: str, st: State) -> None:
+        gen = st.gen
+        if st.segments is None:
+            await self._list_segments(sid, st)
+        chain = _chain(st.segments or [], 1)
+        start = chain[-1][1] + 1 if chain else 1
+        listed = await self.store.list(
+            self.keys.batches(sid, gen),
+            start_after=self.keys.batch(sid, gen, start - 1) if start > 1 else "",
+            limit=SEGMENT_ENTRIES,
+        )
+        if len(listed) < COMPACT_EVERY:
+            return
+        batches: list[Batch] = []
+        merged: tuple[int, int] | None = None
+        if chain and chain[-1][1] - chain[-1][0] + 1 < SEGMENT_ENTRIES // 2:
+            merged = chain[-1]
+            if st.small is not None and st.small[0] == merged:
+                batches = list(st.small[1])
+            else:
+                got = await self.store.get(self.keys.segment(sid, gen, *merged))
+                if not isinstance(got, tuple):  # removed by another compactor: list again
+                    st.segments = None
+                    return
+                batches = [Batch.from_json(d) for d in loads(got[0])]
+        firsts = [self.keys.first_of(k) for k, _ in listed]
+        missing = [f for f in firsts if f not in st.recent]
+        fetched = {
+            f: b
+            for f, b in zip(
+                missing, await _gather(lambda f: self.get_batch(sid, st, f), missing), strict=True
+            )
+        }
+        added = 0
+        for f in firsts:
+            b = st.recent.get(f) or fetched.get(f)
+            if b is None or b.deleted:
+                break
+            batches.append(b)
+            added += 1
+        if added < COMPACT_EVERY:
+            return
+        first, last = batches[0].first, batches[-1].last
+        body = dumps([b.to_json() for b in batches])
+        await self.store.put_new(self.keys.segment(sid, gen, first, last), body)
+        old = [r for r in st.segments or [] if first <= r[0] and r[1] < last]
+        st.segments = sorted({*(st.segments or []), (first, last)} - set(old))
+        st.small = ((first, last), batches) if last - first + 1 < SEGMENT_ENTRIES // 2 else None
+        for f in [f for f in st.recent if f <= last]:
+            del st.recent[f]
+        for r in old:  # superseded: inside the new range
+            await self.store.delete(self.keys.segment(sid, gen, *r))
+
+    # -- delete -----------------------------------------------------------------------
+
+    async def scrub(self, sid: str, gen: int) -> None:
+        """After ``delete``: remove generation ``gen``'s data. Segments are deleted;
+        batches are overwritten by a stub (its key must keep existing so that a
+        writer that still holds the old generation cannot create it again)."""
+        for k, _ in await self.store.list(self.keys.segments(sid, gen)):
+            await self.store.delete(k)
+        listed = await self.store.list(self.keys.batches(sid, gen))
+        stubs = [
+            (k, Batch(self.keys.first_of(k), 0, 0, False, deleted=True).body()) for k, _ in listed
+        ]
+        await _gather(lambda i: self.store.put(*stubs[i]), range(len(stubs)))
+
+
+def _chain(segments: list[tuple[int, int]], p: int) -> list[tuple[int, int]]:
+    """The segments to read from position ``p`` on: at each position the longest
+    segment that holds it."""
+    out: list[tuple[int, int]] = []
+    while True:
+        best: tuple[int, int] | None = None
+        for first, last in segments:
+            if first <= p <= last and (best is None or last > best[1]):
+                best = (first, last)
+        if best is None:
+            return out
+        out.append(best)
+        p = best[1] + 1
+
+
+def _next(firsts: list[int], i: int) -> int:
+    return firsts[i + 1] if i + 1 < len(firsts) else 2**63
+
+
+async def _gather(fn: Callable[[int], Awaitable[T]], items: Iterable[int]) -> list[T]:
+    """``fn(item)`` for every item, concurrently but a few requests at a time, in order."""
+    sem = asyncio.Semaphore(_PARALLEL)
+
+    async def one(item: int) -> T:
+        async with sem:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(item) for item in items)))

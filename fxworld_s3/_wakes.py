@@ -1,0 +1,269 @@
+"""The wake queue on S3: one state object per session, changed with If-Match.
+
+``w/{sid}`` holds ``{"due", "L", "again", "chk", "op"}``:
+
+* ``due``: when the pending wake is due (W11: a new request keeps the earlier);
+* ``L``: the lease ``[token, until, attempt]`` of the delivery in progress (W12);
+* ``again``: the earliest request that arrived during the lease: ``finish_wake``
+  makes it the next due time instead of removing the wake (W13);
+* ``chk``: wake intents of appends in flight (W7), ``{token: [gen, after, delay,
+  at]}``: written before the append's batch, removed by the writer once the batch
+  landed (applying the wake) or was refused. A writer that died in between leaves
+  its intent; the next ``take_wake`` after :data:`RECOVER_AFTER` seconds looks
+  for the batch with that token in the log after ``after`` and applies the wake
+  (due at the batch's commit time plus the delay) or, once the intent is older
+  than :data:`DROP_AFTER` and no such batch exists, drops it;
+* ``op``: names the write that made this version, so that a retried write whose
+  first attempt landed recognises itself.
+
+There is no index and no hot key: ``take_wake`` LISTs ``w/`` (one request per
+page of 1,000 sessions with wake state), GETs only the states whose ETag changed
+since it last looked, and takes a due one with one conditional PUT, trying the
+due sessions in random order so that several workers rarely race for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fxworld.errors import LeaseLost
+from fxworld_s3._layout import Keys
+from fxworld_s3._store import Store, dumps, loads
+
+__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER"]
+
+RECOVER_AFTER = 1.0
+"""Seconds an append's wake intent is left to its writer before take_wake recovers it."""
+DROP_AFTER = 120.0
+"""Seconds after which an intent whose batch never landed is dropped."""
+
+R = TypeVar("R")
+Doc = dict[str, Any]
+Change = Callable[[Doc | None, float], tuple[Doc | None, R]]
+
+
+def _empty(doc: Doc) -> bool:
+    return doc.get("due") is None and not doc.get("L") and not doc.get("chk")
+
+
+def _requested(doc: Doc | None, due: float, now: float) -> Doc:
+    """``doc`` after a request for a wake due at ``due`` (W11, W13)."""
+    doc = dict(doc or {})
+    lease = doc.get("L")
+    if lease and lease[1] >= now:
+        again = doc.get("again")
+        doc["again"] = due if again is None else min(again, due)
+    else:
+        old = doc.get("due")
+        doc["due"] = due if old is None else min(old, due)
+    return doc
+
+
+class Wakes:
+    """The wake queue of one namespace."""
+
+    def __init__(self, store: Store, keys: Keys) -> None:
+        self.store = store
+        self.keys = keys
+        self._seen: dict[str, tuple[str, Doc | None]] = {}  # sid -> (etag, state)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._looked: dict[str, float] = {}  # intent token -> when we last looked
+
+    async def change(self, sid: str, fn: Change[R]) -> R:
+        """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
+        on a lost race; ``fn`` returns the new state (``None``: remove it) and the
+        result."""
+        lock = self._locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            key = self.keys.wake(sid)
+            known = self._seen.get(sid)
+            while True:
+                fresh = known is None
+                if known is None:
+                    known = await self._get(sid)
+                etag, doc = known
+                try:
+                    new, result = fn(copy.deepcopy(doc), time.time())
+                except LeaseLost:
+                    if fresh:
+                        raise
+                    known = None  # refuse only on what the server holds now
+                    continue
+                if new is not None and _empty(new):
+                    new = None
+                if new == doc:
+                    if fresh:
+                        return result
+                    known = None  # nothing to write? only if the cache was right
+                    continue
+                op = uuid.uuid4().hex
+                if new is None:
+                    ok = await self.store.delete(key, etag=etag) if etag else True
+                    if ok:
+                        self._seen[sid] = ("", None)
+                        return result
+                else:
+                    new["op"] = op
+                    body = dumps(new)
+                    put = (
+                        self.store.put_if(key, body, etag)
+                        if etag
+                        else self.store.put_new(key, body)
+                    )
+                    tag = await put
+                    if tag is not None:
+                        self._seen[sid] = (tag, new)
+                        return result
+                known = await self._get(sid)
+                if known[1] is not None and known[1].get("op") == op:
+                    return result  # an attempt that seemed to fail had landed
+
+    async def _get(self, sid: str) -> tuple[str, Doc | None]:
+        got = await self.store.get(self.keys.wake(sid))
+        known: tuple[str, Doc | None] = (
+            (got[1], loads(got[0])) if isinstance(got, tuple) else ("", None)
+        )
+        self._seen[sid] = known
+        return known
+
+    # -- the operations -----------------------------------------------------------------
+
+    async def request(self, sid: str, delay: float) -> None:
+        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
+            return _requested(doc, now + delay, now), None
+
+        await self.change(sid, fn)
+
+    async def intend(self, sid: str, token: str, gen: int, after: int, delay: float) -> None:
+        """Record an append's wake intent before its batch is written (W7)."""
+
+        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
+            doc = dict(doc or {})
+            doc["chk"] = {**doc.get("chk", {}), token: [gen, after, delay, now]}
+            return doc, None
+
+        await self.change(sid, fn)
+
+    async def settle(self, sid: str, token: str, landed_at: float | None) -> None:
+        """The append named ``token`` landed at ``landed_at`` (apply its wake) or
+        was refused (``None``: drop the intent). Whoever removes the intent applies
+        it, so the wake is applied once."""
+
+        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
+            if doc is None or token not in doc.get("chk", {}):
+                return doc, None
+            doc = dict(doc)
+            chk = dict(doc["chk"])
+            _, _, delay, _ = chk.pop(token)
+            doc["chk"] = chk
+            if landed_at is not None:
+                doc = _requested(doc, landed_at + delay, now)
+            return doc, None
+
+        await self.change(sid, fn)
+
+    async def take(
+        self, lease: float, find: Callable[[str, int, int, str], Any]
+    ) -> tuple[str, str, int, float] | None:
+        """Take one due wake: ``(sid, token, attempt, until)`` or ``None`` (W12).
+        ``find(sid, gen, after, token)`` awaits the commit time of the batch
+        written by ``token``, or ``None`` (intent recovery, W7)."""
+        listed = await self.store.list(self.keys.wakes())
+        prefix = len(self.keys.wakes())
+        stale = [k[prefix:] for k, tag in listed if self._seen.get(k[prefix:], ("",))[0] != tag]
+        await asyncio.gather(*(self._get(sid) for sid in stale))
+        now = time.time()
+        due: list[str] = []
+        for k, _ in listed:
+            sid = k[prefix:]
+            doc = self._seen.get(sid, ("", None))[1]
+            if doc is None:
+                continue
+            if _deliverable(doc, now):
+                due.append(sid)
+            for token, (gen, after, _, at) in doc.get("chk", {}).items():
+                if now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER:
+                    self._looked[token] = now
+                    await self._recover(sid, token, gen, after, at, find)
+                    if _deliverable(self._seen.get(sid, ("", None))[1] or {}, time.time()):
+                        due.append(sid)
+        random.shuffle(due)
+        for sid in dict.fromkeys(due):
+            token = uuid.uuid4().hex
+            taken = await self.change(sid, _taker(token, lease))
+            if taken is not None:
+                return sid, token, taken[0], taken[1]
+        return None
+
+    async def _recover(
+        self, sid: str, token: str, gen: int, after: int, at: float, find: Any
+    ) -> None:
+        landed = await find(sid, gen, after, token)
+        if landed is not None:
+            await self.settle(sid, token, landed)
+        elif time.time() - at >= DROP_AFTER:
+            await self.settle(sid, token, None)
+        else:
+            return
+        self._looked.pop(token, None)
+
+    async def renew(self, sid: str, token: str, lease: float) -> float:
+        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, float]:
+            _holding(doc, token, now)
+            assert doc is not None
+            doc["L"] = [token, now + lease, doc["L"][2]]
+            return doc, now + lease
+
+        return await self.change(sid, fn)
+
+    async def finish(self, sid: str, token: str) -> None:
+        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
+            _holding(doc, token, now)
+            assert doc is not None
+            again = doc.pop("again", None)
+            doc["L"] = None
+            doc["due"] = again  # W13: a request during the lease stays due
+            return doc, None
+
+        await self.change(sid, fn)
+
+    async def forget(self, sid: str) -> None:
+        """Remove the session's wake (``delete``, W14)."""
+        lock = self._locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            await self.store.delete(self.keys.wake(sid))
+            self._seen[sid] = ("", None)
+
+
+def _deliverable(doc: Doc, now: float) -> bool:
+    lease = doc.get("L")
+    if lease:
+        return bool(lease[1] < now)  # an expired lease is delivered again (W12)
+    due = doc.get("due")
+    return due is not None and due <= now  # never before its due time (W11)
+
+
+def _taker(token: str, lease: float) -> Change[tuple[int, float] | None]:
+    def fn(doc: Doc | None, now: float) -> tuple[Doc | None, tuple[int, float] | None]:
+        if doc is None or not _deliverable(doc, now):
+            return doc, None
+        old = doc.get("L")
+        attempt = old[2] + 1 if old else 1
+        if old and doc.get("again") is not None and doc["again"] <= now:
+            doc.pop("again")  # the redelivery covers a request made during the lease
+        doc["L"] = [token, now + lease, attempt]
+        return doc, (attempt, now + lease)
+
+    return fn
+
+
+def _holding(doc: Doc | None, token: str, now: float) -> None:
+    lease = (doc or {}).get("L")
+    if not lease or lease[0] != token or lease[1] < now:
+        raise LeaseLost("the lease expired or was taken by another worker")

@@ -1,0 +1,423 @@
+"""S3World: see the package docstring for URL, options and capabilities."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from aiobotocore.session import AioSession
+
+from fxworld import validate
+from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
+from fxworld.follow import poll_follow
+from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.urls import mask, split_query
+from fxworld_s3._layout import Batch, Keys
+from fxworld_s3._log import Logs, Restart, State, Write
+from fxworld_s3._store import Store
+from fxworld_s3._wakes import Wakes
+
+__all__ = ["S3World"]
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
+_CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
+_FOLLOW_FALLBACK = 2.0  # seconds of quiet hint after which a follower LISTs anyway
+
+
+class S3World:
+    """A World on S3-compatible object storage, built from conditional writes alone.
+
+    ``bucket`` is created by :meth:`setup` if absent. Keys live under
+    ``{prefix}{namespace}/``; worlds with different namespaces share nothing.
+    ``endpoint_url`` names a non-AWS server (MinIO, SeaweedFS, R2, ...);
+    ``region`` defaults to the AWS chain's (``us-east-1`` with an endpoint).
+    ``client`` is the application's aiobotocore S3 client (left open by
+    :meth:`close`) or an ``AioSession`` to make one from. Credentials come from the
+    standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile,
+    an instance role), never from a URL.
+    """
+
+    capabilities: frozenset[str] = frozenset({"durable", "shared"})
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        namespace: str = "default",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: Any = None,
+        max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
+        request_budget: float = 25.0,
+    ) -> None:
+        if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None:
+            raise ConfigurationError(f"{bucket!r} is not an S3 bucket name (3..63 of a-z 0-9 . -)")
+        if not isinstance(prefix, str) or prefix.startswith("/") or "//" in prefix:
+            raise ConfigurationError(f"prefix {prefix!r} must be a relative key prefix")
+        if endpoint_url is not None and (
+            not isinstance(endpoint_url, str) or "@" in endpoint_url.split("?")[0]
+        ):
+            raise ConfigurationError(
+                "endpoint_url must be an http(s) URL without credentials: "
+                f"{mask(str(endpoint_url))}; credentials come from the AWS chain"
+            )
+        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
+            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        self.bucket = bucket
+        self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+        self.namespace = validate.namespace(namespace)
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.max_entry_bytes = max_entry_bytes
+        session = client if isinstance(client, AioSession) else None
+        given = None if session is not None else client
+        self.store = Store(
+            bucket,
+            endpoint_url=endpoint_url,
+            region=region,
+            client=given,
+            session=session,
+            budget=request_budget,
+        )
+        self.keys = Keys(f"{self.prefix}{self.namespace}/")
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Per event loop: the caches, locks and background tasks."""
+        self.logs = Logs(self.store, self.keys)
+        self.wakes = Wakes(self.store, self.keys)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> S3World:
+        """``s3://bucket/prefix?endpoint_url=...&region=...&namespace=...&max_entry_bytes=n``."""
+        base, params = split_query(url)
+        if not base.startswith("s3://"):
+            raise ConfigurationError(f"S3World takes s3://bucket/prefix URLs, not {mask(url)}")
+        unknown = sorted(set(params) - set(_URL_OPTIONS))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown option(s) {', '.join(unknown)} in {mask(url)} "
+                f"(known: {', '.join(_URL_OPTIONS)})"
+            )
+        bucket, _, prefix = base[len("s3://") :].partition("/")
+        if "@" in bucket:
+            raise ConfigurationError(
+                f"credentials do not go in an s3:// URL ({mask(url)}); set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or use a profile"
+            )
+        size = params.get("max_entry_bytes", str(validate.DEFAULT_MAX_ENTRY_BYTES))
+        if not size.isdigit():
+            raise ConfigurationError(f"max_entry_bytes must be an integer in {mask(url)}")
+        return cls(
+            bucket,
+            prefix=prefix,
+            namespace=params.get("namespace", "default"),
+            endpoint_url=params.get("endpoint_url") or None,
+            region=params.get("region") or None,
+            max_entry_bytes=int(size),
+        )
+
+    def __repr__(self) -> str:
+        where = f", endpoint_url={mask(self.endpoint_url)!r}" if self.endpoint_url else ""
+        return (
+            f"S3World(bucket={self.bucket!r}, prefix={self.prefix!r}, "
+            f"namespace={self.namespace!r}{where})"
+        )
+
+    async def _here(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._loop is not None:
+                self._fresh()
+            self._loop = loop
+
+    def _lock(self, sid: str) -> asyncio.Lock:
+        """Writes of one session from this world go one at a time: they would
+        only race each other for the same position."""
+        return self._locks.setdefault(sid, asyncio.Lock())
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create the bucket if absent, and check that the server refuses a second
+        ``If-None-Match: *`` create of one key (else W2 and W4 would break)."""
+        await self._here()
+        checked = (self.store.endpoint, self.bucket, id(self.store.given))
+        if checked in _CHECKED:  # this process already checked this bucket on this server
+            return
+        await self.store.ensure_bucket()
+        key = self.keys.probe(uuid.uuid4().hex)
+        try:
+            first = await self.store.put_new(key, b"1")
+            second = await self.store.put_new(key, b"2")
+        finally:
+            await self.store.delete(key)
+        if first is None or second is not None:
+            raise ConfigurationError(
+                f"the S3 server at {self.store.endpoint} does not honour conditional writes "
+                "(a second PUT with If-None-Match: * was not refused with 412); S3World "
+                "needs them to keep W2 and W4: use AWS S3, MinIO, SeaweedFS or R2"
+            )
+        _CHECKED.add(checked)
+
+    async def close(self) -> None:
+        if self._loop is asyncio.get_running_loop():
+            await self.logs.drain()
+        await self.store.close()
+
+    # -- append-with-fence ------------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> Fence:
+        validate.session_id(session_id)
+        await self._here()
+        token = uuid.uuid4().hex
+
+        def decide(st: State, confirmed: bool) -> Write:
+            tail = st.tail
+            epoch = tail.top + 1  # W1: greater than every epoch in this log and before it
+            data = json.dumps({"epoch": epoch})
+            items = [(validate.FENCE_KIND, data)]
+            return Write(
+                Batch(
+                    tail.last + 1, 1, epoch, True, epoch, token=token, at=time.time(), items=items
+                )
+            )
+
+        async with self._lock(session_id):
+            done = await self.logs.write(session_id, decide)
+        assert done.batch is not None
+        return Fence(session_id, done.batch.top, done.batch.first)
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        validate.session_id(session_id)
+        encoded = validate.entries(entries, max_bytes=self.max_entry_bytes)
+        validate.append_args(session_id, fence=fence, expect=expect, key=key, wake=wake)
+        await self._here()
+        token = uuid.uuid4().hex
+        epoch = fence.epoch if fence is not None else None
+
+        def decide(st: State, confirmed: bool) -> Write:
+            tail = st.tail
+            if key is not None and key in st.keys:
+                return Write(result=st.keys[key])  # W6: checked first, writes nothing
+            if epoch is not None:
+                if tail.top > epoch:  # W2: a newer fence is in the log, for good
+                    raise Fenced(session_id, epoch, tail.top)
+                if not (tail.held and tail.top == epoch):
+                    if not confirmed:
+                        return Write()
+                    raise Fenced(session_id, epoch, tail.top if tail.held else None)
+            if expect is not None and expect != tail.last:  # W5
+                if not confirmed:
+                    return Write()
+                raise Conflict(session_id, expect, tail.last)
+            batch = Batch(
+                tail.last + 1,
+                len(encoded),
+                tail.top,
+                tail.held,
+                epoch,
+                key=key,
+                token=token,
+                wake=wake,
+                at=time.time(),
+                items=encoded,
+            )
+            return Write(batch)
+
+        async with self._lock(session_id):
+            if wake is not None:  # W7: the intent is stored before the batch
+                st = await self.logs.state(session_id)
+                await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake)
+            try:
+                done = await self.logs.write(session_id, decide, need_keys=key is not None)
+            except (Fenced, Conflict):
+                if wake is not None:
+                    await self.wakes.settle(session_id, token, None)
+                raise
+        if done.batch is None:  # a keyed repeat: no wake owed (W6, W7)
+            if wake is not None:
+                await self.wakes.settle(session_id, token, None)
+            assert done.result is not None
+            return done.result
+        if wake is not None:
+            await self.wakes.settle(session_id, token, done.batch.at)
+        return done.batch.last
+
+    # -- read-from-cursor ---------------------------------------------------------------
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, limit)
+        await self._here()
+        while True:
+            st = await self.logs.state(session_id)
+            try:
+                batches, reached = await self.logs.batches(session_id, st, after, limit)
+            except Restart:
+                await self._restart(session_id, st)
+                continue
+            if not reached and not await self._still_live(session_id, st):
+                continue
+            return _entries(session_id, batches, after, limit)
+
+    async def _restart(self, sid: str, st: State) -> None:
+        """A read met the end of its generation: find the live one (``refresh``
+        rolls forward past the deleted batch)."""
+        await self.logs.refresh(sid, st)
+
+    async def _still_live(self, sid: str, st: State) -> bool:
+        """A read that stopped before the tail: is its generation still the live one?"""
+        pointer = await self.logs.state_again(sid)
+        if pointer.gen == st.gen:
+            self.logs.states[sid] = st
+            return True
+        return False
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return self._follow(session_id, after)
+
+    async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
+        """Polls the tail hint with a conditional GET (304 while quiet), with
+        backoff from 50 ms to 400 ms; LISTs at least every 2 s in case a writer
+        died before writing its hint (W10)."""
+        await self._here()
+        hint_key = self.keys.hint(session_id)
+        etag: str | None = None
+        listed = time.monotonic()
+
+        async def changed() -> None:
+            nonlocal etag, listed
+            interval = 0.05
+            while True:
+                await asyncio.sleep(interval)
+                got = await self.store.get(hint_key, etag=etag)
+                if isinstance(got, tuple):
+                    seen, etag = etag, got[1]
+                    if seen is not None:
+                        return
+                if time.monotonic() - listed >= _FOLLOW_FALLBACK:
+                    listed = time.monotonic()
+                    return
+                interval = min(interval * 1.5, 0.4)
+
+        async for entry in poll_follow(self.read, session_id, after, changed=changed):
+            yield entry
+
+    # -- enqueue-wake ------------------------------------------------------------------
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        validate.session_id(session_id)
+        seconds = validate.delay(delay)
+        await self._here()
+        await self.wakes.request(session_id, seconds)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        seconds = validate.lease(lease)
+        await self._here()
+        taken = await self.wakes.take(seconds, self._find)
+        if taken is None:
+            return None
+        sid, token, attempt, until = taken
+        return WakeLease(sid, token, attempt, _time(until))
+
+    async def _find(self, sid: str, gen: int, after: int, token: str) -> float | None:
+        """The commit time of the batch ``token`` wrote, if it is in the live log."""
+        st = await self.logs.refresh(sid, await self.logs.state(sid))
+        if st.gen != gen:
+            after = 0
+        while True:
+            try:
+                batches, reached = await self.logs.batches(sid, st, after, 100_000)
+            except Restart:
+                return None
+            for b in batches:
+                if b.token == token:
+                    return b.at
+            if reached or not batches:
+                return None
+            after = batches[-1].last
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        seconds = validate.lease(lease)
+        _check_lease(wake)
+        await self._here()
+        until = await self.wakes.renew(wake.session_id, wake.token, seconds)
+        return WakeLease(wake.session_id, wake.token, wake.attempt, _time(until))
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        _check_lease(wake)
+        await self._here()
+        await self.wakes.finish(wake.session_id, wake.token)
+
+    # -- lifecycle of sessions ----------------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        """Ends the live generation with a batch marked deleted at the next position
+        (so no stale writer can land after it), points ``g`` at a new, empty
+        generation whose epochs continue (W1, W14), then removes the old data and
+        the wake."""
+        validate.session_id(session_id)
+        await self._here()
+        token = uuid.uuid4().hex
+
+        def decide(st: State, confirmed: bool) -> Write:
+            tail = st.tail
+            if not tail.real and not tail.held:
+                return Write(result=0) if confirmed else Write()  # nothing to delete
+            end = Batch(
+                tail.last + 1, 0, tail.top, False, token=token, at=time.time(), deleted=True
+            )
+            return Write(end)
+
+        async with self._lock(session_id):
+            done = await self.logs.write(session_id, decide)
+            if done.batch is not None:
+                st = self.logs.states[session_id]
+                await self.logs.roll_forward(session_id, st, done.batch)
+                await self.logs.scrub(session_id, st.gen)
+        await self.wakes.forget(session_id)
+
+
+def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Entry]:
+    out: list[Entry] = []
+    for b in batches:
+        at = _time(b.at)
+        for i, (kind, data) in enumerate(b.items):
+            seq = b.first + i
+            if after < seq <= after + limit:
+                out.append(Entry(sid, seq, kind, json.loads(data), b.epoch, at))
+    return out
+
+
+def _time(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _check_lease(wake: WakeLease) -> None:
+    if not isinstance(wake, WakeLease):
+        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
+    validate.session_id(wake.session_id)
+    if not isinstance(wake.token, str) or not wake.token:
+        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")

