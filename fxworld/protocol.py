@@ -125,7 +125,8 @@ class World(Protocol):
     :class:`~fxworld.errors.InvalidArgument`: a cursor, limit or ``expect`` that is
     not an integer from 0 (1 for a limit) to 2**63-1, a delay or lease that is not
     a number of seconds up to 100 years (over 0 for a lease), an empty or over-256
-    character key. Data nested too deeply to encode is an ``InvalidEntry``.
+    character key. Data nested more than 500 deep (``validate.MAX_DATA_DEPTH``) is an
+    ``InvalidEntry``, on every Python.
     :mod:`fxworld.validate` does all of these checks for a backend.
 
     **W16 errors.** Every error is in :mod:`fxworld.errors`: ``Fenced``,

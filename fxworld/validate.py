@@ -31,6 +31,7 @@ from fxworld.types import Fence, NewEntry, WakeLease
 
 __all__ = [
     "DEFAULT_MAX_ENTRY_BYTES",
+    "MAX_DATA_DEPTH",
     "RESERVED_KIND_PREFIX",
     "FENCE_KIND",
     "session_id",
@@ -49,6 +50,10 @@ __all__ = [
 
 DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024
 """The default limit on one entry's encoded data, in bytes (1 MiB)."""
+
+MAX_DATA_DEPTH = 500
+"""How deeply entry data may nest (objects and arrays); deeper is ``InvalidEntry``
+on every Python (3.13's json no longer runs out of recursion where 3.11's did)."""
 
 RESERVED_KIND_PREFIX = "fence"
 FENCE_KIND = "fence"
@@ -84,11 +89,30 @@ def namespace(value: object) -> str:
     return value
 
 
+def _too_deep(data: object) -> bool:
+    """Whether ``data`` nests more than :data:`MAX_DATA_DEPTH` containers (no recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > MAX_DATA_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> str:
     """Encode entry data as compact JSON, refusing anything that is not a JSON object
     that decodes back to itself, or that is over ``max_bytes`` encoded."""
     if not isinstance(data, dict):
         raise InvalidEntry(f"entry data must be a JSON object (dict), not {type(data).__name__}")
+    if _too_deep(data):
+        raise InvalidEntry(f"entry data is nested more than {MAX_DATA_DEPTH} deep")
     try:
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
