@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from fxworld import Entry, SqliteWorld
+from fxworld_conformance.examples._support import all_entries
 from tests.backends.sqlite_procs import SHARED, WAKE_BATCH
-from tests.guarantees import all_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
