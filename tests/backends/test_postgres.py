@@ -35,7 +35,7 @@ from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_postgres import PostgresWorld
 from fxworld_postgres._schema import MIGRATIONS
-from tests.support.postgres_fixtures import fresh_namespace
+from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
 
 

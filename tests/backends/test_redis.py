@@ -33,7 +33,7 @@ from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_redis import RedisWorld
-from tests.support.redis_fixtures import fresh_namespace
+from tests.support.namespaces import fresh_namespace
 from tests.support.redis_server import PASSWORD, LocalRedis, RedisCluster, RedisServer
 
 

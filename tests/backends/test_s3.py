@@ -19,7 +19,7 @@ from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_s3 import S3World
-from tests.support.postgres_fixtures import fresh_namespace
+from tests.support.namespaces import fresh_namespace
 from tests.support.s3_server import SECRET_KEY, S3Server
 
 BUCKET = "fxworld-test"

@@ -9,20 +9,14 @@ already set up, for tests whose worker processes open the world by URL.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support.namespaces import fresh_namespace, set_up
 from tests.support.postgres_server import PostgresServer, start_postgres
 
-__all__ = ["postgres_server", "pg_url", "fresh_namespace"]
-
-
-def fresh_namespace(prefix: str = "t") -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+__all__ = ["postgres_server", "pg_url"]
 
 
 @pytest.fixture(scope="session")
@@ -37,17 +31,4 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def pg_url(postgres_server: PostgresServer) -> str:
     """A fresh, set-up namespace on the test server, as a ``postgresql://`` URL."""
-    from fxworld_postgres import PostgresWorld
-
-    url = f"{postgres_server.url}?namespace={fresh_namespace('e')}"
-
-    async def setup() -> None:
-        world = PostgresWorld.from_url(url)
-        try:
-            await world.setup()
-        finally:
-            await world.close()
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside a running loop too
-        pool.submit(asyncio.run, setup()).result()
-    return url
+    return set_up(f"{postgres_server.url}?namespace={fresh_namespace('e')}")

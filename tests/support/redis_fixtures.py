@@ -10,20 +10,14 @@ set up, for tests whose worker processes open the world by URL.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support.namespaces import fresh_namespace, set_up
 from tests.support.redis_server import RedisCluster, RedisServer, start_cluster, start_redis
 
-__all__ = ["redis_server", "redis_cluster", "redis_url", "fresh_namespace"]
-
-
-def fresh_namespace(prefix: str = "t") -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+__all__ = ["redis_server", "redis_cluster", "redis_url"]
 
 
 @pytest.fixture(scope="session")
@@ -47,17 +41,4 @@ def redis_cluster() -> Iterator[RedisCluster]:
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
     """A fresh, set-up namespace on the test server, as a ``redis://`` URL."""
-    from fxworld_redis import RedisWorld
-
-    url = f"{redis_server.url}?namespace={fresh_namespace('e')}"
-
-    async def setup() -> None:
-        world = RedisWorld.from_url(url)
-        try:
-            await world.setup()
-        finally:
-            await world.close()
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside a running loop too
-        pool.submit(asyncio.run, setup()).result()
-    return url
+    return set_up(f"{redis_server.url}?namespace={fresh_namespace('e')}")

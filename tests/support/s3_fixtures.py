@@ -9,13 +9,11 @@ for tests whose worker processes open the world by URL.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.postgres_fixtures import fresh_namespace
+from tests.support.namespaces import fresh_namespace, set_up
 from tests.support.s3_server import S3Server, start_s3
 
 __all__ = ["s3_server", "s3_url"]
@@ -33,17 +31,4 @@ def s3_server() -> Iterator[S3Server]:
 @pytest.fixture
 def s3_url(s3_server: S3Server) -> str:
     """A fresh, set-up namespace on the test server, as an ``s3://`` URL."""
-    from fxworld_s3 import S3World
-
-    url = s3_server.url(namespace=fresh_namespace("e"))
-
-    async def setup() -> None:
-        world = S3World.from_url(url)
-        try:
-            await world.setup()
-        finally:
-            await world.close()
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside a running loop too
-        pool.submit(asyncio.run, setup()).result()
-    return url
+    return set_up(s3_server.url(namespace=fresh_namespace("e")))
