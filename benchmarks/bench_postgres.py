@@ -3,7 +3,9 @@
 Prints a table (nothing is asserted). Every figure is measured in the same run on
 the same server as its baseline: an asyncpg loop of single-row INSERTs with the same
 concurrency (one connection per task), so the ratio says what fxworld costs over
-the cheapest durable write the server can do.
+the cheapest durable write the server can do. Each figure is the median of
+``--rounds`` rounds, each round measuring the baseline just before the figure
+(the disk's fsync rate drifts; see ``_measure.py``).
 
     python benchmarks/bench_postgres.py                 # a throwaway local server (fsync on)
     python benchmarks/bench_postgres.py --url postgresql://user@host/db
@@ -30,27 +32,14 @@ from pathlib import Path
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import median_of, paired, pct, timed
 
 from fxworld import NewEntry
 from fxworld_postgres import PostgresWorld
 
 PAYLOAD = {"role": "assistant", "text": "x" * 200, "n": 1}
-
-
-async def _timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
-    """Run ``step(worker)`` in ``workers`` tasks for ``seconds``; ops/s (step returns ops)."""
-    done = 0
-    stop = time.perf_counter() + seconds
-
-    async def loop(k: int) -> None:
-        nonlocal done
-        while time.perf_counter() < stop:
-            ops = await step(k)  # not `done += await ...`: that reads `done` before awaiting
-            done += ops
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop(k) for k in range(workers)))
-    return done / (time.perf_counter() - start)
 
 
 async def raw_insert_rate(url: str, workers: int, seconds: float) -> float:
@@ -70,8 +59,8 @@ async def raw_insert_rate(url: str, workers: int, seconds: float) -> float:
         return 1
 
     try:
-        await _timed(workers, 0.3, step)  # warm up
-        return await _timed(workers, seconds, step)
+        await timed(workers, 0.3, step)  # warm up
+        return await timed(workers, seconds, step)
     finally:
         await conns[0].execute(f"DROP TABLE {table}")
         for c in conns:
@@ -123,8 +112,8 @@ async def world_append_rate(
         return batch
 
     try:
-        await _timed(workers, 0.3, step)
-        return await _timed(workers, seconds, step)
+        await timed(workers, 0.3, step)
+        return await timed(workers, seconds, step)
     finally:
         for t in tasks:
             t.cancel()
@@ -181,38 +170,40 @@ async def wake_rate(url: str, workers: int, count: int) -> float:
         await world.close()
 
 
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
-
-
-async def main(url: str, seconds: float) -> None:
+async def main(url: str, seconds: float, rounds: int) -> None:
     rows: list[tuple[str, str, str, str]] = []
 
-    def row(name: str, value: float, unit: str, raw: float | None) -> None:
-        ratio = f"{value / raw:.0%}" if raw else ""
-        rows.append((name, f"{value:,.0f} {unit}", f"{raw:,.0f} /s" if raw else "", ratio))
-        print(f"  {name}: {value:,.0f} {unit}" + (f" (raw {raw:,.0f}/s, {ratio})" if raw else ""))
+    async def row(
+        name: str,
+        unit: str,
+        value: Callable[[], Awaitable[float]],
+        workers: int | None = None,
+    ) -> None:
+        if workers is None:
+            v = await median_of(rounds, value)
+            rows.append((name, f"{v:,.0f} {unit}", "", ""))
+            print(f"  {name}: {v:,.0f} {unit}", flush=True)
+            return
+        m = await paired(rounds, lambda: raw_insert_rate(url, workers, seconds), value)
+        rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
+        print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
 
-    print("measuring ...", flush=True)
-    raw1 = await raw_insert_rate(url, 1, seconds)
-    row("append, 1 session", await world_append_rate(url, 1, seconds), "/s", raw1)
-    raw8 = await raw_insert_rate(url, 8, seconds)
-    row("append, 8 sessions", await world_append_rate(url, 8, seconds), "/s", raw8)
-    row(
+    print(f"measuring, {rounds} rounds of {seconds:g} s each ...", flush=True)
+    await row("append, 1 session", "/s", lambda: world_append_rate(url, 1, seconds), 1)
+    await row("append, 8 sessions", "/s", lambda: world_append_rate(url, 8, seconds), 8)
+    await row(
         "append, 8 sessions, batches of 10 (entries)",
-        await world_append_rate(url, 8, seconds, batch=10),
         "entries/s",
-        raw8,
+        lambda: world_append_rate(url, 8, seconds, batch=10),
+        8,
     )
-    row(
+    await row(
         "append, 8 sessions, all followed",
-        await world_append_rate(url, 8, seconds, followed=True),
         "/s",
-        raw8,
+        lambda: world_append_rate(url, 8, seconds, followed=True),
+        8,
     )
-    wakes = await wake_rate(url, 8, max(500, int(raw8 * seconds / 4)))
-    row("wakes taken + finished, 8 workers", wakes, "/s", raw8)
+    await row("wakes taken + finished, 8 workers", "/s", lambda: wake_rate(url, 8, 2000))
     lat = await follow_latency(url, 400)
     raw_lat = await raw_insert_latency(url, 400)
     print()
@@ -222,19 +213,21 @@ async def main(url: str, seconds: float) -> None:
         print(f"{name:48} {value:>20} {raw:>14} {ratio:>7}")
     print(
         f"{'follow latency p50 / p99 (append -> yield)':48} "
-        f"{_pct(lat, 50):>8.2f} / {_pct(lat, 99):.2f} ms "
-        f"{_pct(raw_lat, 50):>5.2f} / {_pct(raw_lat, 99):.2f} ms (INSERT commit)"
+        f"{pct(lat, 50):>8.2f} / {pct(lat, 99):.2f} ms "
+        f"{pct(raw_lat, 50):>5.2f} / {pct(raw_lat, 99):.2f} ms (INSERT commit)"
     )
     print(
-        f"\nratio = PostgresWorld / raw single-row INSERT rate on the same server, same "
-        f"concurrency; {seconds:g} s per measure"
+        "\nratio = PostgresWorld / raw single-row INSERT rate on the same server, same "
+        f"concurrency: the median over {rounds} rounds of the baseline measured just "
+        f"before the figure; {seconds:g} s per measure"
     )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="an existing server (default: a throwaway local one)")
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (median)")
     parser.add_argument("--no-fsync", action="store_true", help="throwaway server without fsync")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop our server when killed
@@ -246,7 +239,7 @@ if __name__ == "__main__":
         server = start_postgres(fsync=not args.no_fsync)
         url = server.url
     try:
-        asyncio.run(main(url, args.seconds))
+        asyncio.run(main(url, args.seconds, args.rounds))
     finally:
         if server is not None:
             server.stop()

@@ -5,7 +5,9 @@ Prints a table per target (nothing is asserted): a throwaway local redis-server
 Every figure is measured in the same run on the same server as its baseline: a
 redis-py loop of plain ``XADD`` of the same 200-byte payload with the same
 concurrency, so the ratio says what fxworld's fenced script costs over the
-cheapest durable append the server can do.
+cheapest durable append the server can do. Each figure is the median of
+``--rounds`` rounds, each round measuring the baseline just before the figure
+(the disk's fsync rate drifts; see ``_measure.py``).
 
     python benchmarks/bench_redis.py                    # one server and a Cluster
     python benchmarks/bench_redis.py --url redis://host:6379/0 [--seconds 3]
@@ -33,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _measure import median_of, paired, pct, timed
 from redis.asyncio import Redis, RedisCluster
 
 from fxworld import Agent, NewEntry, tool
@@ -41,22 +45,6 @@ from fxworld.testing import ScriptedModel
 from fxworld_redis import RedisWorld
 
 PAYLOAD = {"role": "assistant", "text": "x" * 200, "n": 1}
-
-
-async def _timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
-    """Run ``step(worker)`` in ``workers`` tasks for ``seconds``; ops/s (step returns ops)."""
-    done = 0
-    stop = time.perf_counter() + seconds
-
-    async def loop(k: int) -> None:
-        nonlocal done
-        while time.perf_counter() < stop:
-            ops = await step(k)
-            done += ops
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop(k) for k in range(workers)))
-    return done / (time.perf_counter() - start)
 
 
 def _world(url: str, ns: str) -> RedisWorld:
@@ -75,8 +63,8 @@ async def raw_xadd_rate(url: str, workers: int, seconds: float) -> float:
         return 1
 
     try:
-        await _timed(workers, 0.3, step)  # warm up
-        return await _timed(workers, seconds, step)
+        await timed(workers, 0.3, step)  # warm up
+        return await timed(workers, seconds, step)
     finally:
         for k in range(workers):
             await client.delete(f"{prefix}:{k}")
@@ -94,8 +82,8 @@ async def world_append_rate(url: str, workers: int, seconds: float, *, batch: in
         return batch
 
     try:
-        await _timed(workers, 0.3, step)
-        return await _timed(workers, seconds, step)
+        await timed(workers, 0.3, step)
+        return await timed(workers, seconds, step)
     finally:
         await world.close()
 
@@ -186,35 +174,38 @@ async def memory_per_entry(url: str, n: int = 2000) -> float:
         await world.close()
 
 
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
-
-
-async def measure(label: str, url: str, seconds: float) -> None:
+async def measure(label: str, url: str, seconds: float, rounds: int) -> None:
     rows: list[tuple[str, str, str, str]] = []
 
-    def row(name: str, value: float, unit: str, raw: float | None) -> None:
-        ratio = f"{value / raw:.0%}" if raw else ""
-        rows.append((name, f"{value:,.0f} {unit}", f"{raw:,.0f} /s" if raw else "", ratio))
-        print(f"  {name}: {value:,.0f} {unit}" + (f" (raw {raw:,.0f}/s, {ratio})" if raw else ""))
+    async def row(
+        name: str,
+        unit: str,
+        value: Callable[[], Awaitable[float]],
+        workers: int | None = None,
+    ) -> None:
+        if workers is None:
+            v = await median_of(rounds, value)
+            rows.append((name, f"{v:,.0f} {unit}", "", ""))
+            print(f"  {name}: {v:,.0f} {unit}", flush=True)
+            return
+        m = await paired(rounds, lambda: raw_xadd_rate(url, workers, seconds), value)
+        rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
+        print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
 
-    print(f"measuring {label} ...", flush=True)
-    raw1 = await raw_xadd_rate(url, 1, seconds)
-    row("fenced append, 1 session", await world_append_rate(url, 1, seconds), "/s", raw1)
-    raw8 = await raw_xadd_rate(url, 8, seconds)
-    row("fenced append, 8 sessions", await world_append_rate(url, 8, seconds), "/s", raw8)
-    row(
+    print(f"measuring {label}, {rounds} rounds of {seconds:g} s each ...", flush=True)
+    await row("fenced append, 1 session", "/s", lambda: world_append_rate(url, 1, seconds), 1)
+    await row("fenced append, 8 sessions", "/s", lambda: world_append_rate(url, 8, seconds), 8)
+    await row(
         "fenced append, 8 sessions, batches of 10",
-        await world_append_rate(url, 8, seconds, batch=10),
         "entries/s",
-        raw8,
+        lambda: world_append_rate(url, 8, seconds, batch=10),
+        8,
     )
-    wakes = await wake_rate(url, 8, max(1000, int(raw8 * seconds / 3)))
-    row("wakes taken + finished, 8 workers", wakes, "/s", None)
-    wakes = await wake_rate(url, 8, max(1000, int(raw8 * seconds / 3)), batch=10)
-    row("wakes, 8 workers taking 10 at a time", wakes, "/s", None)
-    row("engine tool steps (1 turn, no-op tools)", await engine_steps(url, 200), "steps/s", None)
+    await row("wakes taken + finished, 8 workers", "/s", lambda: wake_rate(url, 8, 6000))
+    await row(
+        "wakes, 8 workers taking 10 at a time", "/s", lambda: wake_rate(url, 8, 6000, batch=10)
+    )
+    await row("engine tool steps (1 turn, no-op tools)", "steps/s", lambda: engine_steps(url, 200))
     lat = await follow_latency(url, 400)
     memory = await memory_per_entry(url)
     print()
@@ -225,22 +216,27 @@ async def measure(label: str, url: str, seconds: float) -> None:
         print(f"{name:44} {value:>20} {raw:>12} {ratio:>6}")
     print(
         f"{'follow latency p50 / p99 (append -> yield)':44} "
-        f"{_pct(lat, 50):>8.2f} / {_pct(lat, 99):.2f} ms"
+        f"{pct(lat, 50):>8.2f} / {pct(lat, 99):.2f} ms"
     )
     print(f"{'server memory per stored 200-byte entry':44} {memory:>17,.0f} B")
     print()
 
 
-async def main(urls: list[tuple[str, str]], seconds: float) -> None:
+async def main(urls: list[tuple[str, str]], seconds: float, rounds: int) -> None:
     for label, url in urls:
-        await measure(label, url, seconds)
-    print(f"ratio = RedisWorld / raw XADD on the same server, same concurrency; {seconds:g} s each")
+        await measure(label, url, seconds, rounds)
+    print(
+        "ratio = RedisWorld / raw XADD on the same server, same concurrency: the median "
+        f"over {rounds} rounds of the baseline measured just before the figure; "
+        f"{seconds:g} s each"
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="an existing server (default: a local server and Cluster)")
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (median)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the local Cluster")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop our servers when killed
@@ -258,7 +254,7 @@ if __name__ == "__main__":
                 cluster = start_cluster()
                 servers.append(cluster)
                 targets.append(("Redis Cluster, 3 masters, appendfsync always", cluster.url))
-        asyncio.run(main(targets, args.seconds))
+        asyncio.run(main(targets, args.seconds, args.rounds))
     finally:
         for s in servers:
             s.stop()

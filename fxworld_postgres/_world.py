@@ -34,6 +34,7 @@ _RETRIES = 3
 _BACKOFF = (0.05, 0.2, 0.5)
 _MAX_STALE = 64
 _CHECKOUT_TIMEOUT = 30.0
+_FOLLOW_PAGE = 1000  # entries per follow read
 _Fetch = Literal["val", "row", "all", "exec"]
 
 
@@ -234,10 +235,7 @@ class PostgresWorld:
         rows = await self._call(
             "read", "all", self._sql.read, session_id, after, limit, idempotent=True
         )
-        return [
-            Entry(session_id, row[0], _kind_in(row[1]), json.loads(row[2]), row[3], row[4])
-            for row in rows
-        ]
+        return [_entry(session_id, row) for row in rows]
 
     def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
         validate.session_id(session_id)
@@ -256,12 +254,15 @@ class PostgresWorld:
             async def read(sid: str, cursor: int) -> list[Entry]:
                 nonlocal seen
                 seen = listener.version(sid)
-                return await self.read(sid, cursor)
+                return await listener.read(sid, cursor)
 
             async def changed() -> None:
                 await listener.wait(session_id, seen)
 
-            async for entry in poll_follow(read, session_id, after, changed=changed):
+            # W10: ``seen`` is taken before each read, so a short page is caught up
+            async for entry in poll_follow(
+                read, session_id, after, changed=changed, page=_FOLLOW_PAGE
+            ):
                 yield entry
         finally:
             listener.unsubscribe(session_id)
@@ -553,6 +554,14 @@ class _Statements:
             f"SELECT seq, kind, coalesce(raw, data::text), epoch, at FROM {s}.entries "
             "WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
         )
+        # the reads of several followers in one statement: request i's slice, in order
+        self.read_many = (
+            "SELECT q.i, e.seq, e.kind, e.data, e.epoch, e.at "
+            "FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(sid, after, i) "
+            "CROSS JOIN LATERAL (SELECT seq, kind, coalesce(raw, data::text) AS data, "
+            f"epoch, at FROM {s}.entries WHERE session_id = q.sid AND seq > q.after "
+            "ORDER BY seq LIMIT $3) AS e ORDER BY q.i, e.seq"
+        )
         self.wake = f"SELECT {s}.fx_wake($1, $2)"
         self.take = f"SELECT session_id, token, attempt, expires_at FROM {s}.fx_take_wakes($1, $2)"
         self.renew = f"SELECT {s}.fx_renew_wake($1, $2, $3)"
@@ -623,6 +632,7 @@ class _Listener:
         self._driver: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
+        self._reads: list[tuple[str, int, asyncio.Future[list[Entry]]]] = []
 
     async def subscribe(self, sid: str) -> None:
         if self._task is None:
@@ -649,6 +659,55 @@ class _Listener:
 
     def version(self, sid: str) -> int:
         return self._versions.get(sid, 0)
+
+    async def read(self, sid: str, after: int) -> list[Entry]:
+        """A follower's read of up to ``_FOLLOW_PAGE`` entries after ``after``,
+        joined with the reads of every follower woken by the same notifications:
+        one statement (one round trip, one snapshot, so each slice is W9's
+        contiguous slice) instead of one per follower."""
+        future: asyncio.Future[list[Entry]] = asyncio.get_running_loop().create_future()
+        self._reads.append((sid, after, future))
+        if len(self._reads) == 1:  # the others woken now join before the next loop turn
+            asyncio.get_running_loop().call_soon(self._read_together)
+        return await future
+
+    def _read_together(self) -> None:
+        reads, self._reads = self._reads, []
+        task = asyncio.get_running_loop().create_task(self._run_reads(reads))
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def _run_reads(self, reads: list[tuple[str, int, asyncio.Future[list[Entry]]]]) -> None:
+        world = self._world
+        try:
+            if len(reads) == 1:
+                sid, after, _ = reads[0]
+                results = [await world.read(sid, after, limit=_FOLLOW_PAGE)]
+            else:
+                rows = await world._call(
+                    "follow",
+                    "all",
+                    world._sql.read_many,
+                    [sid for sid, _, _ in reads],
+                    [after for _, after, _ in reads],
+                    _FOLLOW_PAGE,
+                    idempotent=True,
+                )
+                results = [[] for _ in reads]
+                for row in rows:
+                    results[row[0] - 1].append(_entry(reads[row[0] - 1][0], row[1:]))
+        except Exception as e:  # each follower sees what its own read would have raised
+            for _, _, future in reads:
+                if not future.done():
+                    future.set_exception(e)
+            return
+        except BaseException:  # the listener stops
+            for _, _, future in reads:
+                future.cancel()
+            raise
+        for (_, _, future), entries in zip(reads, results, strict=True):
+            if not future.done():
+                future.set_result(entries)
 
     async def wait(self, sid: str, seen: int) -> None:
         """Return when ``sid`` may have changed since version ``seen``, or after the
@@ -776,6 +835,9 @@ class _Notifier:
                         if self._driver is None or self._driver.is_closed():
                             await self._drop()
                             self._conn, self._driver = await self._world._driver_session()
+                            # a NOTIFY's commit need not wait for the disk: it carries
+                            # no data, only news of appends already durable
+                            await self._driver.execute("SET synchronous_commit TO off")
                         await self._driver.execute(self._world._sql.notify, self._channel, sids)
                         break
                     except Exception:  # a cut connection: once more on a new one
@@ -842,6 +904,11 @@ def _hot_limit(engine: AsyncEngine, pool_size: int) -> int:
 
 def _check_lease(wake: WakeLease) -> None:
     validate.held(wake)  # W15: before any I/O
+
+
+def _entry(session_id: str, row: Any) -> Entry:
+    """An entry from a row ``(seq, kind, data as JSON text, epoch, at)``."""
+    return Entry(session_id, row[0], _kind_in(row[1]), json.loads(row[2]), row[3], row[4])
 
 
 def _jsonb_safe(data: str) -> bool:

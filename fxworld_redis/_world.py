@@ -32,6 +32,7 @@ _RELOADS = 3
 _MAX_PARTITIONS = 1024
 _DEFAULT_PARTITIONS = {False: 1, True: 16}  # one server / a Cluster
 _FOLLOW_BLOCK_MS = 1000
+_CALL_TIMEOUT = 30.0  # s: > follow's XREAD BLOCK; a stalled link ends
 _PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
 _US = 1_000_000
 _Client = Redis | RedisCluster
@@ -421,7 +422,10 @@ class RedisWorld:
         attempt = 0
         while True:
             try:
-                return await call()
+                # the deadline is ours, not the client's socket_timeout: redis-py
+                # bounds each send with asyncio.wait_for, a task per command
+                async with asyncio.timeout(_CALL_TIMEOUT):
+                    return await call()
             except Exception as e:
                 if _errors.needs_reload(e):
                     raise _NoScript() from None
@@ -510,7 +514,7 @@ def _client_factory(url: str, cluster: bool) -> Any:
     off (the world decides what may run again), bounded timeouts."""
     options: dict[str, Any] = {
         "retry": Retry(NoBackoff(), 0),
-        "socket_timeout": 30.0,  # > follow's XREAD BLOCK; a stalled link ends
+        "socket_timeout": None,  # each call's deadline is _CALL_TIMEOUT (cheaper)
         "socket_connect_timeout": 5.0,
     }
     try:  # newer redis-py: off, so that the pool checks an idle connection before using

@@ -481,6 +481,58 @@ async def test_busy_writers_push_every_append_to_every_follower(
         await writer.close()
 
 
+async def test_followers_woken_together_read_together_each_its_own_slice(
+    postgres_server: PostgresServer,
+) -> None:
+    """The followers a world's notifications wake at once share one read, and each
+    still gets exactly the entries after its own cursor: two followers of one
+    session at different cursors, a session first written while followed, and a
+    backlog longer than one read's page."""
+    ns = fresh_namespace()
+    writer = PostgresWorld(postgres_server.url, namespace=ns)
+    await writer.setup()
+    await writer.append("a", [NewEntry("e", {"i": i}) for i in range(1, 4)])
+    await writer.append("b", [NewEntry("e", {"i": 1})])
+    follower = PostgresWorld(postgres_server.url, namespace=ns, follow_poll=60.0)
+    cursors = {"a@0": ("a", 0), "a@2": ("a", 2), "b@0": ("b", 0), "c@0": ("c", 0)}
+    streams = {name: follower.follow(sid, after) for name, (sid, after) in cursors.items()}
+
+    async def take(name: str, n: int) -> list[int]:
+        return [(await anext(streams[name])).data["i"] for _ in range(n)]
+
+    pending: list[asyncio.Future[list[int]]] = []
+    try:
+        got = await asyncio.wait_for(
+            asyncio.gather(take("a@0", 3), take("a@2", 1), take("b@0", 1)), 20
+        )
+        assert got == [[1, 2, 3], [3], [1]]
+        pending = [
+            asyncio.ensure_future(take(name, n))
+            for name, n in (("a@0", 2), ("a@2", 2), ("b@0", 1), ("c@0", 1))
+        ]
+        await asyncio.sleep(1.0)  # every follower waits on its notification
+        await asyncio.gather(
+            writer.append("a", [NewEntry("e", {"i": 4}), NewEntry("e", {"i": 5})]),
+            writer.append("b", [NewEntry("e", {"i": 2})]),
+            writer.append("c", [NewEntry("e", {"i": 1})]),
+        )
+        got = await asyncio.wait_for(asyncio.gather(*pending), 20)
+        assert got == [[4, 5], [4, 5], [2], [1]]
+        backlog = [NewEntry("e", {"i": i}) for i in range(6, 1206)]
+        await writer.append("a", backlog[:600])
+        await writer.append("a", backlog[600:])
+        got = await asyncio.wait_for(asyncio.gather(take("a@0", 1200)), 30)
+        assert got == [list(range(6, 1206))]
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for stream in streams.values():
+            await stream.aclose()  # type: ignore[attr-defined]
+        await follower.close()
+        await writer.close()
+
+
 async def test_appends_notify_only_sessions_somebody_follows(
     pg: PostgresWorld, postgres_server: PostgresServer
 ) -> None:

@@ -1,0 +1,63 @@
+"""What the server benchmarks share: a timed loop of concurrent workers, rounds
+that pair each figure with its baseline measured just before it, and percentiles.
+
+A disk's fsync rate on a shared machine drifts by 2x within a minute, so a
+figure and its baseline taken minutes apart can give any ratio. Each round here
+measures the baseline and then the figure back to back, and the ratio printed is
+the median of the rounds' ratios.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+
+async def timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
+    """Run ``step(worker)`` in ``workers`` tasks for ``seconds``; ops/s (step returns ops)."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def loop(k: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            ops = await step(k)  # not `done += await ...`: that reads `done` before awaiting
+            done += ops
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(k) for k in range(workers)))
+    return done / (time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Medians over rounds: the figure, its baseline, and the ratio of each round."""
+
+    value: float
+    raw: float
+    ratio: float
+
+
+async def paired(
+    rounds: int, raw: Callable[[], Awaitable[float]], value: Callable[[], Awaitable[float]]
+) -> Paired:
+    """``rounds`` rounds of ``raw()`` then ``value()``, back to back."""
+    pairs = [(await raw(), await value()) for _ in range(rounds)]
+    return Paired(
+        statistics.median(v for _, v in pairs),
+        statistics.median(r for r, _ in pairs),
+        statistics.median(v / r for r, v in pairs),
+    )
+
+
+async def median_of(rounds: int, value: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median([await value() for _ in range(rounds)])
+
+
+def pct(values: list[float], p: float) -> float:
+    """The ``p``th percentile of ``values`` (seconds), in milliseconds."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
