@@ -30,19 +30,12 @@ async def poll_follow(
     *,
     interval: float = 0.05,
     changed: Callable[[], Awaitable[None]] | None = None,
-    page: int | None = None,
 ) -> AsyncIterator[Entry]:
     """Yield every entry after ``after`` in order, once, then new ones as they land.
 
     ``read(session_id, after)`` must return a contiguous slice (W9), so following
     the last seq yielded can neither skip nor repeat an entry. A log that restarts
     at seq 1 after a ``delete`` is not followed past its old cursor.
-
-    ``page``: the most entries one ``read`` returns, given only when ``changed``
-    returns at once if the log may have grown since the last ``read`` *began*
-    (a version taken before reading, say). A batch shorter than ``page`` then
-    means the follower was caught up when that read began, and it waits on
-    ``changed`` without the empty read that would otherwise confirm it.
     """
     cursor = after
     while True:
@@ -50,7 +43,7 @@ async def poll_follow(
         for entry in batch:
             cursor = entry.seq
             yield entry
-        if batch and (page is None or len(batch) >= page):
+        if batch:
             continue
         if changed is None:
             await asyncio.sleep(interval)

@@ -259,10 +259,7 @@ class PostgresWorld:
             async def changed() -> None:
                 await listener.wait(session_id, seen)
 
-            # W10: ``seen`` is taken before each read, so a short page is caught up
-            async for entry in poll_follow(
-                read, session_id, after, changed=changed, page=_FOLLOW_PAGE
-            ):
+            async for entry in poll_follow(read, session_id, after, changed=changed):
                 yield entry
         finally:
             listener.unsubscribe(session_id)
