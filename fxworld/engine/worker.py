@@ -238,7 +238,6 @@ class _SessionRun(ApprovalAndStop):
         self.tool_specs: tuple[ToolSpec, ...] | None = None
         self.stop_seen = asyncio.Event()  # a stop.requested for the current turn landed
         self._stop_cancelled: set[str] = set()  # execution ids cancelled by a stop
-        self._watcher: asyncio.Task[None] | None = None
 
     async def go(self) -> None:
         renewer = asyncio.create_task(self._renew())
@@ -251,11 +250,9 @@ class _SessionRun(ApprovalAndStop):
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
         finally:
-            for task in (renewer, self._watcher):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
 
     async def _go(self) -> None:
         if await self._nothing_to_do():
@@ -281,7 +278,7 @@ class _SessionRun(ApprovalAndStop):
                     )
                 ]
             )
-        self._watcher = asyncio.create_task(self._watch_for_stop(self.state.last_seq))
+        self._note_stop()
         tools = self.agent.tools
         idempotent = {name: t.idempotent for name, t in tools.items()}
         timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
@@ -347,11 +344,13 @@ class _SessionRun(ApprovalAndStop):
             await self._append([_tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
         elif isinstance(step, RunTools):
             started = time.monotonic()
-            await self._run_tools(step)
+            async with self._watching_for_stop():
+                await self._run_tools(step)
             self._note_step(started)
         elif isinstance(step, CallModel):
             started = time.monotonic()
-            await self._call_model(cur.prompt, cur.turn)
+            async with self._watching_for_stop():
+                await self._call_model(cur.prompt, cur.turn)
             self._note_step(started)
         elif isinstance(step, (RequestApproval, TimeOutApproval, StopTurn)):
             await self._do_approval_or_stop(step)
@@ -708,8 +707,9 @@ class _SessionRun(ApprovalAndStop):
             first = seq - len(entries) + 1
             for i, ne in enumerate(entries):
                 self.state.apply(Entry(self.sid, first + i, ne.kind, ne.data, fence.epoch, now))
-        else:  # prompts landed in between: read them in order
+        else:  # prompts (or a stop) landed in between: read them in order
             await self._catch_up()
+            self._note_stop()
         return seq
 
     async def _catch_up(self) -> None:

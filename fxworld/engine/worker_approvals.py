@@ -6,10 +6,15 @@
   holds nothing. A decision (an unfenced append with a wake) brings a worker back.
 - ``TimeOutApproval``: the worker decides "denied", keyed like a person's decision,
   so whichever lands first stands (W6).
-- Stop: while it runs a session, a worker follows its log; a ``stop.requested``
-  for the current turn sets ``stop_seen``. The model stream is then cut (its saved
-  text stays), no new tool starts, async tools are cancelled (sync ones finish and
-  their result is saved), and ``StopTurn`` appends ``turn.stopped``.
+- Stop: a ``stop.requested`` for the current turn sets ``stop_seen``. A worker
+  sees it at its next append (the append's seq shows an entry of another writer,
+  and the worker reads it), and, while a model call or a tool call has been running
+  for ``WATCH_AFTER`` seconds, by following the session's log. So a session whose
+  steps are quick is not followed at all (on PostgreSQL a followed session costs
+  a NOTIFY and a read per append), and a slow step is cut within about
+  ``WATCH_AFTER`` plus the backend's follow latency. The model stream is then cut
+  (its saved text stays), no new tool starts, async tools are cancelled (sync ones
+  finish and their result is saved), and ``StopTurn`` appends ``turn.stopped``.
 - A wake that finds nothing to do is finished without taking the session (no
   ``fence``): the wake a stop or a decision leaves behind once the run it reached
   has finished (W13).
@@ -21,7 +26,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,6 +56,9 @@ __all__ = ["ApprovalAndStop"]
 logger = logging.getLogger("fxworld.worker")
 T = TypeVar("T")
 _RETRY_PAUSE = 0.1
+WATCH_AFTER = 0.1
+"""Seconds a model call or tool run lasts before the worker follows the log for a
+stop; a quicker step's stop is seen at the worker's next append."""
 
 
 class ApprovalAndStop:
@@ -159,8 +167,28 @@ class ApprovalAndStop:
             await self._retry(lambda: self.world.wake(self.sid, delay=delay))
         logger.info("session %s: waiting for approval; holding nothing", self.sid)
 
-    async def _watch_for_stop(self, after: int) -> None:
-        """Follow the log; set :attr:`stop_seen` when a stop for the current turn lands."""
+    @contextlib.asynccontextmanager
+    async def _watching_for_stop(self) -> AsyncIterator[None]:
+        """Around a model call or a tool run: once it has lasted ``WATCH_AFTER``
+        seconds, follow the log for a stop (from what the worker knew at its start)."""
+        watcher = asyncio.create_task(self._watch_for_stop(self.state.last_seq, WATCH_AFTER))
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    def _note_stop(self) -> None:
+        """After the worker read entries of other writers: a stop among them is seen."""
+        cur = self.state.current
+        if cur is not None and cur.stop:
+            self.stop_seen.set()
+
+    async def _watch_for_stop(self, after: int, delay: float) -> None:
+        """Follow the log after ``delay`` s; set :attr:`stop_seen` when a stop for the
+        current turn lands."""
+        await asyncio.sleep(delay)
         while True:
             follower = self.world.follow(self.sid, after)
             try:

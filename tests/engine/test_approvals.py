@@ -140,6 +140,38 @@ async def test_stop_cancels_a_running_async_tool(tmp_path: Path) -> None:
     assert kinds[-4:] == ["tool.started", "stop.requested", "tool.interrupted", "turn.stopped"]
 
 
+async def test_a_stop_between_quick_steps_is_seen_at_the_next_append(tmp_path: Path) -> None:
+    """Steps quicker than the stop watcher's delay are never followed: the worker
+    sees the stop when its next append shows another writer's entry, and starts
+    no tool after that."""
+    ticks = 0
+    stop_now = asyncio.Event()
+
+    @tool(idempotent=True)
+    async def tick() -> str:
+        """Quick."""
+        nonlocal ticks
+        ticks += 1
+        if ticks == 20:
+            stop_now.set()
+        return "ok"
+
+    agent = make([{"tool": "tick"}] * 200 + ["never said"], tmp_path, tick)
+    session = agent.session()
+    turn = session.prompt("Go.")
+    worker = asyncio.create_task(until_idle(agent))
+    await asyncio.wait_for(stop_now.wait(), 10)
+    await session.stop()
+    with pytest.raises(TurnStopped):
+        await asyncio.wait_for(turn, 10)
+    await worker
+    kinds = [e.kind for e in await session.read()]
+    after_stop = kinds[kinds.index("stop.requested") :]
+    assert after_stop[-1] == "turn.stopped"
+    assert after_stop.count("tool.started") <= 1, after_stop  # the one its append revealed
+    assert ticks < 30
+
+
 async def test_stop_before_the_turn_started_ends_it_without_a_model_call(tmp_path: Path) -> None:
     agent = make(["never said"], tmp_path)
     session = agent.session()
