@@ -660,14 +660,11 @@ async def w14_delete(p: Probe, target: Target) -> None:
     await p.delete("never-existed")
 
 
-BAD_IDS = BAD_SESSION_IDS
-
-
 async def w15_bad_input(p: Probe, target: Target) -> None:
     w = p.world
     good = [NewEntry("message", {"ok": True})]
     await p.append("s", good)
-    for bad in BAD_IDS:
+    for bad in BAD_SESSION_IDS.values():
         calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
             ("append", functools.partial(w.append, bad, good)),
             ("acquire", functools.partial(w.acquire, bad)),
@@ -800,30 +797,60 @@ async def w17_capabilities(p: Probe, target: Target) -> None:
 
 @dataclass(frozen=True)
 class Directed:
+    """One directed check: ``id`` names its pytest test (``w02-fenced-append``),
+    ``name`` its row in the kit's report."""
+
+    id: str
     name: str
     guarantees: tuple[str, ...]
     run: Callable[[Probe, Target], Awaitable[None]]
 
 
 DIRECTED: list[Directed] = [
-    Directed("W1 acquire: epochs grow, fence entries, reserved kinds", ("W1",), w1_acquire),
-    Directed("W2 fenced append: a replaced writer stays refused", ("W2",), w2_fenced_append),
-    Directed("W3 unfenced append between fenced ones", ("W3",), w3_unfenced),
-    Directed("W4 atomic dense batches, JSON round trip, 16 racing writers", ("W4",), w4_atomic),
-    Directed("W5 expect and Conflict.last", ("W5",), w5_expect),
-    Directed("W6 idempotency keys, stale fence, racing retries", ("W6",), w6_key),
-    Directed("W7 append + wake, no wake for a refused append", ("W7",), w7_append_wake),
-    Directed("W8 epochs never decrease along the log", ("W8",), w8_epochs),
-    Directed("W9 paged reads, readers racing writers", ("W9",), w9_read),
-    Directed("W10 follow, new entries, reconnect", ("W10",), w10_follow),
-    Directed("W10 follow stops when its consumer is cancelled", ("W10",), w10_follow_cancel),
-    Directed("W11 wake coalescing and due times", ("W11",), w11_coalesce),
-    Directed("W12 leases, expiry, redelivery, LeaseLost", ("W12",), w12_lease),
-    Directed("W13 finish keeps a re-wake", ("W13",), w13_finish),
-    Directed("W14 delete: log, keys, wake, old fences", ("W14",), w14_delete),
-    Directed("W15 bad input refused before any write", ("W15",), w15_bad_input),
-    Directed("W16 error hierarchy and credentials", ("W16",), w16_errors),
-    Directed("W17 capabilities declared", ("W17",), w17_capabilities),
+    Directed(
+        "w01-acquire", "W1 acquire: epochs grow, fence entries, reserved kinds", ("W1",), w1_acquire
+    ),
+    Directed(
+        "w02-fenced-append",
+        "W2 fenced append: a replaced writer stays refused",
+        ("W2",),
+        w2_fenced_append,
+    ),
+    Directed("w03-unfenced-append", "W3 unfenced append between fenced ones", ("W3",), w3_unfenced),
+    Directed(
+        "w04-atomic-dense-ordered",
+        "W4 atomic dense batches, JSON round trip, 16 racing writers",
+        ("W4",),
+        w4_atomic,
+    ),
+    Directed("w05-expect", "W5 expect and Conflict.last", ("W5",), w5_expect),
+    Directed(
+        "w06-idempotency-key", "W6 idempotency keys, stale fence, racing retries", ("W6",), w6_key
+    ),
+    Directed(
+        "w07-append-wake-is-atomic",
+        "W7 append + wake, no wake for a refused append",
+        ("W7",),
+        w7_append_wake,
+    ),
+    Directed(
+        "w08-epoch-monotone-log", "W8 epochs never decrease along the log", ("W8",), w8_epochs
+    ),
+    Directed("w09-read", "W9 paged reads, readers racing writers", ("W9",), w9_read),
+    Directed("w10-follow", "W10 follow, new entries, reconnect", ("W10",), w10_follow),
+    Directed(
+        "w10-follow-cancelled",
+        "W10 follow stops when its consumer is cancelled",
+        ("W10",),
+        w10_follow_cancel,
+    ),
+    Directed("w11-wake-coalescing", "W11 wake coalescing and due times", ("W11",), w11_coalesce),
+    Directed("w12-lease", "W12 leases, expiry, redelivery, LeaseLost", ("W12",), w12_lease),
+    Directed("w13-finish", "W13 finish keeps a re-wake", ("W13",), w13_finish),
+    Directed("w14-delete", "W14 delete: log, keys, wake, old fences", ("W14",), w14_delete),
+    Directed("w15-bad-input", "W15 bad input refused before any write", ("W15",), w15_bad_input),
+    Directed("w16-errors", "W16 error hierarchy and credentials", ("W16",), w16_errors),
+    Directed("w17-capabilities", "W17 capabilities declared", ("W17",), w17_capabilities),
 ]
 
 
