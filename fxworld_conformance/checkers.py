@@ -1,6 +1,6 @@
 """The checkers of contract section 5: each judges a whole
 :class:`~fxworld_conformance.history.History` of one process-tier run and returns
-the :class:`~fxworld_conformance.history.Violation` s it proves, each naming the
+the :class:`~fxworld_conformance.history.Finding` s it proves, each naming the
 guarantee (W-number) broken and carrying the operations that prove it.
 
 A call whose outcome is unknown (killed, cut, timed out) is judged by what
@@ -20,9 +20,9 @@ from typing import Any
 from fxworld_conformance.history import (
     CLOCK_TOLERANCE,
     EntryDict,
+    Finding,
     History,
     Op,
-    Violation,
     _content,
     _entry_text,
     _short,
@@ -58,7 +58,7 @@ class Check:
 
     name: str
     guarantees: tuple[str, ...]
-    run: Callable[[History], list[Violation]]
+    run: Callable[[History], list[Finding]]
     needs_drain: bool = False
 
 
@@ -94,16 +94,16 @@ def _seen_by_readers(h: History) -> dict[tuple[str, str], list[Op]]:
 # -- checkers -------------------------------------------------------------------------
 
 
-def check_dense(h: History) -> list[Violation]:
+def check_dense(h: History) -> list[Finding]:
     """W4/W9: positions are dense from 1 in the final log, and every read returned a
     contiguous slice starting right after its cursor, at most ``limit`` long."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     for sid, log in h.final.items():
         for k, entry in enumerate(log, 1):
             if entry.get("seq") != k:
                 near = log[max(0, k - 3) : k + 1]
                 out.append(
-                    Violation(
+                    Finding(
                         "W4",
                         f"session {sid}: the log is not dense: position {k} holds seq "
                         f"{entry.get('seq')}",
@@ -120,7 +120,7 @@ def check_dense(h: History) -> list[Violation]:
         seqs = [e.get("seq") for e in op.result]
         if seqs != list(range(after + 1, after + 1 + len(seqs))):
             out.append(
-                Violation(
+                Finding(
                     "W9",
                     f"read(after={after}) is not a contiguous slice from {after + 1}: seqs "
                     f"{_short(seqs)}",
@@ -128,16 +128,14 @@ def check_dense(h: History) -> list[Violation]:
                 )
             )
         elif len(seqs) > limit:
-            out.append(
-                Violation("W9", f"read returned {len(seqs)} entries over limit={limit}", [op])
-            )
+            out.append(Finding("W9", f"read returned {len(seqs)} entries over limit={limit}", [op]))
     return out
 
 
-def check_no_duplicates(h: History) -> list[Violation]:
+def check_no_duplicates(h: History) -> list[Finding]:
     """W4/W6: every entry the kit wrote appears at most once; nothing appears that
     no call wrote; every takeover's epoch appears once."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     keyed = {op.tag for op in h.appends() if op.args.get("key") is not None}
     tags = {op.tag for op in h.appends()}
     for sid, log in h.final.items():
@@ -150,7 +148,7 @@ def check_no_duplicates(h: History) -> list[Violation]:
                 if isinstance(epoch, int):
                     if epoch in epochs:
                         out.append(
-                            Violation(
+                            Finding(
                                 "W1",
                                 f"session {sid}: epoch {epoch} was handed out twice",
                                 [_final_op(sid)],
@@ -161,7 +159,7 @@ def check_no_duplicates(h: History) -> list[Violation]:
                 continue
             if tag is None or tag not in tags:
                 out.append(
-                    Violation(
+                    Finding(
                         "W4",
                         f"session {sid}: seq {entry.get('seq')} holds an entry no call wrote",
                         [_final_op(sid)],
@@ -175,7 +173,7 @@ def check_no_duplicates(h: History) -> list[Violation]:
                 g = "W6" if tag in keyed else "W4"
                 why = "a keyed call landed twice" if g == "W6" else "an entry is duplicated"
                 out.append(
-                    Violation(
+                    Finding(
                         g,
                         f"session {sid}: {why}: batch {tag} entry {index} at seqs "
                         f"{first.get('seq')} and {entry.get('seq')}",
@@ -188,11 +186,11 @@ def check_no_duplicates(h: History) -> list[Violation]:
     return out
 
 
-def check_no_lost(h: History) -> list[Violation]:
+def check_no_lost(h: History) -> list[Finding]:
     """W4/W5/W6/W1: every acknowledged append is in the final log, whole, ending at
     the seq it returned (``expect=n`` starting at ``n + 1``); every acknowledged
     takeover's ``fence`` entry is where its fence says."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     for op in h.appends():
         if op.outcome != "ok" or op.session is None:
             continue
@@ -201,7 +199,7 @@ def check_no_lost(h: History) -> list[Violation]:
         keyed = op.args.get("key") is not None
         if not landed:
             out.append(
-                Violation(
+                Finding(
                     "W4",
                     f"acknowledged append of batch {op.tag} is not in the log",
                     [op, _final_op(op.session)],
@@ -210,7 +208,7 @@ def check_no_lost(h: History) -> list[Violation]:
             continue
         if len({(e.get("data") or {}).get("i") for e in landed}) < n:
             out.append(
-                Violation(
+                Finding(
                     "W4",
                     f"acknowledged append of batch {op.tag} lost entries: {len(landed)} of {n}",
                     [op, _final_op(op.session)],
@@ -220,7 +218,7 @@ def check_no_lost(h: History) -> list[Violation]:
             continue
         if landed[-1].get("seq") != op.result:
             out.append(
-                Violation(
+                Finding(
                     "W6" if keyed and op.args.get("retry_of") else "W4",
                     f"append of batch {op.tag} returned seq {op.result} but its last entry "
                     f"is at seq {landed[-1].get('seq')}",
@@ -231,7 +229,7 @@ def check_no_lost(h: History) -> list[Violation]:
         expect = op.args.get("expect")
         if expect is not None and not keyed and landed[0].get("seq") != expect + 1:
             out.append(
-                Violation(
+                Finding(
                     "W5",
                     f"append with expect={expect} landed at seq {landed[0].get('seq')}",
                     [op, _final_op(op.session)],
@@ -251,7 +249,7 @@ def check_no_lost(h: History) -> list[Violation]:
             or (entry.get("data") or {}).get("epoch") != epoch
         ):
             out.append(
-                Violation(
+                Finding(
                     "W1",
                     f"acknowledged takeover (epoch {epoch}) has no fence entry at seq {seq}",
                     [op, _final_op(op.session)],
@@ -261,10 +259,10 @@ def check_no_lost(h: History) -> list[Violation]:
     return out
 
 
-def check_readers_agree(h: History) -> list[Violation]:
+def check_readers_agree(h: History) -> list[Finding]:
     """W9/W4: every reader that saw a position saw the same entry there, and it is
     the entry the final log holds (no entry changed, moved or vanished)."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     reported: set[tuple[str, int]] = set()
     for op in h.observations():
         assert op.session is not None
@@ -280,7 +278,7 @@ def check_readers_agree(h: History) -> list[Violation]:
                 what = "the final log has no such position" if final is None else "final differs"
                 g = "W10" if op.op == "follow" else "W9"
                 out.append(
-                    Violation(
+                    Finding(
                         g,
                         f"session {op.session}: {op.op} saw seq {seq} as {_entry_text(entry)!r} "
                         f"but {what}",
@@ -302,7 +300,7 @@ def check_readers_agree(h: History) -> list[Violation]:
                 reported.add(key)
                 other, seen = first[key]
                 out.append(
-                    Violation(
+                    Finding(
                         "W9",
                         f"session {op.session}: two readers saw different entries at seq {key[1]}",
                         [other, op],
@@ -312,11 +310,11 @@ def check_readers_agree(h: History) -> list[Violation]:
     return out
 
 
-def check_batches_atomic(h: History) -> list[Violation]:
+def check_batches_atomic(h: History) -> list[Finding]:
     """W4: the entries of one call sit at consecutive positions in order, never
     interleaved with another call; a read that reached the end of the log never
     showed part of a batch."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     by_tag = {op.tag: op for op in h.appends()}
     for sid, log in h.final.items():
         for tag, entries in h.positions(sid).items():
@@ -331,7 +329,7 @@ def check_batches_atomic(h: History) -> list[Violation]:
                 ops = [op for op in (by_tag.get(tag),) if op is not None]
                 between = log[lo - 1 : hi] if hi - lo < 12 else entries
                 out.append(
-                    Violation(
+                    Finding(
                         "W4",
                         f"session {sid}: batch {tag} is "
                         + ("interleaved with other entries" if not contiguous else "out of order"),
@@ -349,7 +347,7 @@ def check_batches_atomic(h: History) -> list[Violation]:
         if isinstance(data, dict) and "b" in data and data.get("i", 0) < data.get("n", 1) - 1:
             writer = by_tag.get(data["b"])
             out.append(
-                Violation(
+                Finding(
                     "W4",
                     f"session {op.session}: a read reached the end of the log in the middle "
                     f"of batch {data['b']} (entry {data.get('i')} of {data.get('n')})",
@@ -360,10 +358,10 @@ def check_batches_atomic(h: History) -> list[Violation]:
     return out
 
 
-def check_refused_no_trace(h: History) -> list[Violation]:
+def check_refused_no_trace(h: History) -> list[Finding]:
     """W2/W5/W3/W6: a refused append (``Fenced``, ``Conflict``) left nothing behind,
     and an unfenced append without ``expect`` was never refused."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     seen = _seen_by_readers(h)
     keyed_landed: dict[str, bool] = {}
     for op in h.appends():
@@ -372,7 +370,7 @@ def check_refused_no_trace(h: History) -> list[Violation]:
         unconditional = op.fence is None and op.args.get("expect") is None
         if op.outcome == "failed" and unconditional:
             out.append(
-                Violation("W3", f"an unfenced append without expect was refused ({op.error})", [op])
+                Finding("W3", f"an unfenced append without expect was refused ({op.error})", [op])
             )
         if op.outcome != "failed":
             continue
@@ -387,7 +385,7 @@ def check_refused_no_trace(h: History) -> list[Violation]:
             if keyed_landed[op.tag]:
                 if _landed(h, op):
                     out.append(
-                        Violation(
+                        Finding(
                             "W6",
                             f"a repeat of keyed batch {op.tag} was refused ({op.error}) although "
                             "a call with its key landed: it must return that call's seq",
@@ -401,7 +399,7 @@ def check_refused_no_trace(h: History) -> list[Violation]:
             g = {"Fenced": "W2", "Conflict": "W5"}.get(op.error or "", "W15")
             where = "is in the final log" if landed else "was seen by a reader"
             out.append(
-                Violation(
+                Finding(
                     g,
                     f"session {op.session}: append refused with {op.error} but batch {op.tag} "
                     f"{where}",
@@ -412,10 +410,10 @@ def check_refused_no_trace(h: History) -> list[Violation]:
     return out
 
 
-def check_indeterminate(h: History) -> list[Violation]:
+def check_indeterminate(h: History) -> list[Finding]:
     """W4: an append whose outcome is unknown (cut, timeout, killed) landed entirely
     or not at all."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     for op in h.appends():
         if op.outcome != "indeterminate" or op.session is None:
             continue
@@ -424,7 +422,7 @@ def check_indeterminate(h: History) -> list[Violation]:
         index = {(e.get("data") or {}).get("i") for e in landed}
         if landed and len(index) != n:
             out.append(
-                Violation(
+                Finding(
                     "W4",
                     f"session {op.session}: an interrupted append of batch {op.tag} landed "
                     f"{len(index)} of its {n} entries",
@@ -435,11 +433,11 @@ def check_indeterminate(h: History) -> list[Violation]:
     return out
 
 
-def check_epochs(h: History) -> list[Violation]:
+def check_epochs(h: History) -> list[Finding]:
     """W8/W1/W2/W3: fenced epochs never decrease along the log; takeovers' epochs
     grow strictly along the log and in real time; each entry carries its call's
     fence epoch (``None`` if unfenced)."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     by_tag = {op.tag: op for op in h.appends()}
     for sid, log in h.final.items():
         high: EntryDict | None = None
@@ -451,7 +449,7 @@ def check_epochs(h: History) -> list[Violation]:
                     isinstance(epoch, int) and epoch > last_fence.get("epoch", 0)
                 ):
                     out.append(
-                        Violation(
+                        Finding(
                             "W1",
                             f"session {sid}: takeover at seq {entry.get('seq')} has epoch {epoch}, "
                             f"not above the earlier takeover's {last_fence.get('epoch')}",
@@ -463,7 +461,7 @@ def check_epochs(h: History) -> list[Violation]:
             if isinstance(epoch, int):
                 if high is not None and epoch < high.get("epoch", 0):
                     out.append(
-                        Violation(
+                        Finding(
                             "W8",
                             f"session {sid}: epoch {epoch} at seq {entry.get('seq')} after epoch "
                             f"{high.get('epoch')} at seq {high.get('seq')}: a replaced writer "
@@ -479,7 +477,7 @@ def check_epochs(h: History) -> list[Violation]:
             if writer is not None and writer.session == sid and writer.fence != epoch:
                 g = "W3" if writer.fence is None else "W2"
                 out.append(
-                    Violation(
+                    Finding(
                         g,
                         f"session {sid}: entry at seq {entry.get('seq')} has epoch {epoch} but "
                         f"its call was given fence epoch {writer.fence}",
@@ -502,7 +500,7 @@ def check_epochs(h: History) -> list[Violation]:
                 k += 1
             if best is not None and op.result["epoch"] <= best.result["epoch"]:
                 out.append(
-                    Violation(
+                    Finding(
                         "W1",
                         f"session {sid}: acquire returned epoch {op.result['epoch']} after an "
                         f"acquire had already returned epoch {best.result['epoch']}",
@@ -538,11 +536,11 @@ def _newest_before(rows: list[tuple[float, int, Op]], t: float) -> tuple[int, Op
     return rows[k - 1][1], rows[k - 1][2]
 
 
-def check_fenced_stays_out(h: History) -> list[Violation]:
+def check_fenced_stays_out(h: History) -> list[Finding]:
     """W2/W1: an append with a fence that was already stale when the call began
     (a greater epoch had been returned) never lands, and a writer once refused with
     ``Fenced`` is refused on every later attempt with that fence."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     rows = _acquired_before(h)
     refused: dict[tuple[str, int], Op] = {}
     for op in h.appends():
@@ -559,7 +557,7 @@ def check_fenced_stays_out(h: History) -> list[Violation]:
         newest = _newest_before(rows.get(op.session, []), op.start)
         if newest is not None and newest[0] > op.fence:
             out.append(
-                Violation(
+                Finding(
                     "W2",
                     f"session {op.session}: a stale fence (epoch {op.fence}) was accepted after "
                     f"epoch {newest[0]} had been handed out",
@@ -571,7 +569,7 @@ def check_fenced_stays_out(h: History) -> list[Violation]:
         first_refusal = refused.get((op.session, op.fence))
         if first_refusal is not None and first_refusal.done < op.start:
             out.append(
-                Violation(
+                Finding(
                     "W2",
                     f"session {op.session}: the writer with epoch {op.fence} was refused, then "
                     "accepted again",
@@ -582,10 +580,10 @@ def check_fenced_stays_out(h: History) -> list[Violation]:
     return out
 
 
-def check_new_epoch_refuses_old(h: History) -> list[Violation]:
+def check_new_epoch_refuses_old(h: History) -> list[Finding]:
     """W12/W2: when a wake is delivered again to a new worker, which takes over the
     session, the old worker (frozen or slow past its lease) is refused from then on."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     takeovers = [
         op
         for op in h.ops
@@ -605,7 +603,7 @@ def check_new_epoch_refuses_old(h: History) -> list[Violation]:
                 and other.done < op.start
             ):
                 out.append(
-                    Violation(
+                    Finding(
                         "W12",
                         f"session {op.session}: after the wake was delivered again and the new "
                         f"worker took over with epoch {other.result['epoch']}, the old worker's "
@@ -634,11 +632,11 @@ def _takes_of(h: History, session: str, tokens: set[Any]) -> list[Op]:
     ]
 
 
-def check_follow(h: History) -> list[Violation]:
+def check_follow(h: History) -> list[Finding]:
     """W10: each follow yielded every entry after its cursor, in order, once; a
     follower that reconnected with the last seq it saw continued with no gap and no
     duplicate (each follower's view is a prefix of the log)."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     chains: dict[tuple[str, str], list[Op]] = defaultdict(list)
     for op in h.observations():
         if op.op != "follow":
@@ -649,7 +647,7 @@ def check_follow(h: History) -> list[Violation]:
         seqs = [e.get("seq") for e in op.result]
         if seqs != list(range(after + 1, after + 1 + len(seqs))):
             out.append(
-                Violation(
+                Finding(
                     "W10",
                     f"session {op.session}: follow(after={after}) yielded seqs {_short(seqs)}: "
                     "a gap, a duplicate or out of order",
@@ -665,7 +663,7 @@ def check_follow(h: History) -> list[Violation]:
                 first = op.result[0].get("seq")
                 if first != cursor + 1:
                     out.append(
-                        Violation(
+                        Finding(
                             "W10",
                             f"session {sid}: reconnecting after seq {cursor} resumed at "
                             f"seq {first}",
@@ -679,11 +677,11 @@ def check_follow(h: History) -> list[Violation]:
     return out
 
 
-def check_reads_monotone(h: History) -> list[Violation]:
+def check_reads_monotone(h: History) -> list[Finding]:
     """W9: one caller's reads never go backwards: once it saw seq n, a later read
     that reached the end of the log ends at n or beyond (no entry vanished, no hole
     appeared behind what it saw)."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     per: dict[tuple[str, str], list[Op]] = defaultdict(list)
     for op in h.observations():
         if op.outcome == "ok" or op.op == "follow":
@@ -709,7 +707,7 @@ def check_reads_monotone(h: History) -> list[Violation]:
             short = len(op.result) < int(op.args.get("limit", 1000))
             if short and after < best[0] and end < best[0]:
                 out.append(
-                    Violation(
+                    Finding(
                         "W9",
                         f"session {sid}: this caller saw seq {best[0]}, then a read found the log "
                         f"ending at seq {end}",
@@ -755,7 +753,7 @@ def _lease_ops(h: History) -> dict[str, list[Op]]:
     return out
 
 
-def check_wakes_never_early(h: History) -> list[Violation]:
+def check_wakes_never_early(h: History) -> list[Finding]:
     """W11/W13: a first delivery (attempt 1) of a session's wake happens only once
     some request for it that was not already consumed by a finished delivery was due.
 
@@ -763,7 +761,7 @@ def check_wakes_never_early(h: History) -> list[Violation]:
     delivery is finished (coalescing, W11); one that arrived during the lease is not
     (W13) and keeps the due time it asked for.
     """
-    out: list[Violation] = []
+    out: list[Finding] = []
     requests = _requests(h)
     lease_ops = _lease_ops(h)
     for sid, takes in _deliveries(h).items():
@@ -790,7 +788,7 @@ def check_wakes_never_early(h: History) -> list[Violation]:
             ]
             if not any(r.start + _delay(r) <= take.done + CLOCK_TOLERANCE for r in candidates):
                 out.append(
-                    Violation(
+                    Finding(
                         "W11",
                         f"session {sid}: a wake was delivered before any pending request for it "
                         "was due",
@@ -818,12 +816,12 @@ def _owes_wake(h: History, r: Op) -> bool:
     )
 
 
-def check_wakes_never_lost(h: History) -> list[Violation]:
+def check_wakes_never_lost(h: History) -> list[Finding]:
     """W7/W13: every acknowledged wake request (``wake()`` or ``append(wake=)``) was
     delivered by some take that ended after the request began: a request that
     arrived while a lease was held survives that lease's finish. An append whose
     call never returned but whose entries landed owes its wake too."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     deliveries = _deliveries(h)
     lease_ops = _lease_ops(h)
     for sid, ops in _requests(h).items():
@@ -845,7 +843,7 @@ def check_wakes_never_lost(h: History) -> list[Violation]:
             if r.outcome != "ok":
                 what = "an interrupted append(wake=) whose entries landed asked for a wake that"
             out.append(
-                Violation(
+                Finding(
                     g,
                     f"session {sid}: {what} was never delivered" + (held if finishes else ""),
                     [*before, r, *finishes, *([_final_op(sid)] if r.outcome != "ok" else [])],
@@ -855,11 +853,11 @@ def check_wakes_never_lost(h: History) -> list[Violation]:
     return out
 
 
-def check_lease_redelivery(h: History) -> list[Violation]:
+def check_lease_redelivery(h: History) -> list[Finding]:
     """W12: while a lease lasts nobody else gets the session's wake; a lease not
     finished is delivered again (``attempt + 1``) once it expires; a lease that was
     superseded can no longer be renewed or finished."""
-    out: list[Violation] = []
+    out: list[Finding] = []
     lease_ops = _lease_ops(h)
     takes_all = [op for op in h.ops if op.op == "take_wake"]
     unknown_takes = [op for op in takes_all if op.outcome == "indeterminate"]
@@ -876,7 +874,7 @@ def check_lease_redelivery(h: History) -> list[Violation]:
                 finishing = [f for f in mine if f.op == "finish_wake" and f.start < nxt.done]
                 if not finishing and nxt.done < expiry - CLOCK_TOLERANCE:
                     out.append(
-                        Violation(
+                        Finding(
                             "W12",
                             f"session {sid}: its wake was handed out again "
                             f"{expiry - nxt.done:.2f}s before the first lease expired",
@@ -888,7 +886,7 @@ def check_lease_redelivery(h: History) -> list[Violation]:
                 want = int(take.result.get("attempt", 0)) + 1
                 if not finished and not unclear and nxt.result.get("attempt") != want:
                     out.append(
-                        Violation(
+                        Finding(
                             "W12",
                             f"session {sid}: an expired lease was delivered again with attempt "
                             f"{nxt.result.get('attempt')}, not {want}",
@@ -898,7 +896,7 @@ def check_lease_redelivery(h: History) -> list[Violation]:
                 for r in mine:
                     if r.outcome == "ok" and r.start > nxt.done:
                         out.append(
-                            Violation(
+                            Finding(
                                 "W12",
                                 f"session {sid}: {r.op} of a lease succeeded after the wake had "
                                 "been handed to another worker",
@@ -911,7 +909,7 @@ def check_lease_redelivery(h: History) -> list[Violation]:
                 )
                 if not done_ok:
                     out.append(
-                        Violation(
+                        Finding(
                             "W12",
                             f"session {sid}: a lease that was never finished (its worker died or "
                             "lost it) was not delivered again",
@@ -921,14 +919,14 @@ def check_lease_redelivery(h: History) -> list[Violation]:
     return out
 
 
-def check_errors_typed(h: History) -> list[Violation]:
+def check_errors_typed(h: History) -> list[Finding]:
     """W16: every error a world raised is one of fxworld's (driver errors never leak)."""
     bad = [op for op in h.ops if not op.typed]
     if not bad:
         return []
     kinds = sorted({op.error or "?" for op in bad})
     return [
-        Violation(
+        Finding(
             "W16",
             f"{len(bad)} operations raised errors outside fxworld.errors: {'; '.join(kinds[:3])}",
             bad[:4],
@@ -957,10 +955,10 @@ CHECKS: list[Check] = [
 """Every checker, in report order."""
 
 
-def run_checks(h: History) -> list[tuple[Check, list[Violation]]]:
+def run_checks(h: History) -> list[tuple[Check, list[Finding]]]:
     """Run every checker on ``h``; a checker that needs a drained history and does
     not have one is given no violations."""
-    results: list[tuple[Check, list[Violation]]] = []
+    results: list[tuple[Check, list[Finding]]] = []
     for check in CHECKS:
         if check.needs_drain and not h.drained:
             results.append((check, []))

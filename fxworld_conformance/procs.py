@@ -83,11 +83,11 @@ from fxworld_conformance.checkers import CHECKS, check_errors_typed
 from fxworld_conformance.history import (
     Done,
     EntryDict,
+    Finding,
     History,
     ListSink,
     Op,
     Recorder,
-    Violation,
     batch_entries,
     entry_dicts,
     fence_dict,
@@ -148,7 +148,7 @@ class ProcessRun:
     """The world's capabilities with the target's extra ones."""
     fault_log: list[Op] = field(default_factory=list)
     """Each fault applied, as an operation of the process ``kit (faults)``."""
-    unreadable: Violation | None = None
+    unreadable: Finding | None = None
     """Set when the world could not be read back after the run: the history
     cannot be judged, and this says why, with the failing operations."""
 
@@ -171,7 +171,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
         for k in range(prof.rounds):
             runs.append(await run_workload(target, prof, seed + 7919 * k))
     except Unopenable as e:
-        return [_unjudgeable_row([e.violation], seed, time.monotonic() - started)]
+        return [_unjudgeable_row([e.finding], seed, time.monotonic() - started)]
     for run in runs:
         if run.unreadable is not None:
             found = [run.unreadable, *check_errors_typed(run.history)]
@@ -191,7 +191,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
     }
     seconds = time.monotonic() - started
     for check in CHECKS:
-        violations: list[tuple[History, Violation]] = []
+        violations: list[tuple[History, Finding]] = []
         try:
             for run in runs:
                 if check.needs_drain and not run.history.drained:
@@ -221,7 +221,7 @@ async def _process_checks(target: Target, prof: Profile, seed: int) -> list[Chec
 
 
 def _unjudgeable_row(
-    found: list[Violation], seed: int, seconds: float, t0: float = 0.0
+    found: list[Finding], seed: int, seconds: float, t0: float = 0.0
 ) -> CheckResult:
     broken = sorted({v.guarantee for v in found}, key=lambda g: int(g[1:]))
     return CheckResult(
@@ -237,7 +237,7 @@ def _unjudgeable_row(
 def _row(
     name: str,
     guarantees: tuple[str, ...],
-    found: list[tuple[History, Violation]],
+    found: list[tuple[History, Finding]],
     ops: int,
     seconds: float,
     extra: dict[str, Any],
@@ -262,7 +262,7 @@ FAULTS = "kit (faults)"
 """The process name under which applied faults are recorded in a history."""
 
 
-def _faults_near(h: History, v: Violation) -> str:
+def _faults_near(h: History, v: Finding) -> str:
     """The faults applied shortly before or while the violation's operations ran."""
     timed = [op for op in v.ops if math.isfinite(op.start)]
     if not timed:
@@ -477,7 +477,7 @@ async def run_workload(
     written = {op.session for op in ops if op.op == "append" and op.session is not None}
     for sid in dict.fromkeys([*sessions, *_PROBE_SESSIONS, *sorted(written)]):
         log = await _read_all(world, sid, kit, prof)
-        if isinstance(log, Violation):
+        if isinstance(log, Finding):
             run.unreadable = log
             break
         final[sid] = log
@@ -926,9 +926,9 @@ class _TaskHarness(_Harness):
 class Unopenable(Exception):
     """The world could not be opened and set up: nothing can be judged."""
 
-    def __init__(self, violation: Violation) -> None:
-        super().__init__(violation.message)
-        self.violation = violation
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
 
 
 async def _reopen(
@@ -950,7 +950,7 @@ async def _reopen(
             name = f"{type(e).__module__}.{type(e).__qualname__}: {e}"
             g = "W16" if not isinstance(e, WorldError) else "W9"
             why = f"the world could not be opened and set up: {name}"
-            raise Unopenable(Violation(g, why)) from e
+            raise Unopenable(Finding(g, why)) from e
 
 
 async def _call(
@@ -1087,7 +1087,7 @@ async def _retry_interrupted(world: World, rec: Recorder, prof: Profile, ops: li
     landed: set[str] = set()
     for sid in sorted(s for s in interrupted if s is not None):
         log = await _read_all(world, sid, rec, prof)
-        if not isinstance(log, Violation):
+        if not isinstance(log, Finding):
             landed.update(t for t in (hist.entry_tag(e) for e in log) if t is not None)
     for op in ops:
         key, n = op.args.get("key"), int(op.args.get("n", 1))
@@ -1196,7 +1196,7 @@ async def _probes(world: World, rec: Recorder, prof: Profile) -> None:
 
 async def _read_all(
     world: World, sid: str, rec: Recorder, prof: Profile
-) -> list[EntryDict] | Violation:
+) -> list[EntryDict] | Finding:
     """The whole log of ``sid``, paged and recorded, retried a few times; a
     violation if the world cannot be read once every process has stopped."""
     failures: list[Op] = []
@@ -1221,7 +1221,7 @@ async def _read_all(
         failures.append(_last_op(rec, sid, done))
         await asyncio.sleep(0.5)
     g = "W9" if all(op.typed for op in failures) else "W16"
-    return Violation(g, f"after the run, reading session {sid} keeps failing", failures)
+    return Finding(g, f"after the run, reading session {sid} keeps failing", failures)
 
 
 def _last_op(rec: Recorder, sid: str, done: Done) -> Op:
@@ -1263,7 +1263,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
     try:
         world = await _reopen(target, namespace, prof.op_timeout, retry_for=0.0)
     except Unopenable as e:
-        return _unjudgeable_row([e.violation], seed, time.time() - started)
+        return _unjudgeable_row([e.finding], seed, time.time() - started)
     try:
         keyed: list[str] = []
         for k in range(4):
@@ -1294,10 +1294,10 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
         await asyncio.sleep(1.1)
         drained = await _drain(world, rec, prof)
         final: dict[str, list[EntryDict]] = {}
-        unreadable: list[Violation] = []
+        unreadable: list[Finding] = []
         for sid in sessions:
             log = await _read_all(world, sid, rec, prof)
-            if isinstance(log, Violation):
+            if isinstance(log, Finding):
                 unreadable.append(log)
             else:
                 final[sid] = log
@@ -1322,7 +1322,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             found.append(
                 (
                     h,
-                    Violation(
+                    Finding(
                         "W7",
                         f"the pending wake of {sid} did not survive the restart",
                         [o for o in ops if o.session == sid],
