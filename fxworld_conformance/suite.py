@@ -13,12 +13,11 @@
 Each check is its own test (``test_directed[w02-fenced-append]``,
 ``test_stateful[log]``, ``test_processes``, ...), so pytest shows which guarantee
 failed (``-k w02`` picks one, ``-m "not fxworld_slow"`` leaves out the state
-machines and the process tier); a failure
-message starts with the guarantee it proves broken and carries the shrunk steps
-or the history excerpt. Without an override, ``fxworld_target`` comes from the
-plugin option ``--fxworld-world``. ``fxworld_profile`` (``ci``) and
-``fxworld_seed`` (0) are fixtures too, from ``--fxworld-profile`` and
-``--fxworld-seed``.
+machines and the process tier); a failure message starts with the guarantee it
+proves broken and carries the shrunk steps or the history excerpt. Without an
+override, ``fxworld_target`` comes from the plugin option ``--fxworld-world``.
+``fxworld_profile`` (``ci``) and ``fxworld_seed`` (0) are fixtures too, from
+``--fxworld-profile`` and ``--fxworld-seed``.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ BAD_LIMITS: list[Any] = [0, -1, 1.5, "10", True, 2**64]
 BAD_AFTERS: list[Any] = [-1, 1.5, "1", 2**64]
 BAD_DELAYS: list[Any] = [-1, -0.001, float("nan"), float("inf"), "1", True, 1e300]
 BAD_LEASES: list[Any] = [0, -1, float("nan"), float("inf"), "1", False, 1e300]
-BAD_KEYS: list[Any] = ["", "k" * 257, 5]
+BAD_KEYS: dict[str, Any] = {"empty": "", "257-chars": "k" * 257, "int": 5}
 
 
 def e(kind: str = "msg", **data: Any) -> NewEntry:
