@@ -8,23 +8,24 @@ from typing import Any
 
 __all__ = ["BAD_SESSION_IDS"]
 
-BAD_SESSION_IDS: list[Any] = [
-    "",
-    "x" * 129,
-    "x" * 200,
-    "a/b",
-    "../x",
-    "a b",
-    "a\u0000b",
-    "café",
-    "a*",
-    "a;drop",
-    "a\nb",
-    "s1\n",
-    "{x}",
-    None,
-    7,
-    b"ab",
-]
+BAD_SESSION_IDS: dict[str, Any] = {
+    "empty": "",
+    "129-chars": "x" * 129,
+    "200-chars": "x" * 200,
+    "slash": "a/b",
+    "dot-dot": "../x",
+    "space": "a b",
+    "nul": "a\u0000b",
+    "non-ascii": "café",
+    "star": "a*",
+    "semicolon": "a;drop",
+    "newline": "a\nb",
+    "trailing-newline": "s1\n",
+    "braces": "{x}",
+    "none": None,
+    "int": 7,
+    "bytes": b"ab",
+}
 """Empty, too long, path-like, spaces and control characters, non-ASCII, quoting
-and query characters, a trailing newline, and values that are not strings."""
+and query characters, a trailing newline, and values that are not strings; each
+under the id its pytest test shows."""

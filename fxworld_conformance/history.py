@@ -21,7 +21,7 @@ the call that wrote it, the *batch id*; a keyed retry reuses the first call's id
 ``i`` (its index in the batch) and ``n`` (the batch's size). After the run the kit
 reads every session's whole log (the *final read*) and the checkers compare
 it with what every process saw and was told. A checker returns a list of
-:class:`Violation`; each names the guarantee (W-number) it proves broken and
+:class:`Finding`; each names the guarantee (W-number) it proves broken and
 carries the operations that prove it.
 
 Processes write their records as JSON lines (one line when an operation starts,
@@ -53,7 +53,7 @@ __all__ = [
     "Outcome",
     "Op",
     "History",
-    "Violation",
+    "Finding",
     "Recorder",
     "FileSink",
     "ListSink",
@@ -173,8 +173,10 @@ class History:
 
 
 @dataclass
-class Violation:
-    """A broken guarantee and the operations that prove it."""
+class Finding:
+    """What a history checker found: a broken guarantee and the operations that
+    prove it. (A directed check or a state machine raises
+    :class:`~fxworld_conformance.model.Violation` instead.)"""
 
     guarantee: str
     message: str

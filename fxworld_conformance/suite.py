@@ -10,28 +10,34 @@
         def fxworld_target(self):
             return Target(url="mydb://localhost/test")   # or Target(factory=make_world)
 
-Each check is its own test (``test_w02_fenced_append``, ``test_stateful_log``,
-``test_processes``, ...), so pytest shows which guarantee failed; a failure
-message starts with the guarantee it proves broken and carries the shrunk steps
-or the history excerpt. Without an override, ``fxworld_target`` comes from the
-plugin option ``--fxworld-world``. ``fxworld_profile`` (``ci``) and
-``fxworld_seed`` (0) are fixtures too, from ``--fxworld-profile`` and
-``--fxworld-seed``.
+Each check is its own test (``test_directed[w02-fenced-append]``,
+``test_stateful[log]``, ``test_processes``, ...), so pytest shows which guarantee
+failed (``-k w02`` picks one, ``-m "not fxworld_slow"`` leaves out the state
+machines and the process tier); a failure message starts with the guarantee it
+proves broken and carries the shrunk steps or the history excerpt. Without an
+override, ``fxworld_target`` comes from the plugin option ``--fxworld-world``.
+``fxworld_profile`` (``ci``) and ``fxworld_seed`` (0) are fixtures too, from
+``--fxworld-profile`` and ``--fxworld-seed``.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-
 import pytest
 
+from fxworld_conformance.directed import DIRECTED
 from fxworld_conformance.examples import WorldExamples
-from fxworld_conformance.report import GUARANTEES, CheckResult
-from fxworld_conformance.runner import check_names, run_check
+from fxworld_conformance.report import CheckResult
+from fxworld_conformance.runner import run_check
+from fxworld_conformance.stateful import MACHINES
 from fxworld_conformance.target import Target
 
-__all__ = ["WorldConformance", "WorldSuite", "assert_results"]
+__all__ = [
+    "WorldConformance",
+    "WorldSuite",
+    "assert_results",
+    "DIRECTED_CHECKS",
+    "MACHINE_CHECKS",
+]
 
 
 def assert_results(results: list[CheckResult]) -> None:
@@ -51,38 +57,48 @@ def assert_results(results: list[CheckResult]) -> None:
         pytest.skip("; ".join(f"{r.name}: {r.detail}" for r in results))
 
 
-def _make_test(name: str) -> Callable[..., None]:
-    def test(
-        self: WorldConformance, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
-    ) -> None:
-        assert_results(run_check(name, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
+DIRECTED_CHECKS = [pytest.param(d.name, id=d.id) for d in DIRECTED]
+"""The directed checks as ``pytest.param``: the check's name, with its id
+(``w02-fenced-append``)."""
 
-    test.__doc__ = f"Conformance check: {name}."
-    return test
-
-
-def _test_name(name: str) -> str:
-    m = re.match(r"W(\d+) ", name)
-    if m:
-        slug = re.sub(r"\W+", "_", GUARANTEES[f"W{m.group(1)}"]).strip("_").lower()
-        if "cancel" in name:
-            slug += "_cancelled"
-        return f"test_w{int(m.group(1)):02d}_{slug}"
-    return "test_" + re.sub(r"\W+", "_", name).strip("_").lower()
+MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name in MACHINES]
+"""The state machines as ``pytest.param``: ``stateful log`` as ``log``, ..."""
 
 
 @pytest.mark.fxworld
 class WorldConformance:
-    """All of the kit's checks, one test each. Override the ``fxworld_target``
-    fixture (or pass ``--fxworld-world``)."""
+    """All of the kit's checks, one test each: ``test_directed[w02-fenced-append]``,
+    ``test_stateful[log]``, ``test_processes``. Override the ``fxworld_target``
+    fixture (or pass ``--fxworld-world``). A subclass may override a tier's test
+    (to assert more about its results, or run it at another size); an override of
+    ``test_directed`` or ``test_stateful`` parametrizes over
+    :data:`DIRECTED_CHECKS` or :data:`MACHINE_CHECKS` again."""
 
+    @pytest.mark.parametrize("check", DIRECTED_CHECKS)
+    def test_directed(
+        self, check: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        """One directed check: a short scenario of one guarantee."""
+        assert_results(run_check(check, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
 
-for _name in check_names():
-    _test = _make_test(_name)
-    if not _name.startswith("W"):
-        _test = pytest.mark.fxworld_slow(_test)
-    setattr(WorldConformance, _test_name(_name), _test)
-del _name, _test
+    @pytest.mark.fxworld_slow
+    @pytest.mark.parametrize("machine", MACHINE_CHECKS)
+    def test_stateful(
+        self, machine: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        """One state machine: random call sequences checked against the model."""
+        assert_results(
+            run_check(machine, fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+        )
+
+    @pytest.mark.fxworld_slow
+    def test_processes(
+        self, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        """The process tier: OS processes racing with crashes, one result per row."""
+        assert_results(
+            run_check("processes", fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+        )
 
 
 class WorldSuite(WorldConformance, WorldExamples):

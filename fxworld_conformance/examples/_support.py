@@ -19,7 +19,7 @@ OTHER = "s2"
 LIVE = 5.0  # seconds: generous liveness timeout on a loaded machine
 
 RESERVED_KINDS = ["fence", "fence.x", "fencepost"]
-BAD_KINDS: list[Any] = ["", "k" * 65, 5, None]
+BAD_KINDS: dict[str, Any] = {"empty": "", "65-chars": "k" * 65, "int": 5, "none": None}
 NON_OBJECT_DATA: list[Any] = [[], [1, 2], "text", None, 5, 1.5, True]
 
 
@@ -31,19 +31,19 @@ def nested(depth: int) -> dict[str, Any]:
     return out
 
 
-NON_JSON_DATA: list[Any] = [
-    {"a": object()},
-    {"a": {1, 2}},
-    {"a": b"bytes"},
-    {"a": float("nan")},
-    {"a": float("inf")},
-    {"a": {"deep": float("-inf")}},
-    {"a": (1, 2)},
-    {1: "int key"},
-    {(1, 2): "tuple key"},
-    {"a": datetime(2020, 1, 1)},
-    nested(5000),  # nested too deeply
-]
+NON_JSON_DATA: dict[str, Any] = {
+    "object": {"a": object()},
+    "set": {"a": {1, 2}},
+    "bytes": {"a": b"bytes"},
+    "nan": {"a": float("nan")},
+    "inf": {"a": float("inf")},
+    "nested-minus-inf": {"a": {"deep": float("-inf")}},
+    "tuple": {"a": (1, 2)},
+    "int-key": {1: "int key"},
+    "tuple-key": {(1, 2): "tuple key"},
+    "datetime": {"a": datetime(2020, 1, 1)},
+    "nested-5000-deep": nested(5000),
+}
 BAD_ENTRY_LISTS: list[Any] = [[], "abc", NewEntry("k", {}), [("k", {})], [{"kind": "k"}]]
 # 2**64 and 1e300 fit no backend's integer or timestamp: refused, never a driver error
 BAD_EXPECTS: list[Any] = [-1, 1.5, "3", True, 2**64]
@@ -51,7 +51,7 @@ BAD_LIMITS: list[Any] = [0, -1, 1.5, "10", True, 2**64]
 BAD_AFTERS: list[Any] = [-1, 1.5, "1", 2**64]
 BAD_DELAYS: list[Any] = [-1, -0.001, float("nan"), float("inf"), "1", True, 1e300]
 BAD_LEASES: list[Any] = [0, -1, float("nan"), float("inf"), "1", False, 1e300]
-BAD_KEYS: list[Any] = ["", "k" * 257, 5]
+BAD_KEYS: dict[str, Any] = {"empty": "", "257-chars": "k" * 257, "int": 5}
 
 
 def e(kind: str = "msg", **data: Any) -> NewEntry:

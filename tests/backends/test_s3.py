@@ -17,7 +17,7 @@ from fxworld import NewEntry, open_world
 from fxworld.errors import ConfigurationError, WorldError
 from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
-from fxworld_conformance.suite import assert_results
+from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
 from fxworld_s3 import S3World
 from tests.support.namespaces import fresh_namespace
 from tests.support.s3_server import SECRET_KEY, S3Server
@@ -51,13 +51,12 @@ class TestS3World(WorldSuite):
         )
 
     @pytest.mark.fxworld_slow
-    @pytest.mark.parametrize("machine", ["stateful log", "stateful wakes"])
-    def test_machines(self, fxworld_target: Target, fxworld_seed: int, machine: str) -> None:
+    @pytest.mark.parametrize("machine", MACHINE_CHECKS)
+    def test_stateful(
+        self, machine: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
         profile = os.environ.get("FXWORLD_S3_KIT_PROFILE", "quick")
         assert_results(run_check(machine, fxworld_target, profile=profile, seed=fxworld_seed))
-
-    test_stateful_log = None  # run by test_machines, at the size chosen above
-    test_stateful_wakes = None
 
     @pytest.mark.fxworld_slow
     def test_processes(

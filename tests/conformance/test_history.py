@@ -20,11 +20,11 @@ from fxworld_conformance import history as hist
 from fxworld_conformance.checkers import CHECKS
 from fxworld_conformance.history import (
     FileSink,
+    Finding,
     History,
     ListSink,
     Op,
     Recorder,
-    Violation,
     load_records,
     read_record_file,
 )
@@ -133,8 +133,8 @@ def good() -> Builder:
 
 
 def fails(
-    checker: Callable[[History], list[Violation]], h: History, guarantee: str, *needles: str
-) -> Violation:
+    checker: Callable[[History], list[Finding]], h: History, guarantee: str, *needles: str
+) -> Finding:
     found = checker(h)
     assert found, f"{checker.__name__} found nothing wrong"
     text = "\n".join(v.render() for v in found)
@@ -454,7 +454,7 @@ def test_check_errors_typed() -> None:
     assert leak in v.ops
 
 
-def test_violation_render_names_guarantee_and_operations() -> None:
+def test_finding_render_names_guarantee_and_operations() -> None:
     b = good()
     stale = b.op("writer-0", "append", "s", result=8, n=1, fence=1)
     b.land("s", stale, 1)

@@ -64,7 +64,7 @@ async def buggy_check(p: Probe, target: Target) -> None:
 
 
 def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
-    d = Directed("W4 a check with a bug", ("W4",), buggy_check)
+    d = Directed("w04-buggy", "W4 a check with a bug", ("W4",), buggy_check)
     row = _directed(d, Target(factory=MemoryWorld), run_directed)
     assert row.status == "error" and row.guarantees == ()
     assert "kit error" in row.detail and "Traceback" in row.detail and "check_dense" in row.detail
