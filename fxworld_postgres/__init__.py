@@ -25,7 +25,10 @@ How it keeps the contract:
   with polling as the fallback (W10). Appends notify only for sessions somebody
   follows, and not in their own commit: each world sends one NOTIFY for all its
   appends to followed sessions since the last one was sent, on a connection of its
-  own, right after they commit (a NOTIFY in every commit serialises commits).
+  own, right after they commit (a NOTIFY in every commit serialises commits), and
+  with ``synchronous_commit`` off (it carries no data). The followers of a world
+  that one batch of notifications wakes read together: one statement for all their
+  cursors (``_Listener.read``).
 * Wakes are rows keyed by session, taken with ``FOR UPDATE SKIP LOCKED`` on the
   server's clock; ``take_wakes(lease=, limit=)`` takes a batch.
 * Driver errors are translated in ``_errors``: a lost connection is

@@ -171,13 +171,19 @@ class ApprovalAndStop:
     async def _watching_for_stop(self) -> AsyncIterator[None]:
         """Around a model call or a tool run: once it has lasted ``WATCH_AFTER``
         seconds, follow the log for a stop (from what the worker knew at its start)."""
-        watcher = asyncio.create_task(self._watch_for_stop(self.state.last_seq, WATCH_AFTER))
+        after = self.state.last_seq
+        watcher: list[asyncio.Task[None]] = []  # a timer, not a task, for a quick step
+        timer = asyncio.get_running_loop().call_later(
+            WATCH_AFTER, lambda: watcher.append(asyncio.create_task(self._watch_for_stop(after)))
+        )
         try:
             yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            timer.cancel()
+            for task in watcher:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def _note_stop(self) -> None:
         """After the worker read entries of other writers: a stop among them is seen."""
@@ -185,10 +191,8 @@ class ApprovalAndStop:
         if cur is not None and cur.stop:
             self.stop_seen.set()
 
-    async def _watch_for_stop(self, after: int, delay: float) -> None:
-        """Follow the log after ``delay`` s; set :attr:`stop_seen` when a stop for the
-        current turn lands."""
-        await asyncio.sleep(delay)
+    async def _watch_for_stop(self, after: int) -> None:
+        """Follow the log; set :attr:`stop_seen` when a stop for the current turn lands."""
         while True:
             follower = self.world.follow(self.sid, after)
             try:
