@@ -57,6 +57,36 @@ async def median_of(rounds: int, value: Callable[[], Awaitable[float]]) -> float
     return statistics.median([await value() for _ in range(rounds)])
 
 
+class Rows:
+    """The rows of a benchmark's table, each printed as it is measured.
+
+    ``raw(workers)`` measures the baseline at a concurrency; a row given
+    ``workers`` is paired with it round by round, the others are plain medians.
+    """
+
+    def __init__(self, rounds: int, raw: Callable[[int], Awaitable[float]]) -> None:
+        self.rounds = rounds
+        self.raw = raw
+        self.rows: list[tuple[str, str, str, str]] = []  # name, value, raw, ratio
+
+    async def add(
+        self,
+        name: str,
+        unit: str,
+        value: Callable[[], Awaitable[float]],
+        workers: int | None = None,
+    ) -> None:
+        if workers is None:
+            v = await median_of(self.rounds, value)
+            self.rows.append((name, f"{v:,.0f} {unit}", "", ""))
+            print(f"  {name}: {v:,.0f} {unit}", flush=True)
+            return
+        n = workers
+        m = await paired(self.rounds, lambda: self.raw(n), value)
+        self.rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
+        print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
+
+
 def pct(values: list[float], p: float) -> float:
     """The ``p``th percentile of ``values`` (seconds), in milliseconds."""
     ordered = sorted(values)

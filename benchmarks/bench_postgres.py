@@ -26,7 +26,6 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -34,7 +33,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import median_of, paired, pct, timed
+from _measure import Rows, pct, timed
 
 from fxworld import NewEntry
 from fxworld_postgres import PostgresWorld
@@ -171,22 +170,8 @@ async def wake_rate(url: str, workers: int, count: int) -> float:
 
 
 async def main(url: str, seconds: float, rounds: int) -> None:
-    rows: list[tuple[str, str, str, str]] = []
-
-    async def row(
-        name: str,
-        unit: str,
-        value: Callable[[], Awaitable[float]],
-        workers: int | None = None,
-    ) -> None:
-        if workers is None:
-            v = await median_of(rounds, value)
-            rows.append((name, f"{v:,.0f} {unit}", "", ""))
-            print(f"  {name}: {v:,.0f} {unit}", flush=True)
-            return
-        m = await paired(rounds, lambda: raw_insert_rate(url, workers, seconds), value)
-        rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
-        print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
+    table = Rows(rounds, lambda workers: raw_insert_rate(url, workers, seconds))
+    row = table.add
 
     print(f"measuring, {rounds} rounds of {seconds:g} s each ...", flush=True)
     await row("append, 1 session", "/s", lambda: world_append_rate(url, 1, seconds), 1)
@@ -209,7 +194,7 @@ async def main(url: str, seconds: float, rounds: int) -> None:
     print()
     print(f"{'measure':48} {'PostgresWorld':>20} {'raw INSERT':>14} {'ratio':>7}")
     print("-" * 92)
-    for name, value, raw, ratio in rows:
+    for name, value, raw, ratio in table.rows:
         print(f"{name:48} {value:>20} {raw:>14} {ratio:>7}")
     print(
         f"{'follow latency p50 / p99 (append -> yield)':48} "

@@ -16,7 +16,7 @@ Rows: fenced single-entry appends/s with 1 and 8 sessions; batches of 10 entries
 wakes taken and finished per second with 8 workers (one at a time, and
 ``take_wakes(limit=10)``, the batch's leases finished side by side); engine tool steps/s (a turn
 of no-op tool calls, scripted model); follow latency p50/p99 (append call to
-follower yield, another world); server memory per stored 200-byte entry.
+follower yield, another world) beside one plain ``XADD``'s; server memory per stored 200-byte entry.
 Targets (issue 12): >= 70 % of raw XADD at 8 sessions, follow p99 <= 5 ms,
 >= 3,000 wakes/s.
 """
@@ -30,14 +30,13 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import median_of, paired, pct, timed
+from _measure import Rows, pct, timed
 from redis.asyncio import Redis, RedisCluster
 
 from fxworld import Agent, NewEntry, tool
@@ -69,6 +68,27 @@ async def raw_xadd_rate(url: str, workers: int, seconds: float) -> float:
         for k in range(workers):
             await client.delete(f"{prefix}:{k}")
         await client.aclose()
+
+
+async def raw_xadd_latency(url: str, n: int) -> list[float]:
+    """Seconds per plain ``XADD`` (with appendfsync always: the fsync), one client,
+    paced as ``follow_latency``: what any durable push waits for at least."""
+    cluster = "cluster=true" in url
+    base = url.split("?", 1)[0]
+    client: Any = RedisCluster.from_url(base) if cluster else Redis.from_url(base)
+    key = f"bench_lat_{uuid.uuid4().hex[:8]}"
+    data = json.dumps(PAYLOAD)
+    out = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            await client.xadd(key, {"k": "message", "d": data})
+            out.append(time.perf_counter() - t)
+            await asyncio.sleep(0.002)
+    finally:
+        await client.delete(key)
+        await client.aclose()
+    return out
 
 
 async def world_append_rate(url: str, workers: int, seconds: float, *, batch: int = 1) -> float:
@@ -175,22 +195,8 @@ async def memory_per_entry(url: str, n: int = 2000) -> float:
 
 
 async def measure(label: str, url: str, seconds: float, rounds: int) -> None:
-    rows: list[tuple[str, str, str, str]] = []
-
-    async def row(
-        name: str,
-        unit: str,
-        value: Callable[[], Awaitable[float]],
-        workers: int | None = None,
-    ) -> None:
-        if workers is None:
-            v = await median_of(rounds, value)
-            rows.append((name, f"{v:,.0f} {unit}", "", ""))
-            print(f"  {name}: {v:,.0f} {unit}", flush=True)
-            return
-        m = await paired(rounds, lambda: raw_xadd_rate(url, workers, seconds), value)
-        rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
-        print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
+    table = Rows(rounds, lambda workers: raw_xadd_rate(url, workers, seconds))
+    row = table.add
 
     print(f"measuring {label}, {rounds} rounds of {seconds:g} s each ...", flush=True)
     await row("fenced append, 1 session", "/s", lambda: world_append_rate(url, 1, seconds), 1)
@@ -207,16 +213,18 @@ async def measure(label: str, url: str, seconds: float, rounds: int) -> None:
     )
     await row("engine tool steps (1 turn, no-op tools)", "steps/s", lambda: engine_steps(url, 200))
     lat = await follow_latency(url, 400)
+    raw_lat = await raw_xadd_latency(url, 400)
     memory = await memory_per_entry(url)
     print()
     print(f"{label}")
     print(f"{'measure':44} {'RedisWorld':>20} {'raw XADD':>12} {'ratio':>6}")
     print("-" * 86)
-    for name, value, raw, ratio in rows:
+    for name, value, raw, ratio in table.rows:
         print(f"{name:44} {value:>20} {raw:>12} {ratio:>6}")
     print(
         f"{'follow latency p50 / p99 (append -> yield)':44} "
-        f"{pct(lat, 50):>8.2f} / {pct(lat, 99):.2f} ms"
+        f"{pct(lat, 50):>8.2f} / {pct(lat, 99):.2f} ms "
+        f"{pct(raw_lat, 50):>5.2f} / {pct(raw_lat, 99):.2f} ms (one XADD)"
     )
     print(f"{'server memory per stored 200-byte entry':44} {memory:>17,.0f} B")
     print()
