@@ -4,10 +4,11 @@ Prints a table per target (nothing is asserted): a throwaway local redis-server
 (AOF, appendfsync always) and a local three-master Redis Cluster, or the URL given.
 Every figure is measured in the same run on the same server as its baseline: a
 redis-py loop of plain ``XADD`` of the same 200-byte payload with the same
-concurrency, so the ratio says what fxworld's fenced script costs over the
-cheapest durable append the server can do. Each figure is the median of
-``--rounds`` rounds, each round measuring the baseline just before the figure
-(the disk's fsync rate drifts; see ``_measure.py``).
+concurrency, on a client made as the world makes its own, so the ratio says what
+fxworld's fenced script costs over the cheapest durable append the server can do.
+Each figure is the median of ``--rounds`` rounds, each round measuring the
+baseline just before the figure (the disk's fsync rate drifts; see
+``_measure.py``).
 
     python benchmarks/bench_redis.py                    # one server and a Cluster
     python benchmarks/bench_redis.py --url redis://host:6379/0 [--seconds 3]
@@ -37,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import Rows, pct, timed
-from redis.asyncio import Redis, RedisCluster
 
 from fxworld import Agent, NewEntry, tool
 from fxworld.testing import ScriptedModel
@@ -51,9 +51,9 @@ def _world(url: str, ns: str) -> RedisWorld:
 
 
 async def raw_xadd_rate(url: str, workers: int, seconds: float) -> float:
-    cluster = "cluster=true" in url
-    base = url.split("?", 1)[0]
-    client: Any = RedisCluster.from_url(base) if cluster else Redis.from_url(base)
+    world = _world(url, "bench_raw")  # its client: the world's settings, no script
+    await world.setup()
+    client: Any = world.client
     prefix = f"bench_raw_{uuid.uuid4().hex[:8]}"
     data = json.dumps(PAYLOAD)
 
@@ -67,15 +67,15 @@ async def raw_xadd_rate(url: str, workers: int, seconds: float) -> float:
     finally:
         for k in range(workers):
             await client.delete(f"{prefix}:{k}")
-        await client.aclose()
+        await world.close()
 
 
 async def raw_xadd_latency(url: str, n: int) -> list[float]:
     """Seconds per plain ``XADD`` (with appendfsync always: the fsync), one client,
     paced as ``follow_latency``: what any durable push waits for at least."""
-    cluster = "cluster=true" in url
-    base = url.split("?", 1)[0]
-    client: Any = RedisCluster.from_url(base) if cluster else Redis.from_url(base)
+    world = _world(url, "bench_raw")  # its client: the world's settings, no script
+    await world.setup()
+    client: Any = world.client
     key = f"bench_lat_{uuid.uuid4().hex[:8]}"
     data = json.dumps(PAYLOAD)
     out = []
@@ -87,7 +87,7 @@ async def raw_xadd_latency(url: str, n: int) -> list[float]:
             await asyncio.sleep(0.002)
     finally:
         await client.delete(key)
-        await client.aclose()
+        await world.close()
     return out
 
 
