@@ -14,6 +14,12 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fxworld import NewEntry
+
+if TYPE_CHECKING:
+    from fxworld.protocol import World
 
 
 async def timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
@@ -85,6 +91,29 @@ class Rows:
         m = await paired(self.rounds, lambda: self.raw(n), value)
         self.rows.append((name, f"{m.value:,.0f} {unit}", f"{m.raw:,.0f} /s", f"{m.ratio:.0%}"))
         print(f"  {name}: {m.value:,.0f} {unit} (raw {m.raw:,.0f}/s, {m.ratio:.0%})", flush=True)
+
+
+async def follow_latency(writer: World, follower: World, n: int) -> list[float]:
+    """Seconds from ``writer``'s append call to ``follower``'s yield of it, ``n``
+    times, paced 2 ms apart; both worlds on one namespace, closed afterwards."""
+    await writer.setup()
+    stream = follower.follow("s")
+    await writer.append("s", [NewEntry("start", {})])
+    await anext(stream)
+    out = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            await writer.append("s", [NewEntry("message", {"i": i})])
+            entry = await anext(stream)
+            out.append(time.perf_counter() - t)
+            assert entry.data == {"i": i}
+            await asyncio.sleep(0.002)
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        await follower.close()
+        await writer.close()
+    return out
 
 
 def pct(values: list[float], p: float) -> float:

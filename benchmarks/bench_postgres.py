@@ -33,7 +33,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import Rows, pct, timed
+from _measure import Rows, follow_latency, pct, timed
 
 from fxworld import NewEntry
 from fxworld_postgres import PostgresWorld
@@ -122,30 +122,6 @@ async def world_append_rate(
         await world.close()
 
 
-async def follow_latency(url: str, n: int) -> list[float]:
-    ns = "bench_" + uuid.uuid4().hex[:8]
-    writer = PostgresWorld(url, namespace=ns)
-    follower = PostgresWorld(url, namespace=ns)
-    await writer.setup()
-    stream = follower.follow("s")
-    await writer.append("s", [NewEntry("start", {})])
-    await anext(stream)
-    out = []
-    try:
-        for i in range(n):
-            t = time.perf_counter()
-            await writer.append("s", [NewEntry("message", {"i": i})])
-            entry = await anext(stream)
-            out.append(time.perf_counter() - t)
-            assert entry.data == {"i": i}
-            await asyncio.sleep(0.002)
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]
-        await follower.close()
-        await writer.close()
-    return out
-
-
 async def wake_rate(url: str, workers: int, count: int) -> float:
     ns = "bench_" + uuid.uuid4().hex[:8]
     world = PostgresWorld(url, namespace=ns, pool_size=workers)
@@ -189,7 +165,9 @@ async def main(url: str, seconds: float, rounds: int) -> None:
         8,
     )
     await row("wakes taken + finished, 8 workers", "/s", lambda: wake_rate(url, 8, 2000))
-    lat = await follow_latency(url, 400)
+    ns = "bench_" + uuid.uuid4().hex[:8]
+    writer, follower = PostgresWorld(url, namespace=ns), PostgresWorld(url, namespace=ns)
+    lat = await follow_latency(writer, follower, 400)
     raw_lat = await raw_insert_latency(url, 400)
     print()
     print(f"{'measure':48} {'PostgresWorld':>20} {'raw INSERT':>14} {'ratio':>7}")

@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import Rows, pct, timed
+from _measure import Rows, follow_latency, pct, timed
 
 from fxworld import Agent, NewEntry, tool
 from fxworld.testing import ScriptedModel
@@ -106,29 +106,6 @@ async def world_append_rate(url: str, workers: int, seconds: float, *, batch: in
         return await timed(workers, seconds, step)
     finally:
         await world.close()
-
-
-async def follow_latency(url: str, n: int) -> list[float]:
-    ns = "bench_" + uuid.uuid4().hex[:8]
-    writer, follower = _world(url, ns), _world(url, ns)
-    await writer.setup()
-    stream = follower.follow("s")
-    await writer.append("s", [NewEntry("start", {})])
-    await anext(stream)
-    out = []
-    try:
-        for i in range(n):
-            t = time.perf_counter()
-            await writer.append("s", [NewEntry("message", {"i": i})])
-            entry = await anext(stream)
-            out.append(time.perf_counter() - t)
-            assert entry.data == {"i": i}
-            await asyncio.sleep(0.002)
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]
-        await follower.close()
-        await writer.close()
-    return out
 
 
 async def wake_rate(url: str, workers: int, count: int, *, batch: int = 1) -> float:
@@ -212,7 +189,8 @@ async def measure(label: str, url: str, seconds: float, rounds: int) -> None:
         "wakes, 8 workers taking 10 at a time", "/s", lambda: wake_rate(url, 8, 6000, batch=10)
     )
     await row("engine tool steps (1 turn, no-op tools)", "steps/s", lambda: engine_steps(url, 200))
-    lat = await follow_latency(url, 400)
+    ns = "bench_" + uuid.uuid4().hex[:8]
+    lat = await follow_latency(_world(url, ns), _world(url, ns), 400)
     raw_lat = await raw_xadd_latency(url, 400)
     memory = await memory_per_entry(url)
     print()
