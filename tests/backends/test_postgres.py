@@ -5,7 +5,6 @@ namespaces, the application's engine, concurrent migrations, untouched data)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import sys
 import time
@@ -35,6 +34,7 @@ from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_postgres import PostgresWorld
 from fxworld_postgres._schema import MIGRATIONS
+from tests.support.counting_proxy import CountingProxy
 from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
 
@@ -109,67 +109,40 @@ async def _snapshot(server: PostgresServer, namespace: str) -> dict[str, str]:
         await conn.close()
 
 
-class RoundTripCounter:
-    """A TCP proxy in front of the server counting the client's round trips: each
-    simple ``Query`` or extended-protocol ``Sync`` message is one."""
+class RoundTripCounter(CountingProxy):
+    """Counts the client's round trips: each simple ``Query`` or extended-protocol
+    ``Sync`` message is one."""
 
     def __init__(self, server: PostgresServer) -> None:
+        super().__init__(server.host, server.port)
         self.server = server
-        self.round_trips = 0
-        self._srv: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.port = 0
 
-    async def __aenter__(self) -> RoundTripCounter:
-        self._srv = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._srv.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._srv is not None
-        self._srv.close()
-        for t in list(self._tasks):
-            t.cancel()
+    @property
+    def round_trips(self) -> int:
+        return self.count
 
     def url(self, namespace: str) -> str:
         s = self.server
         auth = f"{s.user}:{s.password}" if s.password else s.user
         return f"postgresql://{auth}@127.0.0.1:{self.port}/{s.database}?namespace={namespace}"
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_r, up_w = await asyncio.open_connection(self.server.host, self.server.port)
-        for coro in (self._client_to_server(reader, up_w), self._pipe(up_r, writer)):
-            task = asyncio.create_task(coro)
-            self._tasks.add(task)
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
-    async def _client_to_server(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = False
-        with contextlib.suppress(Exception):
-            while True:
-                if not started:  # SSLRequest / StartupMessage: no type byte
-                    head = await reader.readexactly(8)
-                    (length, code) = struct.unpack("!ii", head)
-                    body = await reader.readexactly(length - 8)
-                    started = code == 196608
-                    writer.write(head + body)
-                else:
-                    kind = await reader.readexactly(1)
-                    (length,) = struct.unpack("!i", await reader.readexactly(4))
-                    body = await reader.readexactly(length - 4)
-                    if kind in (b"Q", b"S"):
-                        self.round_trips += 1
-                    writer.write(kind + struct.pack("!i", length) + body)
-                await writer.drain()
-        writer.close()
+        while True:
+            if not started:  # SSLRequest / StartupMessage: no type byte
+                head = await reader.readexactly(8)
+                (length, code) = struct.unpack("!ii", head)
+                body = await reader.readexactly(length - 8)
+                started = code == 196608
+                writer.write(head + body)
+            else:
+                kind = await reader.readexactly(1)
+                (length,) = struct.unpack("!i", await reader.readexactly(4))
+                body = await reader.readexactly(length - 4)
+                if kind in (b"Q", b"S"):
+                    self.count += 1
+                writer.write(kind + struct.pack("!i", length) + body)
+            await writer.drain()
 
 
 # -- PostgreSQL specifics --------------------------------------------------------------

@@ -6,7 +6,6 @@ partitions, Cluster slots, delete, credentials)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_redis import RedisWorld
+from tests.support.counting_proxy import CountingProxy
 from tests.support.namespaces import fresh_namespace
 from tests.support.redis_server import PASSWORD, LocalRedis, RedisCluster, RedisServer
 
@@ -124,56 +124,31 @@ def _snapshot(client: redis.Redis, namespace: str) -> dict[bytes, object]:
     return out
 
 
-class CommandCounter:
-    """A TCP proxy in front of the server counting the commands the client sends
-    (each top-level RESP array is one); commands run inside a script are not."""
+class CommandCounter(CountingProxy):
+    """Counts the commands the client sends (each top-level RESP array is one);
+    commands run inside a script are not."""
 
     def __init__(self, server: RedisServer) -> None:
+        super().__init__(server.host, server.port)
         self.server = server
-        self.commands = 0
-        self._srv: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.port = 0
 
-    async def __aenter__(self) -> CommandCounter:
-        self._srv = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._srv.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._srv is not None
-        self._srv.close()
-        for t in list(self._tasks):
-            t.cancel()
+    @property
+    def commands(self) -> int:
+        return self.count
 
     def url(self, namespace: str) -> str:
         return f"redis://:{self.server.password}@127.0.0.1:{self.port}/0?namespace={namespace}"
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_r, up_w = await asyncio.open_connection(self.server.host, self.server.port)
-        for coro in (self._count(reader, up_w), self._pipe(up_r, writer)):
-            task = asyncio.create_task(coro)
-            self._tasks.add(task)
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
-    async def _count(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            while line := await reader.readline():
-                parts = [line]
-                if line.startswith(b"*"):
-                    for _ in range(int(line[1:-2])):
-                        head = await reader.readline()
-                        parts += [head, await reader.readexactly(int(head[1:-2]) + 2)]
-                    self.commands += 1
-                writer.write(b"".join(parts))
-                await writer.drain()
-        writer.close()
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            parts = [line]
+            if line.startswith(b"*"):
+                for _ in range(int(line[1:-2])):
+                    head = await reader.readline()
+                    parts += [head, await reader.readexactly(int(head[1:-2]) + 2)]
+                self.count += 1
+            writer.write(b"".join(parts))
+            await writer.drain()
 
 
 def _evalsha_calls(client: redis.Redis) -> int:
