@@ -278,7 +278,6 @@ class _SessionRun(ApprovalAndStop):
                     )
                 ]
             )
-        self._note_stop()
         tools = self.agent.tools
         idempotent = {name: t.idempotent for name, t in tools.items()}
         timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
