@@ -161,7 +161,7 @@ async def memory_per_entry(url: str, n: int = 2000) -> float:
     try:
         for _ in range(0, n, 100):
             await world.append("mem", [NewEntry("message", PAYLOAD)] * 100)
-        keys = world._keys("mem")
+        keys = await world._keys("mem")
         client: Any = world.client
         used = 0
         for key in (keys.log("mem"), keys.meta("mem")):

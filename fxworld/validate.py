@@ -89,21 +89,36 @@ def namespace(value: object) -> str:
     return value
 
 
-def _too_deep(data: object) -> bool:
-    """Whether ``data`` nests more than :data:`MAX_DATA_DEPTH` containers (no recursion)."""
-    stack: list[tuple[object, int]] = [(data, 1)]
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _unfaithful(data: dict[Any, Any]) -> str | None:
+    """Why ``data`` would not decode from its JSON back to itself, or ``None``.
+
+    One walk over the containers (no recursion) finds what ``json.dumps`` would
+    change silently: a key that is not a string (it becomes one) and a tuple (it
+    becomes an array), and nesting deeper than :data:`MAX_DATA_DEPTH`. Values of
+    other types are left to the encoder, which refuses them.
+    """
+    stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list | tuple):
-            children = value
-        else:
-            continue
         if depth > MAX_DATA_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+            return f"entry data is nested more than {MAX_DATA_DEPTH} deep"
+        if isinstance(value, dict):
+            for k, child in value.items():
+                if not isinstance(k, str):
+                    return f"entry data has a key that is not a string: {k!r:.40}"
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
+        elif isinstance(value, tuple):
+            return "entry data holds a tuple (JSON would make it an array)"
+        else:
+            stack.extend((child, depth + 1) for child in value if isinstance(child, _CONTAINERS))
+    return None
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> str:
@@ -111,22 +126,15 @@ def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> st
     that decodes back to itself, or that is over ``max_bytes`` encoded."""
     if not isinstance(data, dict):
         raise InvalidEntry(f"entry data must be a JSON object (dict), not {type(data).__name__}")
-    if _too_deep(data):
-        raise InvalidEntry(f"entry data is nested more than {MAX_DATA_DEPTH} deep")
+    why = _unfaithful(data)
+    if why is not None:
+        raise InvalidEntry(why)
     try:
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(data)
     except (TypeError, ValueError) as e:
         raise InvalidEntry(f"entry data is not JSON: {e}") from None
     except RecursionError:
         raise InvalidEntry("entry data is nested too deeply") from None
-    try:
-        same = json.loads(text) == data
-    except RecursionError:
-        raise InvalidEntry("entry data is nested too deeply") from None
-    if not same:
-        raise InvalidEntry(
-            "entry data does not survive JSON unchanged (non-string keys or tuples?)"
-        )
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

@@ -115,15 +115,19 @@ local function enqueue(wk, due, sid, at)
 end
 """
 
-# KEYS: meta, log, keys, wake, due, sessions. ARGV: sid, epoch|'', expect|'', key|'', wake µs|'',
-# then kind, data pairs. Reply: {status, seq}.
+# KEYS: meta, log, sessions, then keys when the call has a key, then wake and due when
+# it has a wake (each call declares exactly the keys it may touch). ARGV[1] is the
+# head '<epoch>,<expect>,<wake µs>,<sid>,<key>', each part '' when not given (a
+# session id holds no comma, so the key is the rest); then one '<data>\n<kind>'
+# per entry (compact JSON never holds a raw newline). Few arguments, because
+# redis-py packs each one in Python. Reply: {status, seq}.
 APPEND = (
     _COMMON
     + """
-local meta, log, keys = KEYS[1], KEYS[2], KEYS[3]
-local sid, epoch, expect, key, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local epoch, expect, wake, sid, key = string.match(ARGV[1], '^(%d*),(%d*),(%d*),([^,]*),(.*)$')
+local meta, log = KEYS[1], KEYS[2]
 if key ~= '' then  -- W6: checked first, even before the fence
-  local landed = redis.call('HGET', keys, key)
+  local landed = redis.call('HGET', KEYS[4], key)
   if landed then return {0, tonumber(landed)} end
 end
 local m = redis.call('HMGET', meta, 'epoch', 'last')
@@ -131,15 +135,21 @@ local last = tonumber(m[2] or '0')
 if epoch ~= '' and epoch ~= m[1] then return {1, tonumber(m[1] or '0')} end  -- W2
 if expect ~= '' and tonumber(expect) ~= last then return {2, last} end          -- W5
 local t = now_us()
-if last == 0 then redis.call('ZADD', KEYS[6], 0, sid) end
-for i = 6, #ARGV, 2 do  -- W4: the whole batch at consecutive positions, in one script
+local at = string.format('%d', t)
+if last == 0 then redis.call('ZADD', KEYS[3], 0, sid) end
+for i = 2, #ARGV do  -- W4: the whole batch at consecutive positions, in one script
+  local entry = ARGV[i]
+  local nl = string.find(entry, '\\n', 1, true)
   last = last + 1
-  redis.call('XADD', log, string.format('%d-0', last),
-    'k', ARGV[i], 'd', ARGV[i + 1], 'e', epoch, 't', string.format('%d', t))
+  redis.call('XADD', log, string.format('%d-0', last), 'k', string.sub(entry, nl + 1),
+    'd', string.sub(entry, 1, nl - 1), 'e', epoch, 't', at)
 end
 redis.call('HSET', meta, 'last', last)
-if key ~= '' then redis.call('HSET', keys, key, last) end
-if wake ~= '' then enqueue(KEYS[4], KEYS[5], sid, t + tonumber(wake)) end  -- W7
+if key ~= '' then redis.call('HSET', KEYS[4], key, last) end
+if wake ~= '' then  -- W7
+  local w = key ~= '' and 5 or 4
+  enqueue(KEYS[w], KEYS[w + 1], sid, t + tonumber(wake))
+end
 return {0, last}
 """
 )

@@ -21,6 +21,7 @@ from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
 from fxworld_redis import _errors, _scripts
+from fxworld_redis._deadline import Deadlines
 from fxworld_redis._scripts import Keys
 
 __all__ = ["RedisWorld"]
@@ -101,12 +102,14 @@ class RedisWorld:
         self._asked_partitions = partitions
         self._durable_arg = durable
         self.partitions = partitions or _DEFAULT_PARTITIONS[self.cluster]
+        self._parts = _partitions(self.namespace, self.partitions)  # again at setup()
         # ``durable`` only once setup() checked the server (W17)
         self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
         self._sha = {name: hashlib.sha1(s.encode()).hexdigest() for name, s in _SCRIPTS.items()}
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadlines: Deadlines  # made for each event loop, with the loop
         self._turn = 0  # which partition wins a tie in a Cluster's peek
         self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
         self._peeked_at = 0.0
@@ -150,6 +153,7 @@ class RedisWorld:
         caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
         self.capabilities = frozenset(caps)
         self.partitions = await self._retrying("setup", self._fix_partitions, idempotent=True)
+        self._parts = _partitions(self.namespace, self.partitions)
         await self._retrying("setup", self._load_scripts, idempotent=True)
         self._ready = True
 
@@ -168,7 +172,7 @@ class RedisWorld:
 
     async def acquire(self, session_id: str) -> Fence:
         validate.session_id(session_id)
-        k = self._keys(session_id)
+        k = await self._keys(session_id)
         epoch, seq = await self._script(
             "acquire", [k.meta(session_id), k.log(session_id), k.epochs, k.sessions], [session_id]
         )
@@ -193,18 +197,23 @@ class RedisWorld:
             wake=wake,
             max_bytes=self.max_entry_bytes,
         )
-        args: list[str | bytes] = [
-            session_id,
-            "" if fence is None else str(fence.epoch),
-            "" if expect is None else str(expect),
-            b"" if key is None else key.encode("utf-8", "surrogatepass"),
-            "" if wake is None else str(_micros(wake)),
-        ]
+        k = await self._keys(session_id)
+        keys = [k.meta(session_id), k.log(session_id), k.sessions]
+        head = (
+            f"{'' if fence is None else fence.epoch},{'' if expect is None else expect},"
+            f"{'' if wake is None else _micros(wake)},{session_id},"
+        ).encode()
+        if key is not None:
+            keys.append(k.keys(session_id))
+            head += key.encode("utf-8", "surrogatepass")
+        if wake is not None:
+            keys += [k.wake(session_id), k.due]
+        args = [head]
         for kind, data in encoded:
-            args += [kind.encode("utf-8", "surrogatepass"), data.encode("utf-8")]
+            args.append(data.encode() + b"\n" + kind.encode("utf-8", "surrogatepass"))
         status, seq = await self._script(
             "append",
-            self._keys(session_id).session(session_id),
+            keys,
             args,
             idempotent=key is not None,  # W6: a keyed repeat lands once
         )
@@ -221,7 +230,7 @@ class RedisWorld:
     async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
         validate.session_id(session_id)
         validate.read_args(after, limit)
-        log = self._keys(session_id).log(session_id)
+        log = (await self._keys(session_id)).log(session_id)
         rows = await self._script("read", [log], [str(after + 1), str(limit)], idempotent=True)
         return [_entry(session_id, row) for row in rows]
 
@@ -234,7 +243,7 @@ class RedisWorld:
         """W10: read what is there, then block in ``XREAD`` until the log grows past
         the cursor (pushed: the server answers as the appending script ends)."""
         cursor = after
-        log = self._keys(session_id).log(session_id)
+        log = (await self._keys(session_id)).log(session_id)
         while True:
             batch = await self.read(session_id, cursor)
             for entry in batch:
@@ -264,7 +273,7 @@ class RedisWorld:
     async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
         validate.session_id(session_id)
         seconds = validate.delay(delay)
-        k = self._keys(session_id)
+        k = await self._keys(session_id)
         await self._script(
             "wake",
             [k.wake(session_id), k.due],
@@ -287,10 +296,10 @@ class RedisWorld:
         """
         micros = str(_micros(validate.lease(lease)))
         validate.read_args(0, limit)
-        parts = [Keys.of(self.namespace, p) for p in range(self.partitions)]
+        await self._ensure_ready()
+        parts = self._parts
         if not self.cluster:
             return await self._take(parts, micros, limit)
-        await self._ensure_ready()
         peeked = False
         if not self._ready_parts or time.monotonic() - self._peeked_at > _PEEK_EVERY:
             await self._peek(parts)
@@ -336,7 +345,7 @@ class RedisWorld:
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         micros = _micros(validate.lease(lease))
         validate.held(wake)
-        k = self._keys(wake.session_id)
+        k = await self._keys(wake.session_id)
         status, until = await self._script(
             "renew",
             [k.wake(wake.session_id), k.due],
@@ -349,7 +358,7 @@ class RedisWorld:
 
     async def finish_wake(self, wake: WakeLease) -> None:
         validate.held(wake)
-        k = self._keys(wake.session_id)
+        k = await self._keys(wake.session_id)
         status = await self._script(
             "finish", [k.wake(wake.session_id), k.due], [wake.session_id, wake.token]
         )
@@ -360,9 +369,8 @@ class RedisWorld:
 
     async def delete(self, session_id: str) -> None:
         validate.session_id(session_id)
-        await self._script(
-            "delete", self._keys(session_id).session(session_id), [session_id], idempotent=True
-        )
+        keys = (await self._keys(session_id)).session(session_id)
+        await self._script("delete", keys, [session_id], idempotent=True)
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, ascending, greater than ``after``
@@ -370,12 +378,12 @@ class RedisWorld:
         if not isinstance(after, str):
             raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
         validate.read_args(0, limit)
-        lists = [Keys.of(self.namespace, p).sessions for p in range(self.partitions)]
+        await self._ensure_ready()
+        lists = [k.sessions for k in self._parts]
         args: list[str | bytes] = [after, str(min(limit, validate.MAX_SEQ))]
         if not self.cluster:
             found = await self._script("sessions", lists, args, idempotent=True)
         else:
-            await self._ensure_ready()
             parts = await asyncio.gather(
                 *(self._script("sessions", [key], args, idempotent=True) for key in lists)
             )
@@ -384,22 +392,30 @@ class RedisWorld:
 
     # -- the one way to the server -------------------------------------------------------
 
-    def _keys(self, session_id: str) -> Keys:
-        return Keys.of(self.namespace, _scripts.partition_of(session_id, self.partitions))
+    async def _keys(self, session_id: str) -> Keys:
+        """The keys of the session's partition, of the count that setup() fixed."""
+        if not self._ready:
+            await self._ensure_ready()
+        return self._parts[_scripts.partition_of(session_id, self.partitions)]
 
     async def _script(
-        self, name: str, keys: list[str], args: list[str | bytes], *, idempotent: bool = False
+        self,
+        name: str,
+        keys: Sequence[str],
+        args: Sequence[str | bytes],
+        *,
+        idempotent: bool = False,
     ) -> Any:
         """Run script ``name``: one ``EVALSHA``, one round trip. A script the server
         lost (restart, failover, ``SCRIPT FLUSH``) is loaded again and run again."""
-        await self._ensure_ready()
+        if not self._ready or self._loop is not asyncio.get_running_loop():
+            await self._ensure_ready()
+        command = ("EVALSHA", self._sha[name], len(keys), *keys, *args)
         reloads = 0
         while True:
             try:
                 return await self._retrying(
-                    name,
-                    lambda: self._client.evalsha(self._sha[name], len(keys), *keys, *args),
-                    idempotent=idempotent,
+                    name, self._client.execute_command, *command, idempotent=idempotent
                 )
             except _NoScript:
                 reloads += 1
@@ -412,20 +428,15 @@ class RedisWorld:
     async def _command(self, what: str, *args: str) -> Any:
         """One plain command that is safe to repeat (``XREAD`` for follow)."""
         await self._ensure_ready()
-        return await self._retrying(
-            what, lambda: self._client.execute_command(*args), idempotent=True
-        )
+        return await self._retrying(what, self._client.execute_command, *args, idempotent=True)
 
-    async def _retrying(self, what: str, call: Any, *, idempotent: bool) -> Any:
-        """Await ``call()``, running it again while ``_errors.retry_safe`` allows,
-        then translate what is left (W16)."""
+    async def _retrying(self, what: str, call: Any, *args: Any, idempotent: bool) -> Any:
+        """Await ``call(*args)`` within ``_CALL_TIMEOUT``, running it again while
+        ``_errors.retry_safe`` allows, then translate what is left (W16)."""
         attempt = 0
         while True:
             try:
-                # the deadline is ours, not the client's socket_timeout: redis-py
-                # bounds each send with asyncio.wait_for, a task per command
-                async with asyncio.timeout(_CALL_TIMEOUT):
-                    return await call()
+                return await self._deadlines.run(call, *args)
             except Exception as e:
                 if _errors.needs_reload(e):
                     raise _NoScript() from None
@@ -458,6 +469,7 @@ class RedisWorld:
         if self._loop is not None and self._owns_client:
             self._client = self._make()
         self._ready_lock = None
+        self._deadlines = Deadlines(_CALL_TIMEOUT)
         self._loop = loop
 
     async def _durable(self) -> bool | None:
@@ -507,6 +519,10 @@ class _NoScript(Exception):
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def _partitions(namespace: str, count: int) -> list[Keys]:
+    return [Keys.of(namespace, p) for p in range(count)]
 
 
 def _client_factory(url: str, cluster: bool) -> Any:

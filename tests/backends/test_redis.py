@@ -6,6 +6,7 @@ partitions, Cluster slots, delete, credentials)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
@@ -29,9 +30,11 @@ from fxworld.errors import (
     LeaseLost,
 )
 from fxworld_conformance import Target, WorldSuite
+from fxworld_conformance.proxy import TcpProxy
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_redis import RedisWorld
+from fxworld_redis._deadline import Deadlines
 from tests.support.counting_proxy import CountingProxy
 from tests.support.namespaces import fresh_namespace
 from tests.support.redis_server import PASSWORD, LocalRedis, RedisCluster, RedisServer
@@ -246,6 +249,48 @@ async def test_cut_connections_are_replaced_silently(
     assert [e.kind for e in await rw.read("s0")] == ["a", "b"]
 
 
+async def test_a_stalled_link_ends_at_the_calls_deadline(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fxworld_redis._world._CALL_TIMEOUT", 0.5)
+    proxy = TcpProxy(redis_server.host, redis_server.port)
+    port = await proxy.start()
+    w = RedisWorld(
+        f"redis://:{redis_server.password}@127.0.0.1:{port}/0", namespace=fresh_namespace()
+    )
+    try:
+        fence = await w.acquire("s")
+        proxy.stall(30)
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable):  # sent, outcome unknown: not repeated
+            await w.append("s", [NewEntry("a", {})], fence=fence)
+        assert time.monotonic() - started < 10  # the deadline, not the stall, ended it
+        reader = RedisWorld(redis_server.url, namespace=w.namespace)
+        assert [e.kind for e in await reader.read("s")] in (["fence"], ["fence", "a"])
+        await reader.close()
+    finally:
+        await w.close()
+        await proxy.close()
+
+
+async def test_a_deadline_is_a_timeout_and_a_cancel_stays_a_cancel() -> None:
+    deadlines = Deadlines(0.2)
+    with pytest.raises(TimeoutError):
+        await deadlines.run(asyncio.sleep, 30)
+    assert await deadlines.run(asyncio.sleep, 0, "done") == "done"
+    task = asyncio.ensure_future(deadlines.run(asyncio.sleep, 30))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # a call inside a call keeps the outer deadline; after a timeout the task runs on
+    with pytest.raises(TimeoutError):
+        await deadlines.run(deadlines.run, asyncio.sleep, 30)
+    current = asyncio.current_task()
+    assert current is not None and current.cancelling() == 0
+    await asyncio.sleep(0)
+
+
 @pytest.mark.parametrize(
     "url", [f"redis://:{PASSWORD}@127.0.0.1:1/0", f"rediss://bob:{PASSWORD}@127.0.0.1:1"]
 )
@@ -300,11 +345,16 @@ async def test_partitions_are_fixed_by_the_first_setup(redis_server: RedisServer
     with pytest.raises(ConfigurationError):
         await other.read("s0")  # a call sets up first: refused the same way
     await other.close()
+    lazy = RedisWorld(redis_server.url, namespace=ns)  # its first call sets it up
+    await lazy.append("s12", [NewEntry("a", {})], wake=0)  # crc32("s12") % 4 == 1
+    assert lazy.partitions == 4
+    await lazy.close()
     adopting = RedisWorld(redis_server.url, namespace=ns)
     await adopting.setup()
     assert adopting.partitions == 4
     taken = await adopting.take_wakes(lease=30, limit=100)
-    assert sorted(t.session_id for t in taken) == sorted(f"s{i}" for i in range(12))
+    assert sorted(t.session_id for t in taken) == sorted(f"s{i}" for i in range(13))
+    assert [e.kind for e in await adopting.read("s12")] == ["a"]
     assert [e.kind for e in await adopting.read("s5")] == ["a"]
     for bad in (0, 2000):
         with pytest.raises(ConfigurationError):
@@ -370,11 +420,14 @@ async def test_data_redis_holds_as_bytes_round_trips_exactly(rw: RedisWorld) -> 
         NewEntry("nul\x00kind\\x", {"s": "a\x00b", "nested": {"n": "\x00"}}),
         NewEntry("surrogate\ud800", {"f": 1e23, "g": -1.5e300, "h": 1e-7, "i": 10**30}),
         NewEntry("plain", {"z": 1.0, "a": [1, 2.5, "e+5"], "u": "é☃", "": None, "t": True}),
+        NewEntry("new\nline,comma\n", {"s": "line\nbreak,", "k\n": "\n"}),
     ]
-    await rw.append("s", odd, key="key\x00with nul\udc80")
+    key = "key\x00with nul\udc80,comma\nnewline"
+    await rw.append("s", odd, key=key, wake=0)
     got = await rw.read("s")
     assert [(e.kind, e.data) for e in got] == [(e.kind, e.data) for e in odd]
-    assert await rw.append("s", [NewEntry("again", {})], key="key\x00with nul\udc80") == 3
+    assert await rw.append("s", [NewEntry("again", {})], key=key) == 4
+    assert await rw.append("s", [NewEntry("again", {})], key=key[:-1]) == 5
 
 
 async def test_urls_clients_and_masking(redis_server: RedisServer) -> None:
