@@ -105,7 +105,7 @@ class RedisWorld:
         self._parts = _partitions(self.namespace, self.partitions)  # again at setup()
         # ``durable`` only once setup() checked the server (W17)
         self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
-        self._sha = {name: hashlib.sha1(s.encode()).hexdigest() for name, s in _SCRIPTS.items()}
+        self._sha = {name: _sha1(text) for name, text in _SCRIPTS.items()}
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -410,7 +410,14 @@ class RedisWorld:
         lost (restart, failover, ``SCRIPT FLUSH``) is loaded again and run again."""
         if not self._ready or self._loop is not asyncio.get_running_loop():
             await self._ensure_ready()
-        command = ("EVALSHA", self._sha[name], len(keys), *keys, *args)
+        # all bytes: redis-py's packer encodes each other value in a Python call
+        command = (
+            "EVALSHA",
+            self._sha[name],
+            b"%d" % len(keys),
+            *[k.encode() for k in keys],
+            *[a if isinstance(a, bytes) else a.encode() for a in args],
+        )
         reloads = 0
         while True:
             try:
@@ -508,7 +515,7 @@ class RedisWorld:
             sha = await self._client.script_load(text)
             if isinstance(sha, dict):  # a Cluster answers per primary
                 sha = next(iter(sha.values()))
-            assert _text(sha) == self._sha[name], "the server hashed a script differently"
+            assert _text(sha) == self._sha[name].decode(), "the server hashed a script differently"
 
 
 _SCRIPTS = _scripts.SCRIPTS
@@ -519,6 +526,10 @@ class _NoScript(Exception):
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def _sha1(script: str) -> bytes:
+    return hashlib.sha1(script.encode()).hexdigest().encode()
 
 
 def _partitions(namespace: str, count: int) -> list[Keys]:
