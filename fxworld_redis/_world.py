@@ -416,7 +416,7 @@ class RedisWorld:
             self._sha[name],
             b"%d" % len(keys),
             *[k.encode() for k in keys],
-            *[a if isinstance(a, bytes) else a.encode() for a in args],
+            *[a if isinstance(a, bytes) else a.encode("utf-8", "surrogatepass") for a in args],
         )
         reloads = 0
         while True:

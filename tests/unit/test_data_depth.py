@@ -3,6 +3,8 @@ encodes 5,000 levels where 3.11's ran out of recursion): a typed error, nothing 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fxworld import MemoryWorld, NewEntry
@@ -39,3 +41,25 @@ async def test_deeper_data_is_refused_and_nothing_is_written(depth: int) -> None
 def test_wide_data_is_not_deep() -> None:
     wide = {f"k{i}": [[i]] for i in range(2_000)}
     assert encode_data(wide).startswith("{")
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        ({"a": [{"b": {2: "x"}}]}, "key that is not a string"),
+        ({"a": [1, [2, (3,)]]}, "tuple"),
+        ({"a": {"b": [{"c": ()}]}}, "tuple"),
+        ({"a": [{None: 1}]}, "key that is not a string"),
+        ({"a": [float("nan")]}, "not JSON"),
+        ({"a": {"b": {1, 2}}}, "not JSON"),
+    ],
+    ids=["deep-int-key", "tuple-in-list", "tuple-in-object", "none-key", "nan", "set"],
+)
+def test_data_json_would_change_is_refused_at_any_depth(data: dict[str, object], why: str) -> None:
+    with pytest.raises(InvalidEntry, match=why):
+        encode_data(data)
+
+
+def test_accepted_data_decodes_back_to_itself() -> None:
+    data = {"a": [1, 2.5, -0.0, 10**30, "é\n", None, True, {"b": [[], {}]}], "": {"x": "y"}}
+    assert json.loads(encode_data(data)) == data
