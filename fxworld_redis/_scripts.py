@@ -182,14 +182,15 @@ return 0
 """
 )
 
-# KEYS: the due queues to visit. ARGV: prefixes (one per queue), lease µs, limit, nonce.
-# Takes the earliest-ready wakes over all the queues given (W12).
+# KEYS: the due queues to visit. ARGV: lease µs, limit, nonce.
+# Takes the earliest-ready wakes over all the queues given (W12); a wake's HASH is
+# named from its queue's partition prefix (the same hash tag: the same slot).
 # Reply: {sid, token, attempt, until, ...}.
 TAKE = (
     _COMMON
     + """
 local n = #KEYS
-local lease, limit, nonce = tonumber(ARGV[n + 1]), tonumber(ARGV[n + 2]), ARGV[n + 3]
+local lease, limit, nonce = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local now = now_us()
 local out = {}
 for taken = 1, limit do
@@ -201,7 +202,7 @@ for taken = 1, limit do
     end
   end
   if not best then break end
-  local wk = ARGV[best] .. 'w:' .. sid
+  local wk = string.sub(KEYS[best], 1, -4) .. 'w:' .. sid  -- '<prefix>due' -> '<prefix>w:<sid>'
   if redis.call('EXISTS', wk) == 0 then
     redis.call('ZREM', KEYS[best], sid)
   else

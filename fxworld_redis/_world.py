@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -335,7 +335,7 @@ class RedisWorld:
         flat = await self._script(
             "take",
             [k.due for k in parts],
-            [*(k.prefix for k in parts), micros, str(limit), uuid.uuid4().hex],
+            [micros, str(limit), secrets.token_hex(16)],
         )
         return [
             WakeLease(_text(flat[i]), _text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
