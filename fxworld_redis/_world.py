@@ -113,6 +113,7 @@ class RedisWorld:
         self._turn = 0  # which partition wins a tie in a Cluster's peek
         self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
         self._peeked_at = 0.0
+        self._peeking: asyncio.Future[None] | None = None  # the peek out, on this loop
         self._closed = False
 
     @classmethod
@@ -311,8 +312,18 @@ class RedisWorld:
         return out
 
     async def _peek(self, parts: list[Keys]) -> None:
-        """Which partitions hold a ready wake, earliest first (ties: the next in turn)."""
-        heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
+        """Which partitions hold a ready wake, earliest first (ties: the next in turn).
+        Callers that come while a peek is out wait for its answer (one peek, not one
+        per worker: each asks every partition)."""
+        if self._peeking is not None:
+            await asyncio.shield(self._peeking)
+            return
+        self._peeking = done = asyncio.get_running_loop().create_future()
+        try:
+            heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
+        finally:
+            self._peeking = None
+            done.set_result(None)
         start, count = self._turn, len(parts)
         self._turn = (start + 1) % count
         ready = sorted(
@@ -476,6 +487,7 @@ class RedisWorld:
         if self._loop is not None and self._owns_client:
             self._client = self._make()
         self._ready_lock = None
+        self._peeking = None
         self._deadlines = Deadlines(_CALL_TIMEOUT)
         self._loop = loop
 

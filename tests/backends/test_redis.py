@@ -503,3 +503,29 @@ async def test_on_a_cluster_every_key_of_a_partition_is_in_one_slot(
         assert len(nodes) >= 2  # the partitions are spread over the masters
     finally:
         await w.close()
+
+
+async def test_on_a_cluster_takers_at_once_share_one_peek(redis_cluster: RedisCluster) -> None:
+    """Workers that find no hint of a ready partition at the same moment wait for one
+    peek of every partition, not one each; each still gets its own wake."""
+    w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
+    await w.setup()
+    admins = [redis.Redis(host=n.host, port=n.port) for n in redis_cluster.nodes]
+    try:
+        sids = [f"s{i}" for i in range(8)]
+        for sid in sids:
+            await w.wake(sid)
+
+        def calls() -> int:
+            return sum(_evalsha_calls(a) for a in admins)
+
+        before = calls()
+        taken = await asyncio.gather(*(w.take_wake(lease=30) for _ in sids))
+        sent = calls() - before
+        assert sorted(t.session_id for t in taken if t is not None) == sorted(sids)
+        # one peek (16 scripts) and the takes; a peek each would be 8 x 16 = 128
+        assert sent <= w.partitions + 3 * len(sids), sent
+    finally:
+        for a in admins:
+            a.close()
+        await w.close()
