@@ -90,6 +90,7 @@ def namespace(value: object) -> str:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CONTAINERS = (dict, list, tuple)  # what _unfaithful walks into
 
 
 def _unfaithful(data: dict[Any, Any]) -> str | None:
@@ -116,9 +117,6 @@ def _unfaithful(data: dict[Any, Any]) -> str | None:
         else:
             stack.extend((child, depth + 1) for child in value if isinstance(child, _CONTAINERS))
     return None
-
-
-_CONTAINERS = (dict, list, tuple)
 
 
 def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> str:
