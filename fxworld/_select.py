@@ -1,4 +1,4 @@
-"""Choosing a world: ``world()`` and ``open_world()`` (contract section 3)."""
+"""Choosing a world: ``world()`` and ``open_world()`` (docs/contract.md section 3)."""
 
 from __future__ import annotations
 

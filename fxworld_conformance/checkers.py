@@ -1,4 +1,4 @@
-"""The checkers of contract section 5: each judges a whole
+"""The checkers of docs/contract.md section 5: each judges a whole
 :class:`~fxworld_conformance.history.History` of one process-tier run and returns
 the :class:`~fxworld_conformance.history.Finding` s it proves, each naming the
 guarantee (W-number) broken and carrying the operations that prove it.

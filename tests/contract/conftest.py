@@ -1,4 +1,4 @@
-"""Black-box contract tests: only the public names contract.md fixes.
+"""Black-box contract tests: only the public names docs/contract.md fixes.
 
 ``world_url`` gives a fresh, empty world URL on memory://, a SQLite file and a
 real PostgreSQL server (tests/support starts a throwaway local cluster).

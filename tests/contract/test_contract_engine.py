@@ -1,4 +1,4 @@
-"""Contract section 4 (the turn engine), called as a stranger reading contract.md would.
+"""docs/contract.md section 4 (the turn engine), called as a stranger reading it would.
 
 Only public names: ``fxworld`` (Agent, tool, world, open_world), ``fxworld.testing``
 (ScriptedModel), ``fxworld.errors``, and the ``fxworld worker`` command. The crash

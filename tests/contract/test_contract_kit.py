@@ -1,4 +1,4 @@
-"""Contract section 5: the kit, run as a backend author would (CLI and pytest plugin).
+"""docs/contract.md section 5: the kit, run as a backend author would (CLI and pytest plugin).
 
 Kept fast: only the kit's directed tier (``--tiers directed``); the full kit runs in
 tests/conformance.

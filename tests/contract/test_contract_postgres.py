@@ -1,4 +1,4 @@
-"""Contract section 3 for PostgresWorld: typed constructor, from_url, the app's own
+"""docs/contract.md section 3 for PostgresWorld: typed constructor, from_url, the app's own
 engine, world(PostgresWorld(dsn)), errors and credentials. A real local server."""
 
 from __future__ import annotations

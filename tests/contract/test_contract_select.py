@@ -1,6 +1,6 @@
-"""Contract sections 1-3 and W16: names, errors, choosing a world, namespaces.
+"""docs/contract.md sections 1-3 and W16: names, errors, choosing a world, namespaces.
 
-Only public names, called as contract.md writes them.
+Only public names, called as docs/contract.md writes them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Contract section 2 (W1-W17), called exactly as a stranger reading contract.md would.
+"""docs/contract.md section 2 (W1-W17), called exactly as a stranger reading it would.
 
 Only public names: ``fxworld`` (open_world, NewEntry, Entry, Fence, WakeLease, World)
 and ``fxworld.errors``. Each test runs on memory://, a SQLite file and PostgreSQL.

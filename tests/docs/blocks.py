@@ -45,9 +45,7 @@ class Server:
 
 
 SERVERS: dict[str, Server] = {
-    "docs/postgres.md": Server(
-        "postgres_server", lambda s: {"postgresql://app:pw@db/app": s.url}
-    ),
+    "docs/postgres.md": Server("postgres_server", lambda s: {"postgresql://app:pw@db/app": s.url}),
     "docs/redis.md": Server("redis_server", lambda s: {"redis://:pw@cache:6379/0": s.url}),
     "docs/s3.md": Server(
         "s3_server",

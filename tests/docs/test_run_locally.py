@@ -89,7 +89,12 @@ def test_run_it_locally_starts_a_server_the_url_works_and_stop_stops_it(doc: str
     pid = None
     try:
         done = subprocess.run(
-            ["bash", "-c", script], cwd=workdir, env=env, capture_output=True, text=True, timeout=180
+            ["bash", "-c", script],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
         found = re.search(r"^pid=(\d+)$", done.stdout, re.M)
         pid = int(found.group(1)) if found else _pid(workdir, pid_file)
