@@ -97,8 +97,9 @@ class DocRun:
         text = (REPO / self.doc).read_text()
         for old in self.replacements:
             assert old in text, f"{self.doc} no longer holds {old!r}: update tests/docs/blocks.py"
-        self.examples = list(_parse(REPO / self.doc, self._evaluate).examples())
-        self.examples[0].namespace["monkeypatch"] = self.monkeypatch
+        document = _parse(REPO / self.doc, self._evaluate)
+        document.namespace["monkeypatch"] = self.monkeypatch
+        self.examples = list(document.examples())
         # the process's world is the document's own while it runs (restored after)
         self.monkeypatch.setattr("fxworld._select._current", None)
         self.monkeypatch.setattr("fxworld._select._current_from", None)
@@ -113,8 +114,9 @@ class DocRun:
             self.done += 1
             try:
                 example.evaluate()
-            except unittest.SkipTest:  # a skip directive's reason
-                raise
+            except unittest.SkipTest:  # a skip directive's reason: this block's, or not shown
+                if self.done > upto:
+                    raise
             except Exception:
                 self.failed_at = example.line
                 raise

@@ -3,7 +3,9 @@ or is skipped by a ``skip`` directive that says why."""
 
 from __future__ import annotations
 
+import unittest
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +47,23 @@ def test_doc_block_runs(
 @pytest.mark.parametrize("doc", DOCUMENTS)
 def test_every_skipped_block_says_why(doc: str) -> None:
     assert skips_without_reason(doc) == [], f'{doc}: write <!-- skip: next "the reason" -->'
+
+
+def test_a_skip_directive_skips_its_block_with_its_reason_and_one_without_is_found(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nx = 1\n```\n\n"
+        '<!-- skip: next "needs a real API key" -->\n\n```python\nraise SystemExit\n```\n\n'
+        "```python\nassert x == 1\n```\n\n<!-- skip: next -->\n"
+    )
+    lines = block_lines(str(page))
+    run = DocRun(str(page), tmp_path, {})
+    try:
+        with pytest.raises(unittest.SkipTest, match="needs a real API key"):
+            run.run_through(lines[1])
+        run.run_through(lines[2])  # the blocks before and after it ran
+    finally:
+        run.close()
+    assert skips_without_reason(str(page)) == [len(page.read_text().splitlines())]
