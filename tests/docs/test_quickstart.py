@@ -39,9 +39,9 @@ def _section(title: str) -> str:
     return match.group(1)
 
 
-def _run(script: Path, cwd: Path, *args: str) -> list[str]:
+def _run(script: Path, cwd: Path) -> list[str]:
     done = subprocess.run(
-        [sys.executable, *args, str(script)], cwd=cwd, capture_output=True, text=True, timeout=60
+        [sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
