@@ -150,14 +150,11 @@ class ApprovalExpired(AlreadyDecided):
     catches that keeps working."""
 
     def __init__(self, session_id: str, execution_id: str) -> None:
-        WorldError.__init__(
-            self,
+        super().__init__(session_id, execution_id, False)
+        self.args = (
             f"session {session_id!r}: the approval of call {execution_id!r} expired "
             "(its approval_timeout passed): the call was denied",
         )
-        self.session_id = session_id
-        self.execution_id = execution_id
-        self.approved = False
 
 
 class UnknownCall(WorldError, LookupError):

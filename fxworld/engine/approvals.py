@@ -88,24 +88,18 @@ def expired_decision(execution_id: str, reason: str) -> NewEntry:
     )
 
 
-def _waiting(state: Replay, execution_id: str) -> CallState | None:
-    """The call ``execution_id`` of the running turn, if it waits for a decision."""
+def _waiting(state: Replay) -> list[CallState]:
+    """The calls of the running turn that wait for a decision (expired or not)."""
     cur = state.current
     if cur is None or cur.stop:
-        return None
-    for c in cur.calls:
-        if c.execution_id == execution_id and c.approval == "requested" and not c.resolved:
-            return c
-    return None
+        return []
+    return [c for c in cur.calls if c.approval == "requested" and not c.resolved]
 
 
 async def pending_approvals(world: World, sid: str) -> list[Approval]:
     """The calls of session ``sid``'s running turn that wait for a decision now
     (a call past its ``expires_at`` does not: its timeout decides it)."""
     state = await replay_latest_turn(world, sid)
-    cur = state.current
-    if cur is None or cur.stop:
-        return []
     now = datetime.now(UTC)
     return [
         Approval(
@@ -118,11 +112,8 @@ async def pending_approvals(world: World, sid: str) -> list[Approval]:
             c.timeout,
             encode_cursor(sid, c.requested_seq),
         )
-        for c in cur.calls
-        if c.approval == "requested"
-        and c.requested_at is not None
-        and not c.resolved
-        and not c.expired(now)
+        for c in _waiting(state)
+        if c.requested_at is not None and not c.expired(now)
     ]
 
 
@@ -144,7 +135,7 @@ async def decide(
     if stands:
         _check_same(sid, execution_id, approved, stands[0])
         return
-    call = _waiting(state, execution_id)
+    call = next((c for c in _waiting(state) if c.execution_id == execution_id), None)
     if call is None:
         raise UnknownCall(sid, execution_id)
     if call.expired(datetime.now(UTC)):
