@@ -42,6 +42,7 @@ __all__ = [
     "request_stop",
     "decision_key",
     "expired_decision",
+    "requested_entry",
 ]
 
 
@@ -64,15 +65,30 @@ class Approval:
 
     def event_data(self) -> dict[str, Any]:
         """The data of its ``approval.requested`` event, as the stream shows it."""
-        return {
-            "v": 2,
-            "execution_id": self.execution_id,
-            "call_id": self.call_id,
-            "name": self.name,
-            "input": self.input,
-            "timeout": self.timeout,
-            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
-        }
+        entry = requested_entry(
+            self.execution_id, self.call_id, self.name, self.input, self.timeout, self.expires_at
+        )
+        return dict(entry.data)
+
+
+def requested_entry(
+    execution_id: str,
+    call_id: str,
+    name: str,
+    input: dict[str, Any],
+    timeout: float | None,
+    expires_at: datetime | None,
+) -> NewEntry:
+    """The ``approval.requested`` entry that parks a call (a worker appends it)."""
+    return log.entry(
+        log.APPROVAL_REQUESTED,
+        execution_id=execution_id,
+        call_id=call_id,
+        name=name,
+        input=input,
+        timeout=timeout,
+        expires_at=None if expires_at is None else expires_at.isoformat(),
+    )
 
 
 def decision_key(execution_id: str) -> str:

@@ -40,7 +40,7 @@ from fxworld.types import Fence, NewEntry
 
 from . import log
 from ._faults import crash_point
-from .approvals import decision_key, expired_decision
+from .approvals import decision_key, expired_decision, requested_entry
 from .replay import (
     CallState,
     Idle,
@@ -125,17 +125,7 @@ class ApprovalAndStop:
         for c in calls:
             timeout = self.agent.tools[c.name].approval_timeout
             expires = None if timeout is None else (now + timedelta(seconds=timeout))
-            entries.append(
-                log.entry(
-                    log.APPROVAL_REQUESTED,
-                    execution_id=c.execution_id,
-                    call_id=c.id,
-                    name=c.name,
-                    input=c.input,
-                    timeout=timeout,
-                    expires_at=None if expires is None else expires.isoformat(),
-                )
-            )
+            entries.append(requested_entry(c.execution_id, c.id, c.name, c.input, timeout, expires))
         timeouts = [t for c in calls if (t := self.agent.tools[c.name].approval_timeout)]
         return entries, (min(timeouts) if timeouts else None)
 
