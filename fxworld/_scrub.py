@@ -4,8 +4,10 @@ The model adapters pass every message they raise through :func:`scrub` with
 their API keys; the engine passes the error text of a tool or a model through it
 before the entry that holds it is written, so a secret never reaches the log, a
 stream or a client. Besides the ``secrets`` it is given, it removes what looks
-like one: a URL's password, a bearer token, an API key shaped like ``sk-…`` and
-the value of an ``x-api-key:`` / ``authorization:`` / ``password=`` style field.
+like one: a URL's password, a bearer token, an API key shaped like ``sk-…``,
+the value of an ``x-api-key:`` / ``authorization:`` / ``password=`` style field
+and a payment card number (13 to 19 digits, spaced or not, that pass the Luhn
+check).
 """
 
 from __future__ import annotations
@@ -36,7 +38,18 @@ _SHAPES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...
     (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}"), _MASK),
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), _MASK),
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), _MASK),
+    # a payment card number: 13..19 digits, in groups split by one space or dash
+    (re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), lambda m: _card(m[0])),
 )
+
+
+def _card(text: str) -> str:
+    """``text`` masked if its digits pass the Luhn check (a card number), else kept."""
+    digits = [int(c) for c in text if c.isdigit()]
+    total = sum(
+        d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(reversed(digits))
+    )
+    return _MASK if total % 10 == 0 else text
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "BackendUnavailable",
     "ConfigurationError",
     "AlreadyDecided",
+    "ApprovalExpired",
     "UnknownCall",
 ]
 
@@ -137,6 +138,23 @@ class AlreadyDecided(WorldError):
         self.approved = approved
         how = "approved" if approved else "denied"
         super().__init__(f"session {session_id!r}: call {execution_id!r} was already {how}")
+
+
+class ApprovalExpired(AlreadyDecided):
+    """A decision on call ``execution_id`` came after its ``approval_timeout``: the
+    call is no longer waiting, its timeout decided it (denied), and this decision
+    was refused. Nothing of it was written; the timeout's denial (the one the model
+    hears) stands, written by whichever process saw the expiry first.
+
+    An :class:`AlreadyDecided` whose ``approved`` is ``False``, so code that
+    catches that keeps working."""
+
+    def __init__(self, session_id: str, execution_id: str) -> None:
+        super().__init__(session_id, execution_id, False)
+        self.args = (
+            f"session {session_id!r}: the approval of call {execution_id!r} expired "
+            "(its approval_timeout passed): the call was denied",
+        )
 
 
 class UnknownCall(WorldError, LookupError):

@@ -53,7 +53,9 @@ def register(sub: Any) -> None:
     )
     show.set_defaults(func=_show)
 
-    approvals = actions.add_parser("approvals", help="calls waiting for a person's decision")
+    approvals = actions.add_parser(
+        "approvals", help="calls waiting for a person's decision (secrets in inputs masked)"
+    )
     approvals.add_argument("session_id", metavar="ID", help="the session id")
     add_world_option(approvals)
     approvals.set_defaults(func=_approvals)
@@ -195,7 +197,10 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 async def _approvals(args: argparse.Namespace) -> int:
+    """One line per waiting call; its input passes through the one scrubber (a
+    key, a card number are masked), since the terminal may be shared or logged."""
     from fxworld import open_world
+    from fxworld._scrub import scrub
     from fxworld.engine.approvals import pending_approvals
 
     world = open_world(_url(args))
@@ -203,7 +208,7 @@ async def _approvals(args: argparse.Namespace) -> int:
         waiting = await pending_approvals(world, args.session_id)
         for a in waiting:
             expires = "never" if a.expires_at is None else a.expires_at.isoformat()
-            line = json.dumps(a.input, ensure_ascii=False, separators=(",", ":"))
+            line = scrub(json.dumps(a.input, ensure_ascii=False, separators=(",", ":")))
             print(f"{a.execution_id}  {a.name}  {line}  expires {expires}")
         print(f"{len(waiting)} call{'s' if len(waiting) != 1 else ''} waiting", file=sys.stderr)
         return 0
@@ -214,12 +219,20 @@ async def _approvals(args: argparse.Namespace) -> int:
 async def _decide(args: argparse.Namespace) -> int:
     from fxworld import open_world
     from fxworld.engine.approvals import decide
+    from fxworld.errors import ApprovalExpired
 
     world = open_world(_url(args))
     try:
         await decide(world, args.session_id, args.execution_id, args.approve, args.text)
         print(f"{'approved' if args.approve else 'denied'} {args.execution_id}")
         return 0
+    except ApprovalExpired:
+        print(
+            f"fxworld sessions {args.action}: call {args.execution_id} expired "
+            "(its approval_timeout passed): the timeout denied it",
+            file=sys.stderr,
+        )
+        return 1
     finally:
         await world.close()
 

@@ -2,13 +2,20 @@
 the waiting calls, stop a running turn; from any process, with no worker running.
 
 Functions of a world and a session id (``Session`` and the CLI call them). Each
-is an unfenced append with an idempotency key and a wake (W6, W7):
+reads only the session's latest turn (:mod:`fxworld.engine.tail`), however long
+the log. Each write is an unfenced append with an idempotency key and a wake
+(W6, W7):
 
 - a decision is ``approval.decided`` keyed ``approval:<execution_id>``. Every
-  decision of a call (``approve``, ``deny``, a worker's timeout) uses that one key,
-  so exactly one lands, whichever process sends it; the others get back the seq of
+  decision of a call (``approve``, ``deny``, its timeout) uses that one key, so
+  exactly one lands, whichever process sends it; the others get back the seq of
   the one that landed and compare it with their own (the same: nothing to do; the
   other way: :class:`~fxworld.errors.AlreadyDecided`).
+- past the call's ``expires_at`` it is no longer pending: a decision is refused
+  with :class:`~fxworld.errors.ApprovalExpired`, and the process that refuses it
+  appends the timeout's denial itself (:func:`expired_decision`, the entry a
+  worker writes), unless one landed already; the model hears that denial,
+  whoever wrote it.
 - a stop is ``stop.requested`` keyed ``stop:<prompt>`` for the turn answering that
   prompt, so stopping twice writes once and a late stop never ends a later turn.
 """
@@ -16,25 +23,36 @@ is an unfenced append with an idempotency key and a wake (W6, W7):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from fxworld import validate
-from fxworld.errors import AlreadyDecided, InvalidArgument, UnknownCall
+from fxworld.errors import AlreadyDecided, ApprovalExpired, InvalidArgument, UnknownCall
 from fxworld.protocol import World
-from fxworld.types import Entry
+from fxworld.types import Entry, NewEntry
 
 from . import log
-from .replay import Replay
+from .cursor import encode_cursor
+from .replay import CallState, Replay, expiry_reason
+from .tail import replay_latest_turn
 
-__all__ = ["Approval", "decide", "pending_approvals", "request_stop", "decision_key"]
+__all__ = [
+    "Approval",
+    "decide",
+    "pending_approvals",
+    "request_stop",
+    "decision_key",
+    "expired_decision",
+    "requested_entry",
+]
 
 
 @dataclass(frozen=True)
 class Approval:
     """A tool call that waits for a person: ``session.approve(execution_id)`` or
     ``session.deny(execution_id)``. ``expires_at`` is when it counts as denied
-    (``None``: it waits forever); times are timezone-aware UTC."""
+    (``None``: it waits forever), ``timeout`` the ``approval_timeout`` it was
+    asked with; times are timezone-aware UTC. ``cursor`` is the position of its
+    ``approval.requested`` event in the session's stream."""
 
     execution_id: str
     call_id: str
@@ -42,6 +60,35 @@ class Approval:
     input: dict[str, Any]
     requested_at: datetime
     expires_at: datetime | None
+    timeout: float | None = None
+    cursor: str = ""
+
+    def event_data(self) -> dict[str, Any]:
+        """The data of its ``approval.requested`` event, as the stream shows it."""
+        entry = requested_entry(
+            self.execution_id, self.call_id, self.name, self.input, self.timeout, self.expires_at
+        )
+        return dict(entry.data)
+
+
+def requested_entry(
+    execution_id: str,
+    call_id: str,
+    name: str,
+    input: dict[str, Any],
+    timeout: float | None,
+    expires_at: datetime | None,
+) -> NewEntry:
+    """The ``approval.requested`` entry that parks a call (a worker appends it)."""
+    return log.entry(
+        log.APPROVAL_REQUESTED,
+        execution_id=execution_id,
+        call_id=call_id,
+        name=name,
+        input=input,
+        timeout=timeout,
+        expires_at=None if expires_at is None else expires_at.isoformat(),
+    )
 
 
 def decision_key(execution_id: str) -> str:
@@ -49,26 +96,40 @@ def decision_key(execution_id: str) -> str:
     return f"approval:{execution_id}"
 
 
-async def _entries(world: World, sid: str) -> list[Entry]:
-    validate.session_id(sid)
-    entries: list[Entry] = []
-    while True:
-        batch = await world.read(sid, entries[-1].seq if entries else 0)
-        if not batch:
-            return entries
-        entries.extend(batch)
+def expired_decision(execution_id: str, reason: str) -> NewEntry:
+    """The denial a call's ``approval_timeout`` decides, whichever process writes
+    it (a worker, or a decision that came too late): ``expired`` marks it."""
+    return log.entry(
+        log.APPROVAL_DECIDED, execution_id=execution_id, approved=False, reason=reason, expired=True
+    )
 
 
-async def pending_approvals(world: World, sid: str) -> list[Approval]:
-    """The calls of session ``sid``'s running turn that wait for a decision."""
-    state = Replay().apply_all(await _entries(world, sid))
+def _waiting(state: Replay) -> list[CallState]:
+    """The calls of the running turn that wait for a decision (expired or not)."""
     cur = state.current
     if cur is None or cur.stop:
         return []
+    return [c for c in cur.calls if c.approval == "requested" and not c.resolved]
+
+
+async def pending_approvals(world: World, sid: str) -> list[Approval]:
+    """The calls of session ``sid``'s running turn that wait for a decision now
+    (a call past its ``expires_at`` does not: its timeout decides it)."""
+    state = await replay_latest_turn(world, sid)
+    now = datetime.now(UTC)
     return [
-        Approval(c.execution_id, c.id, c.name, dict(c.input), c.requested_at, c.expires_at)
-        for c in cur.calls
-        if c.approval == "requested" and c.requested_at is not None and not c.resolved
+        Approval(
+            c.execution_id,
+            c.id,
+            c.name,
+            dict(c.input),
+            c.requested_at,
+            c.expires_at,
+            c.timeout,
+            encode_cursor(sid, c.requested_seq),
+        )
+        for c in _waiting(state)
+        if c.requested_at is not None and not c.expired(now)
     ]
 
 
@@ -80,36 +141,35 @@ async def decide(
         raise InvalidArgument(f"execution_id must be a non-empty str, not {execution_id!r}")
     if text is not None and not isinstance(text, str):
         raise InvalidArgument(f"a note or reason must be a str, not {type(text).__name__}")
-    entries = await _entries(world, sid)
-    for e in entries:
+    stands: list[Entry] = []
+
+    def watch(e: Entry) -> None:
         if e.kind == log.APPROVAL_DECIDED and e.data.get("execution_id") == execution_id:
-            _check_same(sid, execution_id, approved, e)
-            return
-    state = Replay().apply_all(entries)
-    cur = state.current
-    waiting = (
-        cur is not None
-        and not cur.stop
-        and any(c.execution_id == execution_id and c.approval == "requested" for c in cur.calls)
-    )
-    if not waiting:
+            stands.append(e)
+
+    state = await replay_latest_turn(world, sid, watch=watch)
+    if stands:
+        _check_same(sid, execution_id, approved, stands[0])
+        return
+    call = next((c for c in _waiting(state) if c.execution_id == execution_id), None)
+    if call is None:
         raise UnknownCall(sid, execution_id)
-    field = "note" if approved else "reason"
-    seq = await world.append(
-        sid,
-        [
-            log.entry(
-                log.APPROVAL_DECIDED, execution_id=execution_id, approved=approved, **{field: text}
-            )
-        ],
-        key=decision_key(execution_id),
-        wake=0.0,
-    )
+    if call.expired(datetime.now(UTC)):
+        decision = expired_decision(execution_id, expiry_reason(call.timeout))
+    else:
+        field = "note" if approved else "reason"
+        decision = log.entry(
+            log.APPROVAL_DECIDED, execution_id=execution_id, approved=approved, **{field: text}
+        )
+    seq = await world.append(sid, [decision], key=decision_key(execution_id), wake=0.0)
     landed = await world.read(sid, seq - 1, limit=1)
     _check_same(sid, execution_id, approved, landed[0])
 
 
 def _check_same(sid: str, execution_id: str, approved: bool, decided: Entry) -> None:
+    """Refuse unless the decision that stands is the one asked for now."""
+    if decided.data.get("expired") is True:
+        raise ApprovalExpired(sid, execution_id)
     if decided.data.get("approved") is not approved:
         raise AlreadyDecided(sid, execution_id, decided.data.get("approved") is True)
 
@@ -119,7 +179,7 @@ async def request_stop(world: World, sid: str, reason: str | None) -> bool:
     started yet); nothing when no turn runs or waits (then ``False``)."""
     if reason is not None and not isinstance(reason, str):
         raise InvalidArgument(f"reason must be a str, not {type(reason).__name__}")
-    state = Replay().apply_all(await _entries(world, sid))
+    state = await replay_latest_turn(world, sid)
     target = state.current.prompt if state.current is not None else state.pending_prompt()
     if target is None:
         return False

@@ -83,9 +83,12 @@ APPROVAL_REQUESTED: Final = "approval.requested"
 meanwhile: ``{"execution_id", "call_id", "name", "input", "timeout": seconds |
 null, "expires_at": ISO 8601 UTC | null}``."""
 APPROVAL_DECIDED: Final = "approval.decided"
-"""The decision on call ``execution_id`` (unfenced from ``approve``/``deny``, or by
-a worker once ``expires_at`` passed), keyed ``approval:<execution_id>`` so the
-first decision wins: ``{"execution_id", "approved", "note" | "reason"}``."""
+"""The decision on call ``execution_id`` (unfenced from ``approve``/``deny``; or,
+once ``expires_at`` passed, the timeout's denial with ``"expired": true``, by a
+worker or by the process whose decision came too late), keyed
+``approval:<execution_id>`` so the first decision wins: ``{"execution_id",
+"approved", "note" | "reason", "expired"?}``. A call with ``approval.requested``
+runs only after an approving decision, whatever the tools say now."""
 STOP_REQUESTED: Final = "stop.requested"
 """``Session.stop()`` asked the turn answering prompt ``prompt`` to end, unfenced,
 keyed ``stop:<prompt>``: ``{"prompt", "reason"}``."""

@@ -47,6 +47,7 @@ __all__ = [
     "interrupted_message",
     "denied_message",
     "stopped_message",
+    "expiry_reason",
 ]
 
 
@@ -67,6 +68,11 @@ def denied_message(name: str, reason: str | None) -> str:
     """What the model hears about a call a person denied (or left undecided)."""
     why = f": {reason}" if reason else ""
     return f"The call to tool {name!r} was not run: it was denied{why}."
+
+
+def expiry_reason(timeout: float | None) -> str:
+    """The reason of the denial a call's ``approval_timeout`` decides."""
+    return f"no decision within {timeout or 0:g} s"
 
 
 def stopped_message(name: str) -> str:
@@ -97,10 +103,18 @@ class CallState:
     requested_at: datetime | None = None
     expires_at: datetime | None = None
     timeout: float | None = None
+    requested_seq: int = 0
+    """The seq of the call's ``approval.requested`` entry (0: not asked)."""
 
     @property
     def resolved(self) -> bool:
         return self.finished or self.interrupted or self.approval == "denied"
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the call waits for a decision past its ``expires_at``."""
+        return (
+            self.approval == "requested" and self.expires_at is not None and self.expires_at <= now
+        )
 
 
 @dataclass
@@ -272,7 +286,7 @@ class Replay:
         if call is None or call.resolved:
             return
         if e.kind == log.APPROVAL_REQUESTED and call.approval is None:
-            call.approval, call.requested_at = "requested", e.at
+            call.approval, call.requested_at, call.requested_seq = "requested", e.at, e.seq
             expires = e.data.get("expires_at")
             call.expires_at = datetime.fromisoformat(str(expires)) if expires else None
             timeout = e.data.get("timeout")
@@ -428,8 +442,12 @@ def next_step(
     marked interrupted otherwise (an unknown tool counts as not idempotent). The
     calls of one message that are to run, run together.
 
-    ``approval_timeouts``: the tools that need approval, each with its timeout
-    (``None``: none); ``now`` decides which approvals have expired.
+    ``approval_timeouts``: the tools that need approval now, each with its timeout
+    (``None``: none), which decides the calls not asked yet. A call the log shows
+    in the ``approval.requested`` state runs only after an approving decision,
+    whatever the tools say now (a redeploy may have dropped ``needs_approval``),
+    and expires at the ``expires_at`` it was asked with; ``now`` decides which
+    approvals have expired.
     """
     cur = state.current
     if cur is None:
@@ -443,10 +461,9 @@ def next_step(
     for call in pending:
         if call.started > 0 and not idempotent.get(call.name, False):
             return InterruptTool(call)
-    if approval_timeouts:
-        waits = _approval_step(pending, approval_timeouts, now or datetime.now(UTC))
-        if waits is not None:
-            return waits
+    waits = _approval_step(pending, approval_timeouts or {}, now or datetime.now(UTC))
+    if waits is not None:
+        return waits
     if pending:
         return RunTools(tuple((c, c.started + 1) for c in pending))
     if cur.model_calls > 0 and not cur.calls:
@@ -464,10 +481,10 @@ def _approval_step(
     ask = [c for c in pending if c.name in timeouts and c.approval is None and c.started == 0]
     if ask:
         return RequestApproval(tuple(ask))
-    waiting = [c for c in pending if c.approval == "requested"]
+    waiting = [c for c in pending if c.approval == "requested"]  # by the log, not the tools
     for c in waiting:
-        if c.expires_at is not None and c.expires_at <= now:
-            return TimeOutApproval(c, f"no decision within {c.timeout or 0:g} s")
+        if c.expired(now):
+            return TimeOutApproval(c, expiry_reason(c.timeout))
     pending[:] = [c for c in pending if c.approval != "requested"]
     if pending or not waiting:
         return None

@@ -152,8 +152,11 @@ class Session:
     async def approve(self, execution_id: str, note: str | None = None) -> None:
         """Approve the waiting call ``execution_id``; returns once saved, and the
         call then runs. The first decision wins: approving again does nothing;
-        approving a denied call raises :class:`~fxworld.errors.AlreadyDecided`; a
-        call that does not wait here raises :class:`~fxworld.errors.UnknownCall`."""
+        approving a denied call raises :class:`~fxworld.errors.AlreadyDecided`;
+        past the call's ``approval_timeout``, :class:`~fxworld.errors.ApprovalExpired`
+        (the timeout denied it: its denial is saved, if no worker saved it yet); a
+        call that does not wait in the session's latest turn raises
+        :class:`~fxworld.errors.UnknownCall`."""
         await approvals.decide(await self.agent._ready_world(), self.id, execution_id, True, note)
 
     async def deny(self, execution_id: str, reason: str | None = None) -> None:
@@ -164,7 +167,8 @@ class Session:
         )
 
     async def pending_approvals(self) -> list[approvals.Approval]:
-        """The calls of the running turn that wait for a decision."""
+        """The calls of the running turn that wait for a decision (not those past
+        their ``expires_at``). Reads only the latest turn, however long the log."""
         return await approvals.pending_approvals(await self.agent._ready_world(), self.id)
 
     async def stop(self, reason: str | None = None) -> None:

@@ -4,8 +4,12 @@
   wake at the first timeout (W7), so the timeout happens even if no process is up.
 - ``WaitForApproval``: only undecided calls are left; the run finishes its wake and
   holds nothing. A decision (an unfenced append with a wake) brings a worker back.
-- ``TimeOutApproval``: the worker decides "denied", keyed like a person's decision,
-  so whichever lands first stands (W6).
+- ``TimeOutApproval``: the worker writes the timeout's denial
+  (:func:`~fxworld.engine.approvals.expired_decision`), keyed like a person's
+  decision, so whichever lands first stands (W6); a decision that comes after
+  the expiry writes that same denial instead of its own.
+- A call the log shows waiting for a decision waits by the log, not by the
+  tools of this deploy: dropping ``needs_approval`` never runs it undecided.
 - Stop: a ``stop.requested`` for the current turn sets ``stop_seen``. A worker
   sees it at its next append (the append's seq shows an entry of another writer,
   and the worker reads it), and, while a model call or a tool call has been running
@@ -36,7 +40,7 @@ from fxworld.types import Fence, NewEntry
 
 from . import log
 from ._faults import crash_point
-from .approvals import decision_key
+from .approvals import decision_key, expired_decision, requested_entry
 from .replay import (
     CallState,
     Idle,
@@ -92,12 +96,7 @@ class ApprovalAndStop:
             await self._append(entries, wake=wake)
             crash_point("after-approval-requested")
         elif isinstance(step, TimeOutApproval):
-            decided = log.entry(
-                log.APPROVAL_DECIDED,
-                execution_id=step.call.execution_id,
-                approved=False,
-                reason=step.reason,
-            )
+            decided = expired_decision(step.call.execution_id, step.reason)
             # keyed like a person's decision: if one landed first, it stands (W6)
             key = decision_key(step.call.execution_id)
             fence = self.fence
@@ -126,17 +125,7 @@ class ApprovalAndStop:
         for c in calls:
             timeout = self.agent.tools[c.name].approval_timeout
             expires = None if timeout is None else (now + timedelta(seconds=timeout))
-            entries.append(
-                log.entry(
-                    log.APPROVAL_REQUESTED,
-                    execution_id=c.execution_id,
-                    call_id=c.id,
-                    name=c.name,
-                    input=c.input,
-                    timeout=timeout,
-                    expires_at=None if expires is None else expires.isoformat(),
-                )
-            )
+            entries.append(requested_entry(c.execution_id, c.id, c.name, c.input, timeout, expires))
         timeouts = [t for c in calls if (t := self.agent.tools[c.name].approval_timeout)]
         return entries, (min(timeouts) if timeouts else None)
 

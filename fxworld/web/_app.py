@@ -6,7 +6,12 @@
 ``GET  /sessions/{id}/approvals``  -> 200 ``{"approvals": [...]}``
 ``POST /sessions/{id}/approvals/{execution_id}`` ``{"approve": true, "note"?}`` or
                                    ``{"approve": false, "reason"?}`` -> 200
-``POST /sessions/{id}/stop``       ``{"reason"?}`` -> 202
+``POST /sessions/{id}/stop``       ``{"reason"?}`` (or empty, still sent as JSON) -> 202
+
+A 202 for a prompt also carries ``stream``: the stream route's path from the
+server's root, with the mount's ``root_path`` (``/agent/sessions/{id}/stream``
+when mounted at ``/agent``). The approval list passes through ``visible`` as each
+call's ``approval.requested`` event, like the stream.
 
 Every refusal is a JSON body ``{"error": <code>, "message": <text>}`` with its
 status; an unexpected exception is logged here and answered with a bare 500, so a
@@ -26,7 +31,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -35,9 +40,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from fxworld import validate
+from fxworld.engine import log
 from fxworld.engine.cursor import encode_cursor
+from fxworld.engine.session import StreamEvent
 from fxworld.errors import (
     AlreadyDecided,
+    ApprovalExpired,
     BackendUnavailable,
     ConfigurationError,
     Conflict,
@@ -53,7 +61,7 @@ from fxworld.errors import (
 from . import _sse
 
 if TYPE_CHECKING:
-    from fxworld.engine import Agent, Session, StreamEvent
+    from fxworld.engine import Agent, Session
 
 __all__ = [
     "Action",
@@ -183,6 +191,10 @@ def _translate(exc: BaseException) -> HTTPError | None:
         return HTTPError(400, "invalid_request", str(exc))
     if isinstance(exc, UnknownCall):
         return HTTPError(404, "unknown_call", "no such call waits for a decision here")
+    if isinstance(exc, ApprovalExpired):  # an AlreadyDecided: first
+        return HTTPError(
+            409, "approval_expired", "the call's approval timeout passed: it was denied"
+        )
     if isinstance(exc, AlreadyDecided):
         how = "approved" if exc.approved else "denied"
         return HTTPError(409, "already_decided", f"the call was already {how}")
@@ -252,10 +264,14 @@ class _Routes:
             if origin not in self.allowed_origins:
                 raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
         if request.method == "POST":
+            # Also for an empty body: a cross-site page sends a POST with no
+            # Content-Type (fetch without a body, sendBeacon) without a preflight.
             media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if media != "application/json":
                 raise HTTPError(
-                    415, "unsupported_media_type", "send the body as Content-Type: application/json"
+                    415,
+                    "unsupported_media_type",
+                    "send the body as Content-Type: application/json (an empty body too)",
                 )
         if self.authorize is None:  # allow_anyone=True
             return
@@ -275,6 +291,15 @@ class _Routes:
             request.url.path,
         )
         raise HTTPError(500, "internal", "internal server error")
+
+    async def _shown(self, request: Request, event: StreamEvent) -> StreamEvent | None:
+        """``event`` as ``visible`` lets this client see it (``None``: not at all)."""
+        if self.visible is None:
+            return event
+        shown: Any = self.visible(request, event)
+        if inspect.isawaitable(shown):
+            shown = await shown
+        return cast("StreamEvent | None", shown)
 
     async def _json_body(self, request: Request) -> dict[str, Any]:
         """The body as a JSON object, within ``max_prompt_bytes`` (else 413)."""
@@ -309,13 +334,18 @@ class _Routes:
             )
         return text, key, body
 
-    async def _send(self, session: Session, text: str, key: str | None) -> JSONResponse:
+    async def _send(
+        self, request: Request, session: Session, text: str, key: str | None
+    ) -> JSONResponse:
         accepted = await session.prompt(text, key=key).accepted  # KeyReused -> 409
-        return self._accepted(accepted.session_id, accepted.cursor)
+        return self._accepted(request, accepted.session_id, accepted.cursor)
 
     @staticmethod
-    def _accepted(session_id: str, cursor: str) -> JSONResponse:
-        stream = f"sessions/{session_id}/stream"
+    def _accepted(request: Request, session_id: str, cursor: str) -> JSONResponse:
+        """202, with the stream's path from the server's root (the ASGI
+        ``root_path`` is where these routes are mounted)."""
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        stream = f"{root}/sessions/{session_id}/stream"
         return JSONResponse(
             {"session_id": session_id, "cursor": cursor, "stream": stream}, status_code=202
         )
@@ -335,7 +365,7 @@ class _Routes:
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
         seq = await session._append_prompt(text, key or uuid.uuid4().hex, new=True)
-        return self._accepted(session.id, encode_cursor(session.id, seq))
+        return self._accepted(request, session.id, encode_cursor(session.id, seq))
 
     async def prompt(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]
@@ -343,7 +373,7 @@ class _Routes:
         await self._check(request, session_id, "prompt")
         session = await self._existing(session_id)
         text, key, _ = await self._prompt_body(request)
-        return await self._send(session, text, key)
+        return await self._send(request, session, text, key)
 
     async def stream(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]
@@ -395,17 +425,23 @@ class _Routes:
         validate.session_id(session_id)
         await self._check(request, session_id, "approve")
         session = await self._existing(session_id)
-        waiting = [
-            {
-                "execution_id": a.execution_id,
-                "call_id": a.call_id,
-                "name": a.name,
-                "input": a.input,
-                "requested_at": a.requested_at.isoformat(),
-                "expires_at": None if a.expires_at is None else a.expires_at.isoformat(),
-            }
-            for a in await session.pending_approvals()
-        ]
+        waiting = []
+        for a in await session.pending_approvals():
+            # as the stream shows the call's approval.requested event, or not at all
+            event = StreamEvent(a.cursor, log.APPROVAL_REQUESTED, a.event_data())
+            shown = await self._shown(request, event)
+            if shown is None:
+                continue
+            waiting.append(
+                {
+                    "execution_id": a.execution_id,
+                    "call_id": a.call_id,
+                    "name": shown.data.get("name"),
+                    "input": shown.data.get("input"),
+                    "requested_at": a.requested_at.isoformat(),
+                    "expires_at": None if a.expires_at is None else a.expires_at.isoformat(),
+                }
+            )
         return JSONResponse({"approvals": waiting})
 
     async def decide(self, request: Request) -> Response:
@@ -444,14 +480,9 @@ class _Routes:
         events = session.stream(cursor, until=until)
         try:
             async for event in events:
-                shown: Any = event
-                if self.visible is not None:
-                    shown = self.visible(request, event)
-                    if inspect.isawaitable(shown):
-                        shown = await shown
-                    if shown is None:
-                        continue
-                yield _sse.frame(event.cursor, shown.kind, shown.data)
+                shown = await self._shown(request, event)
+                if shown is not None:
+                    yield _sse.frame(event.cursor, shown.kind, shown.data)
         except Exception:
             # The response has started: end it. The client reconnects from the last
             # cursor it received; it never sees what went wrong here.

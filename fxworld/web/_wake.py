@@ -71,6 +71,11 @@ class WakeHandler:
       answer. At most ``max_runs`` (2) runs at once per handler; beyond them,
       503 ``busy`` with ``Retry-After``.
     - 200 ``{"status": "done"}``: the named session's last turn is over.
+    - 200 ``{"status": "waiting"}``: its turn waits for a person's decision on a
+      call (``needs_approval``): nothing runs until one comes, so the message is
+      not delivered again. The decision's wake (or, for a call with an
+      ``approval_timeout``, the wake due at its expiry) is run by a later
+      invocation, e.g. a cron tick.
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
       session still has work (its turn yielded at the deadline, or a crashed
       worker's lease has not run out yet). Push queues deliver the message again,
@@ -204,8 +209,9 @@ class WakeHandler:
         status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
-        if await self._turn_ended(session_id):
-            return JSONResponse({"status": "done", "ran": round(ran, 3)})
+        settled = await self._settled(session_id)
+        if settled is not None:  # over, or waiting for a person: nothing to run
+            return JSONResponse({"status": settled, "ran": round(ran, 3)})
         # The named session still has work (its turn yielded at the deadline, or a
         # crashed worker's lease has not run out yet): a retryable status, so that a
         # push queue delivers the message again and the turn goes on.
@@ -216,30 +222,22 @@ class WakeHandler:
             headers={"Retry-After": str(retry_after)},
         )
 
-    async def _turn_ended(self, session_id: str) -> bool:
-        """True if the session's log ends with the end of a turn (or is empty)."""
-        from fxworld.engine import log
+    async def _settled(self, session_id: str) -> str | None:
+        """``"done"`` when the session runs no turn and no prompt waits (or it is
+        empty), ``"waiting"`` when its turn only waits for a person's decision
+        (nothing to run until one comes), else ``None``: work is left. Reads only
+        the latest turn (:mod:`fxworld.engine.tail`)."""
+        from fxworld.engine.replay import Idle, WaitForApproval, next_step
+        from fxworld.engine.tail import replay_latest_turn
 
-        world = await self.agent._ready_world()
-
-        async def beyond(seq: int) -> bool:
-            return bool(await world.read(session_id, seq, limit=1))
-
-        # The last seq, in O(log n) one-entry reads: gallop, then bisect.
-        # Invariant: beyond(low) and not beyond(high), so low < last <= high.
-        if not await beyond(0):
-            return True
-        low, high = 0, 1
-        while await beyond(high):
-            low, high = high, high * 2
-        while high - low > 1:
-            mid = (low + high) // 2
-            if await beyond(mid):
-                low = mid
-            else:
-                high = mid
-        last = await world.read(session_id, high - 1, limit=1)
-        return bool(last) and last[-1].kind in log.TURN_END_KINDS
+        state = await replay_latest_turn(await self.agent.ready(), session_id)
+        tools = self.agent.tools
+        idempotent = {name: t.idempotent for name, t in tools.items()}
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
+        step = next_step(state, idempotent, timeouts)
+        if isinstance(step, Idle):
+            return "done"
+        return "waiting" if isinstance(step, WaitForApproval) else None
 
 
 def _named_session(body: bytes) -> str | None:

@@ -12,6 +12,9 @@ Configured by environment, so every process builds the same agent:
   crash inside ``charge`` always finds ``lookup`` running.
 - ``ENGINE_TEST_SCRIPT=approval``: the model calls ``refund`` (needs approval, not
   idempotent), then answers; ``ENGINE_TEST_APPROVAL_TIMEOUT``: its timeout.
+- A redeploy: ``ENGINE_TEST_REFUND_APPROVAL=0`` gives ``refund`` no
+  ``needs_approval``; ``ENGINE_TEST_OTHER_APPROVAL=1`` adds ``close_account``, a
+  tool that needs approval (the model never calls it).
 - ``ENGINE_TEST_SCRIPT=long``: one long answer (stop it while it streams).
 
 The script: look up order A (idempotent), charge it (not idempotent), answer.
@@ -95,7 +98,10 @@ def charge(id: str, cents: int, ctx: ToolContext) -> str:
     return f"charged {cents} cents for order {id}"
 
 
-@tool(needs_approval=True, approval_timeout=float(_timeout) if _timeout else None)
+@tool(
+    needs_approval=os.environ.get("ENGINE_TEST_REFUND_APPROVAL", "1") != "0",
+    approval_timeout=float(_timeout) if _timeout else None,
+)
 def refund(id: str, cents: int, ctx: ToolContext) -> str:
     """Refund an order (needs a person's approval; not idempotent)."""
     _record("refund", ctx)
@@ -104,6 +110,14 @@ def refund(id: str, cents: int, ctx: ToolContext) -> str:
     return f"refunded {cents} cents for order {id}"
 
 
+@tool(needs_approval=True)
+def close_account(id: str) -> str:
+    """Close a customer's account (needs a person's approval)."""
+    return f"closed {id}"
+
+
+OTHER_APPROVAL = [close_account] if os.environ.get("ENGINE_TEST_OTHER_APPROVAL") == "1" else []
+
 agent = Agent(
     ScriptedModel(
         {"parallel": PARALLEL, "approval": APPROVAL, "long": [LONG, LONG_AFTER]}.get(MODE, SCRIPT),
@@ -111,7 +125,7 @@ agent = Agent(
         pieces=80 if MODE == "long" else 5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
     ),
-    tools=[lookup, charge, refund],
+    tools=[lookup, charge, refund, *OTHER_APPROVAL],
     instructions="You handle orders.",
     text_chunk_interval=0.0,  # every streamed piece is saved as its own chunk
 )

@@ -22,7 +22,7 @@ from conftest import HERE, REPO, SURVIVOR_LEASE, client, read_jsonl
 from test_crash import assert_no_gap_no_dup, read_with_reconnect
 
 from fxworld import TurnStopped
-from fxworld.errors import AlreadyDecided, UnknownCall
+from fxworld.errors import AlreadyDecided, ApprovalExpired, UnknownCall
 from fxworld.types import Entry
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,8 +202,91 @@ async def test_an_approval_timeout_passes_while_no_process_is_up(
     heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"]
     [result] = [m for m in heard if m["role"] == "tool"]
     assert result["is_error"] and "no decision within 2 s" in result["text"]
-    with pytest.raises(AlreadyDecided):  # too late: the timeout decided
+    assert decided.data["expired"] is True and decided.epoch is not None  # the worker's
+    with pytest.raises(ApprovalExpired):  # too late: the timeout decided
         await agent.session(sid).approve(requested.data["execution_id"])
+
+
+async def test_an_expired_approval_cannot_be_approved(
+    engine_world_url: str, start_worker, tmp_path: Path
+) -> None:
+    """Past ``expires_at`` with no worker up, the call is not pending, an approval
+    is refused, and the timeout's denial (written by the refused process) is
+    what the next worker's model hears: the tool never runs."""
+    env = {**APPROVAL, "ENGINE_TEST_APPROVAL_TIMEOUT": "1"}
+    agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
+    first = start_worker(lease=SURVIVOR_LEASE, env=env)
+    xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
+    first.wait_for_log("holding nothing")
+    await stop_worker(first)
+    await asyncio.sleep(2.0)  # past expires_at; no process is up
+
+    session = agent.session(sid)
+    assert await session.pending_approvals() == []
+    with pytest.raises(ApprovalExpired) as refused:
+        await session.approve(xid, note="too late")
+    assert isinstance(refused.value, AlreadyDecided) and refused.value.approved is False
+    assert await decide(engine_world_url, sid, "approve", xid) == "ApprovalExpired"
+    assert await decide(engine_world_url, sid, "deny", xid) == "ApprovalExpired"
+    [decided] = [e for e in await stored(agent, sid) if e.kind == "approval.decided"]
+    assert decided.data == {
+        **decided.data,
+        "approved": False,
+        "expired": True,
+        "reason": "no decision within 1 s",
+    }
+    assert decided.epoch is None  # written by the refused approve, not by a worker
+
+    second = start_worker(lease=SURVIVOR_LEASE, env=env)
+    assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
+    await stop_worker(second)
+    assert refunds(tmp_path) == []
+    kinds = [e.kind for e in await stored(agent, sid)]
+    assert kinds.count("approval.decided") == 1 and "tool.started" not in kinds
+    heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"]
+    [result] = [m for m in heard if m["role"] == "tool"]
+    assert result["is_error"] and "no decision within 1 s" in result["text"]
+
+
+# -- a redeploy changes the tools under a waiting call ------------------------------
+
+
+async def redeployed_call_waits(
+    url: str, start_worker: Any, tmp_path: Path, redeploy: dict[str, str]
+) -> None:
+    """Agent v1 parks a refund and dies; agent v2 (``redeploy``'s tools) takes the
+    session over: the call waits for a decision all the same, and runs once
+    approved."""
+    agent, turn, sid = await prompted(url, "Please refund order A.")
+    v1 = start_worker(env={**APPROVAL, "FXWORLD_TEST_CRASH_AT": "after-approval-requested"})
+    xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
+    assert await v1.wait() == -signal.SIGKILL, v1.text()
+    v2 = start_worker(lease=SURVIVOR_LEASE, env={**APPROVAL, **redeploy})
+    v2.wait_for_log("holding nothing")  # once v1's lease ran out
+    kinds = [e.kind for e in await stored(agent, sid)]
+    assert "approval.decided" not in kinds and "tool.started" not in kinds
+    assert refunds(tmp_path) == []
+    assert [a.execution_id for a in await agent.session(sid).pending_approvals()] == [xid]
+
+    await agent.session(sid).approve(xid)
+    assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
+    await stop_worker(v2)
+    assert [(r["execution_id"], r["pid"]) for r in refunds(tmp_path)] == [(xid, v2.pid)]
+
+
+async def test_a_requested_call_waits_after_a_redeploy_without_needs_approval(
+    engine_world_url: str, start_worker, tmp_path: Path
+) -> None:
+    await redeployed_call_waits(
+        engine_world_url, start_worker, tmp_path, {"ENGINE_TEST_REFUND_APPROVAL": "0"}
+    )
+
+
+async def test_a_requested_call_waits_after_a_redeploy_beside_another_approval_tool(
+    engine_world_url: str, start_worker, tmp_path: Path
+) -> None:
+    redeploy = {"ENGINE_TEST_REFUND_APPROVAL": "0", "ENGINE_TEST_OTHER_APPROVAL": "1"}
+    await redeployed_call_waits(engine_world_url, start_worker, tmp_path, redeploy)
 
 
 # -- stop -----------------------------------------------------------------------------

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
-from fxworld import Agent, SqliteWorld, tool
+from fxworld import Agent, SqliteWorld, Tool, tool
 from fxworld.cli import main
-from fxworld.testing import ScriptedModel
+from fxworld.testing import Reply, ScriptedModel
 
 
 @tool(needs_approval=True)
@@ -18,14 +19,22 @@ def refund_order(order_id: str) -> str:
     return f"refunded {order_id}"
 
 
-def park(db: Path, sid: str) -> None:
-    """A turn in ``sid`` that waits for a decision on a refund_order call."""
+@tool(needs_approval=True, approval_timeout=0.5)
+def pay_out(card: str, api_key: str) -> str:
+    """Pay out to a card (waits for a person at most half a second)."""
+    return "paid"
+
+
+def park(db: Path, sid: str, call: Reply | None = None, *tools: Tool) -> None:
+    """A turn in ``sid`` that waits for a decision on a refund_order call (or ``call``)."""
 
     async def go() -> None:
         world = SqliteWorld(db)
         agent = Agent(
-            ScriptedModel([{"tool": "refund_order", "input": {"order_id": "A-1"}}, "Done."]),
-            tools=[refund_order],
+            ScriptedModel(
+                [call or {"tool": "refund_order", "input": {"order_id": "A-1"}}, "Done."]
+            ),
+            tools=list(tools) or [refund_order],
             world=world,
         )
         await agent.session(sid).prompt("Refund A-1.").accepted
@@ -71,3 +80,39 @@ def test_list_approve_deny_and_stop(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["sessions", "stop", "empty", *url]) == 0
     assert "nothing to stop" in capsys.readouterr().out
     assert kinds(db, "empty") == []
+
+
+SECRET_INPUT = {"card": "4111 1111 1111 1111", "api_key": "sk-live-0123456789abcdef"}
+
+
+def test_the_approvals_list_masks_secrets_in_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.db"
+    park(db, "s1", {"tool": "refund_order", "input": {"order_id": "A-1", **SECRET_INPUT}})
+    assert main(["sessions", "approvals", "s1", "--world", f"sqlite:///{db}"]) == 0
+    out, err = capsys.readouterr()
+    assert "refund_order" in out and '"order_id":"A-1"' in out  # the rest is kept
+    for secret in ("4111", "0123456789abcdef", "sk-live"):
+        assert secret not in out + err
+
+
+def test_an_expired_approval_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.db"
+    url = ["--world", f"sqlite:///{db}"]
+    park(db, "s1", {"tool": "pay_out", "input": SECRET_INPUT}, pay_out)
+    assert main(["sessions", "approvals", "s1", *url]) == 0
+    xid = capsys.readouterr().out.split()[0]
+    time.sleep(0.7)  # past expires_at; no worker up
+    assert main(["sessions", "approvals", "s1", *url]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "0 calls waiting" in err
+    for action in ("approve", "deny"):
+        assert main(["sessions", action, "s1", xid, *url]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert xid in err and "expired" in err and "Traceback" not in err
+    decided = [k for k in kinds(db, "s1") if k == "approval.decided"]
+    assert decided == ["approval.decided"]  # the timeout's denial, written once

@@ -4,6 +4,7 @@ bodies, and the authorize actions "approve" and "stop"."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,8 +12,10 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from fxworld import Agent, MemoryWorld, tool
+from fxworld import Agent, MemoryWorld, StreamEvent, tool
+from fxworld.engine import log
 from fxworld.testing import ScriptedModel
+from fxworld.types import Entry
 from fxworld.web import create_app
 
 pytestmark = pytest.mark.timeout(60)
@@ -139,3 +142,150 @@ async def test_each_route_asks_authorize_with_its_action(agent: Agent) -> None:
         allowed.update({"approve", "stop"})
         assert (await client.post(url, json={"approve": True})).status_code == 200
         assert (await client.post(f"/sessions/{sid}/stop", json={})).status_code == 202
+
+
+@tool(needs_approval=True, approval_timeout=0.5)
+def pay_out(card: str, api_key: str) -> str:
+    """Pay out to a card (waits for a person at most half a second)."""
+    return "paid"
+
+
+SECRET_INPUT = {"card": "4111 1111 1111 1111", "api_key": "sk-live-0123456789abcdef"}
+
+
+def client_of(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_an_expired_approval_is_409_over_http() -> None:
+    agent = Agent(
+        ScriptedModel([{"tool": "pay_out", "input": SECRET_INPUT}, "Not paid."]),
+        tools=[pay_out],
+        world=MemoryWorld(),
+    )
+    async with client_of(create_app(agent, allow_anyone=True)) as client:
+        sid = (await client.post("/sessions", json={"text": "Pay."})).json()["session_id"]
+        await run_until_idle(agent)
+        [waiting] = await agent.session(sid).pending_approvals()
+        await asyncio.sleep(0.7)  # past expires_at, no worker up
+        assert (await client.get(f"/sessions/{sid}/approvals")).json() == {"approvals": []}
+        url = f"/sessions/{sid}/approvals/{waiting.execution_id}"
+        for body in ({"approve": True}, {"approve": False, "reason": "late"}):
+            r = await client.post(url, json=body)
+            assert r.status_code == 409 and r.json()["error"] == "approval_expired", r.text
+        await run_until_idle(agent)
+    entries = await agent.session(sid).read()
+    [decided] = [e for e in entries if e.kind == "approval.decided"]
+    assert decided.data["expired"] is True and decided.data["approved"] is False
+    assert entries[-1].kind == "turn.finished"
+    assert not [e for e in entries if e.kind == "tool.started"]
+
+
+async def test_the_approval_list_passes_through_visible() -> None:
+    """A ``visible`` that hides tool inputs hides them in the approval list too;
+    one that drops the approval event drops the call from the list."""
+    agent = Agent(
+        ScriptedModel([{"tool": "pay_out", "input": SECRET_INPUT}, "Paid."]),
+        tools=[dataclasses.replace(pay_out, approval_timeout=None)],
+        world=MemoryWorld(),
+    )
+    shown_events: list[StreamEvent] = []
+
+    async def hide_inputs(request: Request, event: StreamEvent) -> StreamEvent | None:
+        shown_events.append(event)
+        if request.headers.get("x-role") == "outsider" and event.kind == "approval.requested":
+            return None
+        data = {k: v for k, v in event.data.items() if k != "input"}
+        return dataclasses.replace(event, data=data)
+
+    async with client_of(create_app(agent, allow_anyone=True, visible=hide_inputs)) as client:
+        sid = (await client.post("/sessions", json={"text": "Pay."})).json()["session_id"]
+        await run_until_idle(agent)
+        r = await client.get(f"/sessions/{sid}/approvals")
+        [waiting] = r.json()["approvals"]
+        assert waiting["name"] == "pay_out" and waiting["input"] is None
+        assert "4111" not in r.text and "sk-live" not in r.text
+        outsider = await client.get(f"/sessions/{sid}/approvals", headers={"x-role": "outsider"})
+        assert outsider.json() == {"approvals": []}
+    # the hook saw the very event the stream shows for the call, cursor and all
+    [requested] = [e for e in await agent.session(sid).read() if e.kind == "approval.requested"]
+    assert shown_events[0] == requested
+
+
+class CountingWorld(MemoryWorld):
+    """Counts the entries its reads hand out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_out = 0
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        batch = await super().read(session_id, after, limit=limit)
+        self.handed_out += len(batch)
+        return batch
+
+
+async def long_session(world: MemoryWorld, sid: str, turns: int) -> None:
+    """``turns`` finished turns of 40 entries each, as a worker writes them."""
+    seq = 0
+    for t in range(turns):
+        text = [log.entry(log.TEXT, call=f"c{t}", text="word ") for _ in range(36)]
+        seq = await world.append(
+            sid,
+            [
+                log.entry(log.PROMPT, text=f"q{t}", key=f"k{t}"),
+                log.entry(log.TURN_STARTED, prompt=seq + 1, turn=f"t{t}"),
+                *text,
+                log.entry(log.MESSAGE, call=f"c{t}", text="...", tool_calls=[]),
+                log.entry(log.TURN_FINISHED, prompt=seq + 1, turn=f"t{t}", text="..."),
+            ],
+        )
+
+
+async def test_the_approval_routes_read_only_the_latest_turn() -> None:
+    """On a session of 200 turns (8,000 entries) parked on a call, listing,
+    deciding and stopping each read a bounded number of entries, not the log."""
+    world = CountingWorld()
+    sid = "s-long"
+    await long_session(world, sid, 200)
+    replies: list[Any] = ["..."] * 200 + REPLIES  # one per assistant message heard
+    agent = Agent(ScriptedModel(replies), tools=[refund_order], world=world)
+    await agent.session(sid).prompt("Refund A-1.").accepted
+    await run_until_idle(agent)  # the worker reads the whole log: it needs it
+    async with client_of(create_app(agent, allow_anyone=True)) as client:
+        reads: dict[str, int] = {}
+        world.handed_out = 0
+        [waiting] = (await client.get(f"/sessions/{sid}/approvals")).json()["approvals"]
+        reads["list"], world.handed_out = world.handed_out, 0
+        url = f"/sessions/{sid}/approvals/{waiting['execution_id']}"
+        assert (await client.post(url, json={"approve": True})).status_code == 200
+        reads["decide"], world.handed_out = world.handed_out, 0
+        assert (await client.post(f"/sessions/{sid}/stop", json={})).status_code == 202
+        reads["stop"] = world.handed_out
+    # each: ~2 * log2(8,000) one-entry reads to find the end, then the last turn
+    assert all(n < 80 for n in reads.values()), reads
+
+
+async def test_an_empty_stop_body_is_accepted_only_when_sent_as_json(
+    agent: Agent, client: httpx.AsyncClient
+) -> None:
+    """``POST .../stop`` with no body works when it says JSON. Without that, it is
+    415 and stops nothing, even empty: a cross-site page can send a bodyless POST
+    with no Content-Type (``fetch`` without a body, ``sendBeacon``), or an empty
+    form, without a preflight."""
+    sid, _ = await parked(agent, client)
+    url = f"/sessions/{sid}/stop"
+    before = await agent.session(sid).read()
+    for headers in (
+        {},  # no Content-Type at all
+        {"content-type": "application/x-www-form-urlencoded"},
+        {"content-type": "text/plain"},
+        {"content-type": "multipart/form-data; boundary=x"},
+    ):
+        r = await client.post(url, content=b"", headers=headers)
+        assert r.status_code == 415, headers
+        assert "application/json" in r.json()["message"]
+    assert await agent.session(sid).read() == before
+    r = await client.post(url, content=b"", headers={"content-type": "application/json"})
+    assert r.status_code == 202
+    assert (await agent.session(sid).read())[-1].kind == "stop.requested"

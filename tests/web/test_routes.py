@@ -318,3 +318,35 @@ async def test_mounted_under_a_prefix_in_another_app() -> None:
         await run_until_idle(agent)
         s = await client.get(f"/agent/sessions/{r.json()['session_id']}/stream?until=turn")
         assert parse_sse(s.text)[-1]["event"] == "turn.finished"
+
+
+async def test_the_202_stream_path_is_absolute_from_the_mount() -> None:
+    """``stream`` is a path from the server's root: mounted at ``/agent`` behind a
+    server whose ASGI ``root_path`` is ``/api``, it is ``/api/agent/sessions/..``,
+    and a client that follows it gets the stream (resolved against the prompt
+    route, a relative path would give ``/sessions/{id}/sessions/{id}/stream``)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    agent = make_agent()
+    alone = create_app(agent, allow_anyone=True)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=alone), base_url="http://test"
+    ) as client:
+        r = await client.post("/sessions", json={"text": "hi"})
+        assert r.json()["stream"] == f"/sessions/{r.json()['session_id']}/stream"
+
+    outer = Starlette(routes=[Mount("/agent", app=create_app(agent, allow_anyone=True))])
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=outer, root_path="/api"), base_url="http://test"
+    ) as client:
+        created = (await client.post("/api/agent/sessions", json={"text": "hi"})).json()
+        sid = created["session_id"]
+        assert created["stream"] == f"/api/agent/sessions/{sid}/stream"
+        prompted = await client.post(f"/api/agent/sessions/{sid}/prompts", json={"text": "more"})
+        assert prompted.json()["stream"] == created["stream"]
+        await run_until_idle(agent)
+        s = await client.get(
+            created["stream"], params={"cursor": created["cursor"], "until": "turn"}
+        )
+        assert s.status_code == 200 and parse_sse(s.text)[-1]["event"] == "turn.finished"

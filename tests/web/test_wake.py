@@ -242,3 +242,32 @@ async def test_signed_wake_body_with_invalid_session_id_is_400(
         assert r.status_code == 400, bad
         assert r.json()["error"] == "invalid_request"
     assert await kinds(agent, sid) == ["prompt"]  # not taken as a cron tick: nothing ran
+
+
+@tool(needs_approval=True)
+def refund(id: str) -> str:
+    """Refund an order (waits for a person)."""
+    return f"refunded {id}"
+
+
+async def test_a_session_parked_on_an_approval_is_waiting_not_pending() -> None:
+    """Nothing can run until a person decides: 200 ``waiting`` (a 503 would make a
+    push queue deliver the message again every few seconds until then). Once
+    decided, the next delivery runs the call and answers ``done``."""
+    script: list[Reply] = [{"tool": "refund", "input": {"id": "A-1"}}, "Refunded."]
+    agent = Agent(ScriptedModel(script), tools=[refund], world=MemoryWorld())
+    handler = agent.wake_handler(secret=SECRET)
+    sid = (await agent.session().prompt("refund A-1").accepted).session_id
+    body = json.dumps({"session_id": sid}).encode()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+        assert r.status_code == 200 and r.json()["status"] == "waiting", r.text
+        assert "retry-after" not in r.headers
+        [waiting] = await agent.session(sid).pending_approvals()
+        await agent.session(sid).approve(waiting.execution_id)
+        again = json.dumps({"session_id": sid, "after": "the decision"}).encode()
+        r = await client.post("/", content=again, headers=signed_headers(SECRET, again))
+        assert r.status_code == 200 and r.json()["status"] == "done"
+    assert (await kinds(agent, sid))[-1] == "turn.finished"
