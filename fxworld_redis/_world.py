@@ -17,11 +17,19 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    Conflict,
+    Fenced,
+    InvalidArgument,
+    LeaseLost,
+)
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
 from fxworld_redis import _errors, _scripts
 from fxworld_redis._deadline import Deadlines
+from fxworld_redis._follow import Waits
 from fxworld_redis._scripts import Keys
 
 __all__ = ["RedisWorld"]
@@ -110,6 +118,7 @@ class RedisWorld:
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: Deadlines  # made for each event loop, with the loop
+        self._waits: Waits  # the followers waiting on this loop (one XREAD per partition)
         self._turn = 0  # which partition wins a tie in a Cluster's peek
         self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
         self._peeked_at = 0.0
@@ -159,10 +168,13 @@ class RedisWorld:
         self._ready = True
 
     async def close(self) -> None:
-        """Close the client if this world made it (an application's is left open)."""
+        """Close the client if this world made it (an application's is left open);
+        followers still waiting raise ``BackendUnavailable``."""
         if self._closed:
             return
         self._closed = True
+        if self._loop is asyncio.get_running_loop():
+            await self._waits.close(BackendUnavailable(f"follow: {self!r} was closed"))
         if self._owns_client and self._loop is asyncio.get_running_loop():
             try:
                 await self._client.aclose()
@@ -241,33 +253,27 @@ class RedisWorld:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
-        """W10: read what is there, then block in ``XREAD`` until the log grows past
-        the cursor (pushed: the server answers as the appending script ends)."""
+        """W10: read what is there, then wait until the log grows past the cursor
+        (pushed: the followers of a partition share one ``XREAD``, which the server
+        answers as the appending script ends; see ``_follow``)."""
         cursor = after
         log = (await self._keys(session_id)).log(session_id)
+        group = _scripts.partition_of(session_id, self.partitions) if self.cluster else 0
         while True:
             batch = await self.read(session_id, cursor)
             for entry in batch:
                 cursor = entry.seq
                 yield entry
-            if batch:
-                continue
-            await self._command(
-                "follow",
-                "XREAD",
-                "COUNT",
-                "1",
-                "BLOCK",
-                str(_FOLLOW_BLOCK_MS),
-                "STREAMS",
-                log,
-                f"{cursor}-0",
-            )
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # redis-py can swallow a cancel that lands as the reply arrives:
-                # honour it, or the follower would never stop
-                raise asyncio.CancelledError
+            if not batch:
+                await self._waits.wait(group, log, cursor)
+
+    async def _xread(self, streams: list[str], ids: list[str]) -> Any:
+        """One ``XREAD`` for the followers of a group: the first new entry of each
+        stream past its id, or nothing after ``_FOLLOW_BLOCK_MS``."""
+        block = str(_FOLLOW_BLOCK_MS)
+        return await self._command(
+            "follow", "XREAD", "COUNT", "1", "BLOCK", block, "STREAMS", *streams, *ids
+        )
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -489,6 +495,7 @@ class RedisWorld:
         self._ready_lock = None
         self._peeking = None
         self._deadlines = Deadlines(_CALL_TIMEOUT)
+        self._waits = Waits(self._xread)
         self._loop = loop
 
     async def _durable(self) -> bool | None:
