@@ -6,9 +6,10 @@ partitions, Cluster slots, delete, credentials)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -529,3 +530,87 @@ async def test_on_a_cluster_takers_at_once_share_one_peek(redis_cluster: RedisCl
         for a in admins:
             a.close()
         await w.close()
+
+
+# -- followers ----------------------------------------------------------------------------
+
+_FOLLOWERS = 1000
+
+
+async def _until(changed: asyncio.Event, done: Callable[[], bool], within: float) -> None:
+    """Return once ``done()`` holds (checked each time ``changed`` is set), or after
+    ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not done() and (left := deadline - time.monotonic()) > 0:
+        changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), left)
+
+
+def _blocked_clients(admins: list[redis.Redis]) -> int:
+    """Connections blocked in a command (XREAD BLOCK) on every node."""
+    return sum(int(a.info("clients")["blocked_clients"]) for a in admins)
+
+
+@pytest.mark.parametrize("where", ["server", "cluster"])
+async def test_idle_followers_do_not_starve_writers(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """1,000 idle followers in one process: each holds a pooled connection no more
+    (the followers of a partition share one XREAD), so appends, reads and wakes keep
+    working beside them, and every follower still gets its session's new entries."""
+    if where == "server":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, admins = server.url, [_admin(server)]
+    else:
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, admins = cluster.url, [_admin(node) for node in cluster.nodes]
+    w = RedisWorld(url, namespace=fresh_namespace())
+    await w.setup()
+    sessions = [f"idle-{i}" for i in range(_FOLLOWERS)]
+    seen: dict[str, list[int]] = {sid: [] for sid in sessions}
+    failures: list[Exception] = []
+    changed = asyncio.Event()
+
+    async def follow(sid: str) -> None:
+        try:
+            async for entry in w.follow(sid):
+                seen[sid].append(entry.seq)
+                changed.set()
+        except BackendUnavailable as e:
+            failures.append(e)
+            changed.set()
+
+    tasks: list[asyncio.Task[None]] = []
+
+    def started() -> bool:  # every follower started so far yielded its first entry
+        return bool(failures) or all(seen[s] for s in sessions[: len(tasks)])
+
+    blocked_before = _blocked_clients(admins)
+    try:
+        for i in range(0, _FOLLOWERS, 50):  # 50 at a time: never a burst past the pool
+            batch = sessions[i : i + 50]
+            await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in batch))
+            tasks += [asyncio.create_task(follow(sid)) for sid in batch]
+            await _until(changed, started, 30)
+            assert not failures, f"{len(failures)} followers failed: {failures[0]}"
+        await asyncio.sleep(0.3)  # every follower waits now
+        for i in range(20):
+            await w.append("writer", [NewEntry("m", {"i": i})], wake=0)
+            assert len(await w.read("writer", i)) == 1
+            lease = await w.take_wake(lease=30)
+            assert lease is not None and lease.session_id == "writer"
+            await w.finish_wake(lease)
+        assert _blocked_clients(admins) - blocked_before <= w.partitions
+        probed = sessions[::100]
+        await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in probed))
+        await _until(changed, lambda: all(len(seen[s]) == 2 for s in probed), 10)
+        assert [seen[s] for s in probed] == [[1, 2]] * len(probed)
+        assert not failures
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.close()
+        for a in admins:
+            a.close()
