@@ -27,7 +27,7 @@ from fxworld.errors import (
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
-from fxworld_redis import _errors, _scripts
+from fxworld_redis import _errors, _scripts, _settings
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
 from fxworld_redis._scripts import Keys
@@ -144,23 +144,30 @@ class RedisWorld:
     # -- lifecycle ------------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Check durability, fix the namespace's partition count, load the scripts.
+        """Check the server's settings, fix the namespace's partition count, load
+        the scripts.
 
-        Idempotent and safe from several processes at once. The capability
-        ``durable`` is declared only if every primary runs ``appendonly yes`` with
-        ``appendfsync always`` (``durable=True`` on a server without them is
-        refused); where ``CONFIG`` is disabled, the ``durable=`` argument decides.
+        Idempotent and safe from several processes at once. A server whose
+        ``maxmemory-policy`` may evict keys (``allkeys-*``) is refused with a
+        ``ConfigurationError``, unless the world was opened with ``durable=False``.
+        The capability ``durable`` is declared only if every primary runs
+        ``appendonly yes`` with ``appendfsync always`` and may not evict
+        (``durable=True`` on a server without them is refused); where ``CONFIG``
+        is disabled, the ``durable=`` argument decides (W17).
         """
         await self._on_this_loop()
-        durable = await self._retrying("setup", self._durable, idempotent=True)
-        if durable is False and self._durable_arg:
+        durable = await self._retrying("setup", _settings.fsyncs, self._client, idempotent=True)
+        evicts = await self._retrying("setup", _settings.evicting, self._client, idempotent=True)
+        wanted = self._durable_arg
+        if evicts is not None and wanted is not False:  # W1, W2, W6: keys would vanish
+            raise _settings.eviction_refused(evicts)
+        if durable is False and wanted:
             raise ConfigurationError(
                 "durable=True, but the Redis server does not run appendonly yes with "
                 "appendfsync always: an acknowledged append could be lost in a crash"
             )
-        if durable is None:
-            durable = bool(self._durable_arg)
-        caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
+        durable = bool(wanted) if durable is None else durable and wanted is not False
+        caps = {"shared", "push_follow"} | ({"durable"} if durable and not evicts else set())
         self.capabilities = frozenset(caps)
         self.partitions = await self._retrying("setup", self._fix_partitions, idempotent=True)
         self._parts = _partitions(self.namespace, self.partitions)
@@ -498,23 +505,6 @@ class RedisWorld:
         self._waits = Waits(self._xread)
         self._loop = loop
 
-    async def _durable(self) -> bool | None:
-        """True/False from every primary's ``CONFIG GET``; None where CONFIG is disabled."""
-        client = self._client
-        try:
-            if isinstance(client, RedisCluster):
-                replies = [
-                    await client.config_get("append*", target_nodes=node)
-                    for node in client.get_primaries()
-                ]
-            else:
-                replies = [await client.config_get("append*")]
-        except Exception as e:
-            if _errors.config_disabled(e):
-                return None
-            raise
-        return all(_config_durable(r) for r in replies)
-
     async def _fix_partitions(self) -> int:
         key = _scripts.config_key(self.namespace)
         await self._client.hsetnx(key, "partitions", str(self.partitions))
@@ -609,11 +599,6 @@ def _flag(value: str, name: str, url: str) -> bool:
     if lowered in ("false", "0", "no"):
         return False
     raise ConfigurationError(f"{name} must be true or false in {mask(url)}")
-
-
-def _config_durable(reply: Any) -> bool:
-    values = {_text(k): _text(v) for k, v in dict(reply).items()}
-    return values.get("appendonly") == "yes" and values.get("appendfsync") == "always"
 
 
 def _micros(seconds: float) -> int:

@@ -334,6 +334,87 @@ async def test_durability_follows_the_servers_settings(redis_server: RedisServer
         hidden.stop()
 
 
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+async def test_an_evicting_redis_is_refused(policy: str) -> None:
+    """A server that may evict the world's keys when its memory is full (a session's
+    log would read [], its epochs start again at 1, a stale fence and a repeated key
+    would land) is refused by setup(), which says what to set and writes nothing;
+    durable=False (argument or URL) accepts it knowingly, without ``durable``."""
+    evicting = LocalRedis(extra=("--maxmemory", "64mb", "--maxmemory-policy", policy))
+    try:
+        ns = fresh_namespace()
+        admin = _admin(evicting)
+        for world in (
+            RedisWorld(evicting.url, namespace=ns),
+            RedisWorld(evicting.url, namespace=ns, durable=True),
+        ):
+            with pytest.raises(ConfigurationError, match=policy) as info:
+                await world.setup()
+            assert "maxmemory-policy noeviction" in str(info.value)
+            assert "durable=False" in str(info.value)
+            assert PASSWORD not in str(info.value)
+            with pytest.raises(ConfigurationError):
+                await world.append("s", [NewEntry("a", {})])  # a call sets up first
+            await world.close()
+        assert _namespace_keys(admin, ns) == []  # nothing written
+        for world in (
+            RedisWorld(evicting.url, namespace=ns, durable=False),
+            RedisWorld.from_url(f"{evicting.url}?namespace={ns}&durable=false"),
+        ):
+            await world.setup()
+            assert world.capabilities == {"shared", "push_follow"}
+            assert await world.append("s", [NewEntry("a", {})]) >= 1
+            await world.close()
+        admin.close()
+    finally:
+        evicting.stop()
+
+
+async def test_policies_that_keep_keys_without_a_ttl_are_accepted() -> None:
+    kept = LocalRedis(extra=("--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"))
+    try:
+        w = RedisWorld(kept.url, namespace=fresh_namespace())
+        await w.setup()
+        assert "durable" in w.capabilities  # appendfsync always, and nothing evicted
+        await w.close()
+    finally:
+        kept.stop()
+
+
+async def test_an_evicting_cluster_node_is_refused(redis_cluster: RedisCluster) -> None:
+    """Every primary of a Cluster is asked, not only the one the URL names."""
+    node = redis_cluster.nodes[-1]
+    admin = _admin(node)
+    admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
+        with pytest.raises(ConfigurationError, match="allkeys-lru"):
+            await w.setup()
+        await w.close()
+        accepted = RedisWorld(redis_cluster.url, namespace=fresh_namespace(), durable=False)
+        await accepted.setup()
+        assert "durable" not in accepted.capabilities
+        await accepted.close()
+    finally:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+
+
+async def test_every_cluster_primary_is_asked_for_durability(redis_cluster: RedisCluster) -> None:
+    """A Cluster client knows no node before its first command: the check of each
+    primary's appendfsync found none to ask, and declared ``durable`` whatever they ran."""
+    admin = _admin(redis_cluster.nodes[-1])
+    admin.config_set("appendfsync", "everysec")
+    try:
+        w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
+        await w.setup()
+        assert "durable" not in w.capabilities
+        await w.close()
+    finally:
+        admin.config_set("appendfsync", "always")
+        admin.close()
+
+
 async def test_partitions_are_fixed_by_the_first_setup(redis_server: RedisServer) -> None:
     ns = fresh_namespace()
     first = RedisWorld(f"{redis_server.url}?namespace={ns}&partitions=4")
