@@ -59,7 +59,8 @@ class RedisWorld:
     one server. ``partitions`` is the number of wake queues, fixed by the first
     ``setup()`` of the namespace (default 1 on one server, 16 on a Cluster); a world
     opened later with another number is refused. ``durable`` decides the capability
-    where the server hides ``CONFIG``; elsewhere the server's settings decide.
+    where the server hides ``CONFIG``; elsewhere the server's settings decide, and
+    ``durable=False`` also accepts a server that may evict keys (see ``setup``).
     """
 
     def __init__(
