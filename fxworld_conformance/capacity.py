@@ -52,7 +52,7 @@ NAME = "W10 capacity: idle followers leave appends, reads and wakes at their usu
 
 RATIO = 5.0
 """How much a call's median may grow while the followers wait."""
-FLOOR = 0.05
+FLOOR = 0.025
 """Seconds: a median up to this is always within bounds (fast worlds, noisy machines)."""
 CUTOFF_RATIO = 20.0
 """How much slower than the slowest of its kind alone one call may be."""
