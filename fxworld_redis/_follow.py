@@ -62,14 +62,15 @@ class _Group:
         self._xread = xread
         self._waiting: dict[str, dict[asyncio.Future[None], int]] = {}  # stream -> cursors
         self._sent: dict[str, int] = {}  # what the XREAD in flight covers
-        self._stale = asyncio.Event()  # a follower it does not cover arrived
+        self._stale: asyncio.Future[None] | None = None  # done: one it does not cover came
         self._task: asyncio.Task[None] | None = None
 
     async def wait(self, stream: str, cursor: int) -> None:
         done = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(stream, {})[done] = cursor
-        if stream not in self._sent or cursor < self._sent[stream]:
-            self._stale.set()
+        stale = self._stale
+        if (stream not in self._sent or cursor < self._sent[stream]) and stale and not stale.done():
+            stale.set_result(None)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._serve())
         try:
@@ -104,10 +105,9 @@ class _Group:
         """One ``XREAD`` over what is waited on now; None if it was sent again
         before it answered (a follower it did not cover arrived)."""
         self._sent = {s: min(w.values()) for s, w in self._waiting.items()}
-        self._stale.clear()
+        self._stale = stale = asyncio.get_running_loop().create_future()
         ids = [f"{c}-0" for c in self._sent.values()]
         read = asyncio.ensure_future(self._xread(list(self._sent), ids))
-        stale = asyncio.ensure_future(self._stale.wait())
         try:
             await asyncio.wait({read, stale}, return_when=asyncio.FIRST_COMPLETED)
             if not read.done():  # gather the crowd arriving with it, then send again
