@@ -615,6 +615,21 @@ async def test_on_a_cluster_takers_at_once_share_one_peek(redis_cluster: RedisCl
 
 # -- followers ----------------------------------------------------------------------------
 
+
+async def test_followers_of_a_closed_world_raise(redis_server: RedisServer) -> None:
+    """close() ends the shared XREAD: a follower still waiting raises
+    BackendUnavailable (it would otherwise wait for ever)."""
+    w = RedisWorld(redis_server.url, namespace=fresh_namespace())
+    await w.append("s", [NewEntry("a", {})])
+    stream = w.follow("s")
+    assert (await anext(stream)).seq == 1
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.2)
+    await w.close()
+    with pytest.raises(BackendUnavailable, match="closed"):
+        await asyncio.wait_for(waiting, 5)
+
+
 _FOLLOWERS = 1000
 
 
