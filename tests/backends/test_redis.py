@@ -334,6 +334,17 @@ async def test_durability_follows_the_servers_settings(redis_server: RedisServer
         hidden.stop()
 
 
+async def test_durable_is_dropped_without_an_aof() -> None:
+    no_aof = LocalRedis(extra=("--appendonly", "no"))
+    try:
+        w = RedisWorld(no_aof.url, namespace=fresh_namespace())
+        await w.setup()
+        assert w.capabilities == {"shared", "push_follow"}
+        await w.close()
+    finally:
+        no_aof.stop()
+
+
 @pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
 async def test_an_evicting_redis_is_refused(policy: str) -> None:
     """A server that may evict the world's keys when its memory is full (a session's
