@@ -24,6 +24,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fxworld_redis._scripts import seq_of, text
+
 __all__ = ["Waits", "GATHER"]
 
 GATHER = 0.005
@@ -150,9 +152,5 @@ def _first_seqs(reply: Any) -> dict[str, int]:
         first = entries[0]
         if isinstance(first, list):  # RESP3 nests the entries one level deeper
             first = first[0]
-        out[_text(stream)] = int(_text(first[0]).split("-", 1)[0])
+        out[text(stream)] = seq_of(first[0])
     return out
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -19,6 +19,7 @@ from redis.asyncio import Redis, RedisCluster
 
 from fxworld.errors import ConfigurationError
 from fxworld_redis import _errors
+from fxworld_redis._scripts import text
 
 __all__ = ["fsyncs", "evicting", "eviction_refused", "KEEPS_KEYS"]
 
@@ -47,7 +48,7 @@ async def evicting(client: Redis | RedisCluster) -> str | None:
             if _errors.config_disabled(e):
                 return None
             raise
-        policy = _text(dict(info).get("maxmemory_policy", "noeviction"))
+        policy = text(dict(info).get("maxmemory_policy", "noeviction"))
         if not policy.startswith(KEEPS_KEYS):
             return policy
     return None
@@ -73,9 +74,5 @@ async def _primaries(client: Redis | RedisCluster) -> list[dict[str, Any]]:
 
 
 def _fsyncs(reply: Any) -> bool:
-    values = {_text(k): _text(v) for k, v in dict(reply).items()}
+    values = {text(k): text(v) for k, v in dict(reply).items()}
     return values.get("appendonly") == "yes" and values.get("appendfsync") == "always"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

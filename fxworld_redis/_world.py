@@ -30,7 +30,7 @@ from fxworld.urls import mask, split_query
 from fxworld_redis import _errors, _scripts, _settings
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
-from fxworld_redis._scripts import Keys
+from fxworld_redis._scripts import Keys, text
 
 __all__ = ["RedisWorld"]
 
@@ -114,7 +114,7 @@ class RedisWorld:
         self._parts = _partitions(self.namespace, self.partitions)  # again at setup()
         # ``durable`` only once setup() checked the server (W17)
         self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
-        self._sha = {name: _sha1(text) for name, text in _SCRIPTS.items()}
+        self._sha = {name: _sha1(script) for name, script in _SCRIPTS.items()}
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -168,7 +168,7 @@ class RedisWorld:
                 "appendfsync always: an acknowledged append could be lost in a crash"
             )
         durable = bool(wanted) if durable is None else durable and wanted is not False
-        caps = {"shared", "push_follow"} | ({"durable"} if durable and not evicts else set())
+        caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
         self.capabilities = frozenset(caps)
         self.partitions = await self._retrying("setup", self._fix_partitions, idempotent=True)
         self._parts = _partitions(self.namespace, self.partitions)
@@ -181,9 +181,10 @@ class RedisWorld:
         if self._closed:
             return
         self._closed = True
-        if self._loop is asyncio.get_running_loop():
-            await self._waits.close(BackendUnavailable(f"follow: {self!r} was closed"))
-        if self._owns_client and self._loop is asyncio.get_running_loop():
+        if self._loop is not asyncio.get_running_loop():
+            return  # never used, or used on another loop: nothing of it runs here
+        await self._waits.close(BackendUnavailable(f"follow: {self!r} was closed"))
+        if self._owns_client:
             try:
                 await self._client.aclose()
             except Exception:  # best effort: the server may be gone
@@ -363,7 +364,7 @@ class RedisWorld:
             [micros, str(limit), secrets.token_hex(16)],
         )
         return [
-            WakeLease(_text(flat[i]), _text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
+            WakeLease(text(flat[i]), text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
             for i in range(0, len(flat), 4)
         ]
 
@@ -413,7 +414,7 @@ class RedisWorld:
                 *(self._script("sessions", [key], args, idempotent=True) for key in lists)
             )
             found = [sid for part in parts for sid in part]
-        return sorted(_text(sid) for sid in found)[:limit]
+        return sorted(text(sid) for sid in found)[:limit]
 
     # -- the one way to the server -------------------------------------------------------
 
@@ -510,7 +511,7 @@ class RedisWorld:
         key = _scripts.config_key(self.namespace)
         await self._client.hsetnx(key, "partitions", str(self.partitions))
         await self._client.hsetnx(key, "version", str(_scripts.VERSION))
-        stored = int(_text(await self._client.hget(key, "partitions")))
+        stored = int(text(await self._client.hget(key, "partitions")))
         asked = self._asked_partitions
         if asked is not None and asked != stored:
             raise ConfigurationError(
@@ -521,11 +522,11 @@ class RedisWorld:
         return stored
 
     async def _load_scripts(self) -> None:
-        for name, text in _SCRIPTS.items():
-            sha = await self._client.script_load(text)
+        for name, script in _SCRIPTS.items():
+            sha = await self._client.script_load(script)
             if isinstance(sha, dict):  # a Cluster answers per primary
                 sha = next(iter(sha.values()))
-            assert _text(sha) == self._sha[name].decode(), "the server hashed a script differently"
+            assert text(sha) == self._sha[name].decode(), "the server hashed a script differently"
 
 
 _SCRIPTS = _scripts.SCRIPTS
@@ -612,24 +613,18 @@ def _time(micros: Any) -> datetime:
     return datetime.fromtimestamp(int(micros) / _US, UTC)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "surrogatepass")
-    return str(value)
-
-
 def _entry(session_id: str, row: Any) -> Entry:
     """A stream entry ``[b"<seq>-0", [b"k", kind, b"d", data, b"e", epoch, b"t", µs]]``."""
     ident, flat = row
-    fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-    epoch = _text(fields["e"])
+    fields = {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    epoch = text(fields["e"])
     return Entry(
         session_id,
-        int(_text(ident).split("-", 1)[0]),
-        _text(fields["k"]),
-        json.loads(_text(fields["d"])),
+        _scripts.seq_of(ident),
+        text(fields["k"]),
+        json.loads(text(fields["d"])),
         int(epoch) if epoch else None,
-        _time(_text(fields["t"])),
+        _time(text(fields["t"])),
     )
 
 
