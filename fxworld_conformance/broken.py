@@ -10,6 +10,7 @@ kit against one from the command line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -17,7 +18,8 @@ from typing import Any
 
 from fxworld import validate
 from fxworld.embedded.memory import MemoryWorld
-from fxworld.errors import Fenced
+from fxworld.errors import BackendUnavailable, Fenced
+from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
 __all__ = ["BROKEN", "BrokenWorld"]
@@ -270,6 +272,52 @@ class FollowIgnoresCancel(BrokenWorld):
                         task.uncancel()
 
 
+class FollowersHoldConnections(BrokenWorld):
+    breaks, what = (
+        "W10",
+        (
+            "a waiting follower holds one of the 100 pooled connections that every call needs "
+            "(a blocking XREAD each), so 100 idle followers starve writers and workers"
+        ),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._pool = asyncio.Semaphore(100)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[None]:
+        try:  # as a client pool that is full: wait 3 s, then fail
+            await asyncio.wait_for(self._pool.acquire(), 3.0)
+        except TimeoutError:
+            raise BackendUnavailable("no free connection: 100 in use") from None
+        try:
+            yield
+        finally:
+            self._pool.release()
+
+    async def _block(self) -> None:  # the follower's wait, on a connection of the pool
+        async with self._connection():
+            await asyncio.sleep(1.0)
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return poll_follow(self.read, session_id, after, changed=self._block)
+
+    async def append(self, session_id: str, entries: Sequence[NewEntry], **kw: Any) -> int:
+        async with self._connection():
+            return await super().append(session_id, entries, **kw)
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        async with self._connection():
+            return await super().read(session_id, after, limit=limit)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        async with self._connection():
+            return await super().take_wake(lease=lease)
+
+
 class LeakyErrors(BrokenWorld):
     breaks, what = "W16", "reading an empty session raises a bare KeyError (a driver error leaks)"
 
@@ -331,6 +379,7 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "delete_keeps_wake": DeleteKeepsWake,
     "follow_skips_first": FollowSkipsFirst,
     "follow_ignores_cancel": FollowIgnoresCancel,
+    "followers_hold_connections": FollowersHoldConnections,
     "leaky_errors": LeakyErrors,
     "no_id_check": NoIdCheck,
     "capabilities_undeclared": CapabilitiesUndeclared,

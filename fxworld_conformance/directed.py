@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fxworld_conformance.directed_errors import w15_bad_input, w16_errors, w17_capabilities
 from fxworld_conformance.directed_log import (
@@ -102,10 +103,14 @@ DIRECTED: list[Directed] = [
 
 
 async def run_directed(
-    d: Directed, target: Target, counter: list[int] | None = None
+    d: Directed,
+    target: Target,
+    counter: list[int] | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> tuple[int, float]:
     """Run one directed check on a fresh world; return (operations, seconds).
-    ``counter[0]`` gets the operation count even when the check fails."""
+    ``counter[0]`` gets the operation count and ``notes`` the figures the check
+    left (:attr:`Probe.notes`), even when the check fails."""
     started = time.monotonic()
     world = await asyncio.wait_for(target.open(), CALL_TIMEOUT)
     p = Probe(world, d.guarantees[0])
@@ -114,6 +119,8 @@ async def run_directed(
     finally:
         if counter is not None:
             counter[:] = [p.operations]
+        if notes is not None:
+            notes.update(p.notes)
         try:
             await asyncio.wait_for(world.close(), CALL_TIMEOUT)
         except Exception:

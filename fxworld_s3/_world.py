@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -15,9 +16,9 @@ from aiobotocore.session import AioSession
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
-from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
+from fxworld_s3._follow import Hints
 from fxworld_s3._layout import Batch, Keys
 from fxworld_s3._log import Logs, Restart, State, Write
 from fxworld_s3._store import Store
@@ -28,7 +29,6 @@ __all__ = ["S3World"]
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
 _CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
-_FOLLOW_FALLBACK = 2.0  # seconds of quiet hint after which a follower LISTs anyway
 
 
 class S3World:
@@ -94,6 +94,7 @@ class S3World:
         """Per event loop: the caches, locks and background tasks."""
         self.logs = Logs(self.store, self.keys)
         self.wakes = Wakes(self.store, self.keys)
+        self.hints = Hints(self._hint)  # the followers' one poller (fxworld_s3/_follow.py)
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -299,31 +300,31 @@ class S3World:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
-        """Polls the tail hint with a conditional GET (304 while quiet), with
-        backoff from 50 ms to 400 ms; LISTs at least every 2 s in case a writer
-        died before writing its hint (W10)."""
+        """W10: read what is there, then wait until the session's tail hint changes
+        (or stays quiet for 2 s or more: a writer may have died before its hint),
+        asked by the one poller that the world's followers share."""
         await self._here()
-        hint_key = self.keys.hint(session_id)
-        etag: str | None = None
-        listed = time.monotonic()
+        hints = self.hints
+        cursor = after
+        while True:
+            seen = hints.version(session_id)  # before the read: no change slips between
+            batch = await self.read(session_id, cursor)
+            for entry in batch:
+                cursor = entry.seq
+                yield entry
+            if not batch:
+                await hints.wait(session_id, seen, cursor)
 
-        async def changed() -> None:
-            nonlocal etag, listed
-            interval = 0.05
-            while True:
-                await asyncio.sleep(interval)
-                got = await self.store.get(hint_key, etag=etag)
-                if isinstance(got, tuple):
-                    seen, etag = etag, got[1]
-                    if seen is not None:
-                        return
-                if time.monotonic() - listed >= _FOLLOW_FALLBACK:
-                    listed = time.monotonic()
-                    return
-                interval = min(interval * 1.5, 0.4)
-
-        async for entry in poll_follow(self.read, session_id, after, changed=changed):
-            yield entry
+    async def _hint(self, session_id: str, etag: str | None) -> tuple[str | None, int]:
+        """The etag of the session's tail hint now (a conditional GET: 304 while it
+        is ``etag``), None if there is none, and the first seq of the batch it names
+        (0 when that is not known)."""
+        got = await self.store.get(self.keys.hint(session_id), etag=etag)
+        if isinstance(got, tuple):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return str(got[1]), int(json.loads(got[0])["f"])
+            return str(got[1]), 0
+        return (None, 0) if got is None else (etag, 0)
 
     # -- enqueue-wake ------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
 from fxworld_s3 import S3World
+from fxworld_s3._follow import AT_ONCE, POLLS_PER_SECOND, QUIET_READS_PER_SECOND
 from tests.support.namespaces import fresh_namespace
 from tests.support.s3_server import SECRET_KEY, S3Server
 
@@ -317,3 +318,48 @@ async def test_the_server_crash_restart_keeps_everything(s3_server: S3Server) ->
     lease = await w.take_wake(lease=5)
     assert lease is not None and lease.session_id == "s"
     await w.close()
+
+
+async def test_idle_followers_share_one_poller(s3_server: S3Server) -> None:
+    """200 idle followers of 100 sessions in one process ask the sessions' hints at
+    most POLLS_PER_SECOND times a second in all (each follower polled its own: about
+    500 GETs a second), read a quiet log at most QUIET_READS_PER_SECOND times a
+    second in all (a LIST and a GET each; each follower read every 2 s), and still
+    see a new entry of their session."""
+    w = _world(s3_server)
+    await w.setup()
+    sessions = [f"idle-{i}" for i in range(100)]
+    for i in range(0, len(sessions), 20):
+        await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in sessions[i : i + 20]))
+    seen: dict[int, list[int]] = {i: [] for i in range(2 * len(sessions))}
+
+    async def follow(i: int) -> None:
+        async for entry in w.follow(sessions[i % len(sessions)]):
+            seen[i].append(entry.seq)
+
+    tasks = [asyncio.create_task(follow(i)) for i in seen]
+    try:
+        for _ in range(300):  # every follower has its first entry within 30 s
+            if all(seen.values()):
+                break
+            await asyncio.sleep(0.1)
+        assert all(seen.values())
+        await asyncio.sleep(1.0)  # past the start: every follower waits
+        before, started = w.store.counts.copy(), time.monotonic()
+        await asyncio.sleep(2.0)
+        took = time.monotonic() - started
+        gets, lists = (w.store.counts[op] - before[op] for op in ("GET", "LIST"))
+        reads = QUIET_READS_PER_SECOND * took + 2 * AT_ONCE
+        assert gets <= POLLS_PER_SECOND * took + AT_ONCE + reads, gets
+        assert lists <= reads, lists
+        await w.append(sessions[7], [NewEntry("m", {})])
+        for _ in range(100):
+            if len(seen[7]) == len(seen[107]) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert seen[7] == seen[107] == [1, 2]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.close()
