@@ -26,6 +26,7 @@ MACHINE = {
     "rewake_lost_on_finish": "stateful wakes",
     "lease_twice": "stateful wakes",
     "delete_keeps_wake": "stateful wakes",
+    "batch_retakes_leased": "stateful wakes",
 }
 
 
