@@ -10,10 +10,10 @@ Capabilities: ``durable`` and ``shared``. Every guarantee W1-W17 holds, also whe
 several OS processes open the same file at once:
 
 - The file is in WAL mode: readers never block writers nor wait for them. Every
-  write (an append with its key and wake, an acquire, a delete, a wake, taking or
-  finishing a lease) is one short ``BEGIN IMMEDIATE`` transaction, so the
-  per-session seq and epoch are read and allocated under the write lock and two
-  writers can never interleave. A writer that waits longer than ``busy_timeout``
+  write (an append with its key and wake, an acquire, a delete, a wake, taking a
+  wake or a batch of them, finishing a lease) is one short ``BEGIN IMMEDIATE``
+  transaction, so the per-session seq and epoch are read and allocated under the
+  write lock and two writers can never interleave. A writer that waits longer than ``busy_timeout``
   for the lock is retried a few times; after that the call raises
   :class:`~fxworld.errors.BackendUnavailable` (an append may then be retried with
   the same ``key``). A process killed mid-transaction leaves nothing of it
