@@ -32,10 +32,12 @@ KINDS: list[tuple[str, tuple[str, ...]]] = [
                        "serde", "encode", "decode", "dumps", "loads")),
     ("replay", ("engine/replay.py",)),
     ("asyncio task creation", ("create_task", "tasks.py:__init__", "Task", "ensure_future",
-                               "gather", "_GatheringFuture", "TaskGroup", "taskgroups.py")),
+                               "gather", "_GatheringFuture", "TaskGroup", "taskgroups.py",
+                               "_weakrefset.py")),
     ("driver", ("asyncpg", "sqlite3", "sqlalchemy", "psycopg", "redis/", "botocore")),
     ("socket I/O", ("_socket.socket", "sock_", "transports")),
-    ("event loop", ("asyncio/", "selectors.py", "select.epoll", "_contextvars", "Future")),
+    ("event loop", ("asyncio/", "selectors.py", "select.epoll", "_contextvars", "Future",
+                    "collections.deque")),
     ("ids and tokens", ("uuid", "urandom", "secrets", "random")),
     ("object churn", ("dataclasses.py", "copy.py", "<string>:__init__", ":__init__",
                       ":__new__", "<genexpr>", "<listcomp>", "<dictcomp>", "datetime")),
@@ -113,6 +115,8 @@ def report(stats: pstats.Stats, *, steps: int, top: int, threads: int) -> None:
     print("\nown time by kind:")
     for label, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
         print(f"{t / total:>6.1%} {t / steps * 1000:>8.3f} ms/step  {label}")
+    other = sorted((r[2], key) for key, r in rows.items() if kind(key) == "other")[::-1]
+    print("  of which other: " + ", ".join(f"{_name(k)} {t / total:.1%}" for t, k in other[:8]))
 
 
 def _name(key: Key) -> str:

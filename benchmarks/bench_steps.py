@@ -20,7 +20,7 @@ is measured is the durable bookkeeping of the step.
   Each flow has its own saver on its own connection: a saver serialises its calls
   with one lock, so flows sharing one saver (even over a pool) would wait for each
   other. The connection is in psycopg's pipeline mode (``pipeline=True``), which
-  measured 0-15 % faster than without, never slower beyond the noise.
+  measured a few per cent faster on average than without (within the noise).
 - DBOS (when installed): one workflow per flow, two checkpointed steps per tool step.
 
 All run in one process against one server, at 1 and 8 flows, ``--rounds`` times;
