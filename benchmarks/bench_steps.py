@@ -203,9 +203,10 @@ async def langgraph_flows(
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     builder, start, finished = graph(steps)
+    async with AsyncPostgresSaver.from_conn_string(url) as plain:
+        await plain.setup()  # (its CREATE INDEX CONCURRENTLY cannot run in a pipeline)
     savers = [AsyncPostgresSaver.from_conn_string(url, pipeline=True) for _ in range(flows)]
     opened = [await s.__aenter__() for s in savers]
-    await opened[0].setup()
     graphs = [builder.compile(checkpointer=s) for s in opened]
     prefix = uuid.uuid4().hex[:8]
 
