@@ -5,10 +5,9 @@ with the same error type. Each World method has its whole check here:
 :func:`append` (session, entries and keywords), :func:`read_args`,
 :func:`delay` (``wake``), :func:`lease` (``take_wake``/``renew_wake``),
 :func:`wake_batch` (the ``limit`` of ``take_wakes``), :func:`held` (the lease
-given to ``renew_wake``/``finish_wake``), and the
-constructor and URL options :func:`namespace`, :func:`max_entry_bytes` and
-:func:`seconds_option` (a bad option is a ``ConfigurationError`` on every
-backend).
+given to ``renew_wake``/``finish_wake``), and the constructor and URL options
+:func:`namespace`, :func:`max_entry_bytes` and :func:`seconds_option` (a bad
+option is a ``ConfigurationError`` on every backend).
 
 Importing this module loads neither the engine nor the web layer.
 """

@@ -195,7 +195,7 @@ class Wakes:
                     if _deliverable(self._seen.get(sid, ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
-        left = list(dict.fromkeys(due))  # each session once in a batch
+        left = list(dict.fromkeys(due))  # W12: each session once in a batch
         out: list[tuple[str, str, int, float]] = []
         while left and len(out) < limit:
             # as many conditional PUTs at once as the batch still lacks; one that

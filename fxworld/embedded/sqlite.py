@@ -13,10 +13,10 @@ several OS processes open the same file at once:
   write (an append with its key and wake, an acquire, a delete, a wake, taking a
   wake or a batch of them, finishing a lease) is one short ``BEGIN IMMEDIATE``
   transaction, so the per-session seq and epoch are read and allocated under the
-  write lock and two writers can never interleave. A writer that waits longer than ``busy_timeout``
-  for the lock is retried a few times; after that the call raises
-  :class:`~fxworld.errors.BackendUnavailable` (an append may then be retried with
-  the same ``key``). A process killed mid-transaction leaves nothing of it
+  write lock and two writers can never interleave. A writer that waits longer
+  than ``busy_timeout`` for the lock is retried a few times; after that the call
+  raises :class:`~fxworld.errors.BackendUnavailable` (an append may then be
+  retried with the same ``key``). A process killed mid-transaction leaves nothing of it
   behind (SQLite's atomic commit): no torn batch, and an append's wake is in
   the same transaction as its entries, so it is never lost.
 - ``follow()`` polls ``PRAGMA data_version`` (a cheap, in-memory check) every
