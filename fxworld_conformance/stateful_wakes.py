@@ -134,6 +134,19 @@ class WakeMachine(_KitMachine):
         for w in got:
             self._took(worker, w, can, before, short, local_expiry, what)
 
+    @precondition(lambda self: not self.wakes.uncertain())
+    @rule(worker=st.sampled_from(WORKERS), later=st.booleans())
+    def take_batch_rewake_take(self, worker: str, later: bool) -> None:
+        """A batch, a new request for a session it holds, another batch (W12: not
+        that session while its lease lasts); the state machine's own way to reach
+        a re-wake during a batch's lease often."""
+        before = len(self.leases)
+        self.take_batch(worker, 2, short=False)
+        if len(self.leases) == before:
+            return  # nothing was due
+        self.wake(self.leases[-1][1].session_id, later)
+        self.take_batch(worker, 2, short=False)
+
     def _none_due(self, can: set[str], before: str, what: str) -> None:
         """Nothing was handed out: a violation if a wake was due (W12, or the
         guarantee that made it due)."""
