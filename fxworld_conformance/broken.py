@@ -14,6 +14,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from fxworld import validate
@@ -365,6 +366,21 @@ class CapabilitiesUndeclared(BrokenWorld):
     capabilities = ["fast", "durable-ish"]  # type: ignore[assignment]  # noqa: RUF012
 
 
+class BatchRetakesLeased(BrokenWorld):
+    breaks, what = "W12", "take_wakes hands a leased session out again once a wake() came for it"
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        taken = await super().take_wakes(lease=lease, limit=limit)
+        now, have = time.time(), {t.session_id for t in taken}
+        # the bug: a request that came during the lease is taken for a free wake
+        again = [
+            WakeLease(sid, uuid.uuid4().hex, w.attempt, datetime.fromtimestamp(now + lease, UTC))
+            for sid, w in self._wakes.items()
+            if sid not in have and w.token is not None and w.due is not None and w.due <= now
+        ]
+        return (taken + again)[:limit]
+
+
 _CLASSES: dict[str, type[BrokenWorld]] = {
     "stale_fence": StaleFenceAccepted,
     "hole_filled_late": HoleFilledLate,
@@ -383,6 +399,7 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "leaky_errors": LeakyErrors,
     "no_id_check": NoIdCheck,
     "capabilities_undeclared": CapabilitiesUndeclared,
+    "batch_retakes_leased": BatchRetakesLeased,
 }
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {

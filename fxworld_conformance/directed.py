@@ -37,7 +37,13 @@ from fxworld_conformance.directed_log import (
     w10_follow_cancel,
 )
 from fxworld_conformance.directed_probe import Probe
-from fxworld_conformance.directed_wakes import w11_coalesce, w12_lease, w13_finish, w14_delete
+from fxworld_conformance.directed_wakes import (
+    w11_coalesce,
+    w12_lease,
+    w12_take_wakes,
+    w13_finish,
+    w14_delete,
+)
 from fxworld_conformance.target import CALL_TIMEOUT, Target
 
 __all__ = ["DIRECTED", "Directed", "Probe", "run_directed"]
@@ -94,6 +100,12 @@ DIRECTED: list[Directed] = [
     ),
     Directed("w11-wake-coalescing", "W11 wake coalescing and due times", ("W11",), w11_coalesce),
     Directed("w12-lease", "W12 leases, expiry, redelivery, LeaseLost", ("W12",), w12_lease),
+    Directed(
+        "w12-take-wakes",
+        "W11-W13 per wake of a batch (take_wakes), each session once, bad limits",
+        ("W12", "W11", "W13", "W15"),
+        w12_take_wakes,
+    ),
     Directed("w13-finish", "W13 finish keeps a re-wake", ("W13",), w13_finish),
     Directed("w14-delete", "W14 delete: log, keys, wake, old fences", ("W14",), w14_delete),
     Directed("w15-bad-input", "W15 bad input refused before any write", ("W15",), w15_bad_input),

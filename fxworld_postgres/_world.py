@@ -278,12 +278,13 @@ class PostgresWorld:
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """Take up to ``limit`` due wakes at once, each under its own lease (W12).
 
-        Not part of the World protocol: a batch for workers that run several
-        sessions side by side. Earliest due first; rows other takers hold are
+        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
+        ``fxworld.take_wakes``), for workers that run several sessions side by
+        side: one statement. Earliest due first; rows other takers hold are
         skipped, never waited for.
         """
         seconds = validate.lease(lease)
-        validate.read_args(0, limit)
+        limit = validate.wake_batch(limit)  # W15
         rows = await self._call("take_wake", "all", self._sql.take, seconds, limit)
         return [WakeLease(r[0], r[1], int(r[2]), r[3]) for r in rows]
 

@@ -304,14 +304,15 @@ class RedisWorld:
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """Take up to ``limit`` due wakes at once, each under its own lease (W12).
 
-        Not part of the World protocol: a batch for workers that run several
-        sessions side by side. Earliest ready first over all partitions: on one
-        server in one script. On a Cluster, partitions that had ready wakes are
+        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
+        ``fxworld.take_wakes``), for workers that run several sessions side by
+        side. Earliest ready first over all partitions: on one server in one
+        script. On a Cluster, partitions that had ready wakes are
         tried first, one script each, in turn; when none is known (or the hint is
         older than 50 ms) a read-only ``peek`` asks every partition at once.
         """
         micros = str(_micros(validate.lease(lease)))
-        validate.read_args(0, limit)
+        limit = validate.wake_batch(limit)  # W15
         await self._ensure_ready()
         parts = self._parts
         if not self.cluster:

@@ -40,8 +40,9 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
 * ``delete`` ends the generation with a batch marked deleted at the next
   position, then points ``s/{sid}/g`` at a new, empty generation (W14).
 * Wakes: one state object per session, changed with ``If-Match``; ``take_wake``
-  LISTs them and takes a due one; leases and due times are on the client clocks
-  (keep them in sync, as with NTP) (W11-W13).
+  LISTs them and takes a due one (``take_wakes``: up to ``limit`` from one LIST);
+  leases and due times are on the client clocks (keep them in sync, as with NTP)
+  (W11-W13).
 * Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx
   are retried with backoff and jitter, missing credentials are a
   ``ConfigurationError`` naming the variables.

@@ -30,6 +30,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from fxworld.errors import LeaseLost
@@ -169,11 +170,11 @@ class Wakes:
         await self.change(sid, fn)
 
     async def take(
-        self, lease: float, find: Callable[[str, int, int, str], Any]
-    ) -> tuple[str, str, int, float] | None:
-        """Take one due wake: ``(sid, token, attempt, until)`` or ``None`` (W12).
-        ``find(sid, gen, after, token)`` awaits the commit time of the batch
-        written by ``token``, or ``None`` (intent recovery, W7)."""
+        self, lease: float, find: Callable[[str, int, int, str], Any], limit: int = 1
+    ) -> list[tuple[str, str, int, float]]:
+        """Take up to ``limit`` due wakes, each ``(sid, token, attempt, until)`` (W12),
+        from one LIST. ``find(sid, gen, after, token)`` awaits the commit time of the
+        batch written by ``token``, or ``None`` (intent recovery, W7)."""
         listed = await self.store.list(self.keys.wakes())
         prefix = len(self.keys.wakes())
         stale = [k[prefix:] for k, tag in listed if self._seen.get(k[prefix:], ("",))[0] != tag]
@@ -194,12 +195,19 @@ class Wakes:
                     if _deliverable(self._seen.get(sid, ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
-        for sid in dict.fromkeys(due):
-            token = uuid.uuid4().hex
-            taken = await self.change(sid, _taker(token, lease))
-            if taken is not None:
-                return sid, token, taken[0], taken[1]
-        return None
+        left = list(dict.fromkeys(due))  # W12: each session once in a batch
+        out: list[tuple[str, str, int, float]] = []
+        while left and len(out) < limit:
+            # as many conditional PUTs at once as the batch still lacks; one that
+            # lost a race to another taker is replaced from the rest
+            tries, left = left[: limit - len(out)], left[limit - len(out) :]
+            out += [t for t in await asyncio.gather(*map(partial(self._take, lease), tries)) if t]
+        return out
+
+    async def _take(self, lease: float, sid: str) -> tuple[str, str, int, float] | None:
+        token = uuid.uuid4().hex
+        taken = await self.change(sid, _taker(token, lease))
+        return None if taken is None else (sid, token, taken[0], taken[1])
 
     async def _recover(
         self, sid: str, token: str, gen: int, after: int, at: float, find: Any

@@ -335,13 +335,19 @@ class S3World:
         await self.wakes.request(session_id, seconds)
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self._take(validate.lease(lease), 1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Up to ``limit`` due wakes from one LIST of the wake states, each taken
+        with its own conditional write, as ``take_wake`` takes one (W11-W13 per wake)."""
         seconds = validate.lease(lease)
+        return await self._take(seconds, validate.wake_batch(limit))
+
+    async def _take(self, lease: float, limit: int) -> list[WakeLease]:
         await self._here()
-        taken = await self.wakes.take(seconds, self._find)
-        if taken is None:
-            return None
-        sid, token, attempt, until = taken
-        return WakeLease(sid, token, attempt, _time(until))
+        taken = await self.wakes.take(lease, self._find, limit)
+        return [WakeLease(sid, token, n, _time(until)) for sid, token, n, until in taken]
 
     async def _find(self, sid: str, gen: int, after: int, token: str) -> float | None:
         """The commit time of the batch ``token`` wrote, if it is in the live log."""

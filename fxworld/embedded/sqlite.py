@@ -10,13 +10,13 @@ Capabilities: ``durable`` and ``shared``. Every guarantee W1-W17 holds, also whe
 several OS processes open the same file at once:
 
 - The file is in WAL mode: readers never block writers nor wait for them. Every
-  write (an append with its key and wake, an acquire, a delete, a wake, taking or
-  finishing a lease) is one short ``BEGIN IMMEDIATE`` transaction, so the
-  per-session seq and epoch are read and allocated under the write lock and two
-  writers can never interleave. A writer that waits longer than ``busy_timeout``
-  for the lock is retried a few times; after that the call raises
-  :class:`~fxworld.errors.BackendUnavailable` (an append may then be retried with
-  the same ``key``). A process killed mid-transaction leaves nothing of it
+  write (an append with its key and wake, an acquire, a delete, a wake, taking a
+  wake or a batch of them, finishing a lease) is one short ``BEGIN IMMEDIATE``
+  transaction, so the per-session seq and epoch are read and allocated under the
+  write lock and two writers can never interleave. A writer that waits longer
+  than ``busy_timeout`` for the lock is retried a few times; after that the call
+  raises :class:`~fxworld.errors.BackendUnavailable` (an append may then be
+  retried with the same ``key``). A process killed mid-transaction leaves nothing of it
   behind (SQLite's atomic commit): no torn batch, and an append's wake is in
   the same transaction as its entries, so it is never lost.
 - ``follow()`` polls ``PRAGMA data_version`` (a cheap, in-memory check) every
@@ -51,7 +51,6 @@ import random
 import sqlite3
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -113,9 +112,13 @@ _SCHEMA = (
 )
 
 _READY = "COALESCE(lease_until, due)"
-_SELECT_DUE = (
-    f"SELECT session_id, attempt FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? "
-    f"ORDER BY {_READY}, session_id LIMIT 1"
+_ANY_DUE = f"SELECT 1 FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? LIMIT 1"
+_TAKE_DUE = (  # W11: only due ones; W12: a leased one is ready only when its lease ends
+    "UPDATE fx_wakes SET attempt = attempt + 1, token = lower(hex(randomblob(16))),"
+    " lease_until = ?, taken_gen = gen, due = NULL"  # W13: taken_gen marks what was taken
+    " WHERE namespace = ? AND session_id IN ("
+    f"SELECT session_id FROM fx_wakes WHERE namespace = ? AND {_READY} <= ?"
+    f" ORDER BY {_READY}, session_id LIMIT ?) RETURNING session_id, token, attempt"
 )
 _UPSERT_WAKE = (
     "INSERT INTO fx_wakes (namespace, session_id, due, gen, attempt, token, lease_until,"
@@ -398,29 +401,29 @@ class SqliteWorld:
         await self._call("enqueueing a wake", run)
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self._take(validate.lease(lease), 1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Up to ``limit`` due wakes, the earliest due, each leased as by
+        ``take_wake`` (W11-W13 per wake): one transaction, one ``UPDATE``."""
         seconds = validate.lease(lease)
+        return await self._take(seconds, validate.wake_batch(limit))
+
+    async def _take(self, lease: float, limit: int) -> list[WakeLease]:
         ns = self.namespace
 
-        def run(conn: sqlite3.Connection) -> WakeLease | None:
+        def run(conn: sqlite3.Connection) -> list[WakeLease]:
             # A read first, so idle workers polling for wakes never take the write lock.
-            if conn.execute(_SELECT_DUE, (ns, time.time())).fetchone() is None:
-                return None
+            if conn.execute(_ANY_DUE, (ns, time.time())).fetchone() is None:
+                return []
             with _write(conn):
                 now = time.time()
-                row = conn.execute(_SELECT_DUE, (ns, now)).fetchone()
-                if row is None:
-                    return None
-                sid, attempt = str(row[0]), int(row[1]) + 1
-                token = uuid.uuid4().hex
-                until = now + seconds
-                conn.execute(
-                    "UPDATE fx_wakes SET attempt = ?, token = ?, lease_until = ?,"
-                    " taken_gen = gen, due = NULL WHERE namespace = ? AND session_id = ?",
-                    (attempt, token, until, ns, sid),
-                )
-            return WakeLease(sid, token, attempt, _dt(until))
+                until = now + lease
+                rows = conn.execute(_TAKE_DUE, (until, ns, ns, now, limit)).fetchall()
+            return [WakeLease(str(sid), str(token), int(n), _dt(until)) for sid, token, n in rows]
 
-        return await self._call("taking a wake", run)
+        return await self._call("taking wakes", run)
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         seconds = validate.lease(lease)

@@ -27,6 +27,7 @@ MACHINE = {
     "rewake_lost_on_finish": "stateful wakes",
     "lease_twice": "stateful wakes",
     "delete_keeps_wake": "stateful wakes",
+    "batch_retakes_leased": "stateful wakes",
 }
 
 # Broken worlds that only many idle followers at once expose: the capacity check's.
