@@ -11,7 +11,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlencode, urlspl
 
 from fxworld.errors import ConfigurationError
 
-__all__ = ["mask", "parse", "split_query", "unparseable", "with_query"]
+__all__ = ["mask", "mask_urls", "parse", "split_query", "unparseable", "with_query"]
 
 _HIDDEN = "***"
 _PLAIN_USER = re.compile(r"[^:/?#@\s]*")
@@ -46,6 +46,14 @@ def mask(url: str) -> str:
     user, colon, _ = url[start:at].partition(":")
     shown = f"{user}:{_HIDDEN}" if colon and _PLAIN_USER.fullmatch(user) else _HIDDEN
     return url[:start] + shown + "@" + _mask_query(url[at + 1 :])
+
+
+_URL_IN_TEXT = re.compile(r"""[A-Za-z][A-Za-z0-9+.-]*:/{1,2}[^\s'"<>`]+""")
+
+
+def mask_urls(text: str) -> str:
+    """``text`` (a driver's error message, say) with every URL in it masked."""
+    return _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
 
 
 def _mask_query(text: str) -> str:
