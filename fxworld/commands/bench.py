@@ -341,6 +341,7 @@ def format_table(rows: Sequence[Row], *, batch: int = 10, read_size: int = 100) 
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from fxworld import open_world
     from fxworld.errors import InvalidArgument
     from fxworld.urls import mask
 
@@ -349,13 +350,15 @@ async def _run(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.batch < 1 or args.read_size < 1 or args.processes < 1:
         raise InvalidArgument("--seconds, --batch, --read-size and --processes must be positive")
     processes = sorted({1, args.processes})
+    url = url_for(args, "write")  # an existing world: a SQLite file is never created
+    await open_world(url).close()  # a bad URL or a missing extra: one line, before the header
     print(
         f"fxworld bench: {mask(world_url(args))}, {args.seconds:g} s per figure, "
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}",
         flush=True,
     )
     rows = await run_bench(
-        url_for(args, "write"),  # an existing world: a SQLite file is never created
+        url,
         seconds=args.seconds,
         batch=args.batch,
         read_size=args.read_size,
