@@ -73,17 +73,17 @@ class Wakes:
         self.store = store
         self.keys = keys
         # sid -> (etag, state), of the most recently used sessions ("": none stored)
-        self._seen: Lru[str, tuple[str, Doc | None]] = Lru(cache_size)
-        self._locks = KeyedLocks()
+        self.states: Lru[str, tuple[str, Doc | None]] = Lru(cache_size)
+        self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
 
     async def change(self, sid: str, fn: Change[R]) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
         result."""
-        async with self._locks.hold(sid):
+        async with self.locks.hold(sid):
             key = self.keys.wake(sid)
-            known = self._seen.get(sid)
+            known = self.states.get(sid)
             while True:
                 fresh = known is None
                 if known is None:
@@ -107,7 +107,7 @@ class Wakes:
                 if new is None:
                     ok = await self.store.delete(key, etag=etag) if etag else True
                     if ok:
-                        self._seen[sid] = ("", None)
+                        self.states[sid] = ("", None)
                         return result
                 else:
                     new["op"] = op
@@ -119,7 +119,7 @@ class Wakes:
                     )
                     tag = await put
                     if tag is not None:
-                        self._seen[sid] = (tag, new)
+                        self.states[sid] = (tag, new)
                         return result
                 known = await self._get(sid)
                 if known[1] is not None and known[1].get("op") == op:
@@ -130,7 +130,7 @@ class Wakes:
         known: tuple[str, Doc | None] = (
             (got[1], loads(got[0])) if isinstance(got, tuple) else ("", None)
         )
-        self._seen[sid] = known
+        self.states[sid] = known
         return known
 
     # -- the operations -----------------------------------------------------------------
@@ -179,7 +179,7 @@ class Wakes:
         prefix = len(self.keys.wakes())
         docs: dict[str, Doc | None] = {}
         for k, tag in listed:
-            known = self._seen.get(k[prefix:])
+            known = self.states.get(k[prefix:])
             if known is not None and known[0] == tag:
                 docs[k[prefix:]] = known[1]
         stale = [k[prefix:] for k, _ in listed if k[prefix:] not in docs]
@@ -197,7 +197,7 @@ class Wakes:
                 if now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER:
                     self._looked[token] = now
                     await self._recover(sid, token, gen, after, at, find)
-                    if _deliverable((self._seen.get(sid) or ("", None))[1] or {}, time.time()):
+                    if _deliverable((self.states.get(sid) or ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
         for sid in dict.fromkeys(due):
@@ -241,9 +241,9 @@ class Wakes:
 
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14)."""
-        async with self._locks.hold(sid):
+        async with self.locks.hold(sid):
             await self.store.delete(self.keys.wake(sid))
-            self._seen[sid] = ("", None)
+            self.states[sid] = ("", None)
 
 
 def _deliverable(doc: Doc, now: float) -> bool:

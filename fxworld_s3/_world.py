@@ -107,7 +107,7 @@ class S3World:
         self.wakes = Wakes(self.store, self.keys, cache_size=self.cache_size)
         # Writes of one session from this world go one at a time: they would only
         # race each other for the same position.
-        self._locks = KeyedLocks()
+        self.locks = KeyedLocks()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -201,7 +201,7 @@ class S3World:
                 )
             )
 
-        async with self._locks.hold(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
         assert done.batch is not None
         return Fence(session_id, done.batch.top, done.batch.first)
@@ -252,7 +252,7 @@ class S3World:
             )
             return Write(batch)
 
-        async with self._locks.hold(session_id):
+        async with self.locks.hold(session_id):
             if wake is not None:  # W7: the intent is stored before the batch
                 st = await self.logs.state(session_id)
                 await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake)
@@ -399,7 +399,7 @@ class S3World:
             )
             return Write(end)
 
-        async with self._locks.hold(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
             if done.batch is not None:
                 st = done.state  # the generation this batch ended (not a cached view)
