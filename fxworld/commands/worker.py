@@ -10,6 +10,9 @@ the world (credentials masked), its namespace, the concurrency and the lease.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
 from typing import Any
 
@@ -52,6 +55,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     agent = agent_from_args(args)  # module:agent or path/file.py:agent
     world = await agent.ready()  # a bad world fails here, in one line
+    stopped = _stop_on_signals(agent)  # from the ready line on, SIGTERM is graceful
     try:
         print(
             f"fxworld worker: ready: {describe_world(world)}, "
@@ -59,13 +63,32 @@ async def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        await agent.work(
-            concurrency=args.concurrency,
-            lease=args.lease,
-            deadline=args.deadline,
-            until_idle=args.until_idle,
-            handle_signals=True,
-        )
+        if not stopped.is_set():
+            await agent.work(
+                concurrency=args.concurrency,
+                lease=args.lease,
+                deadline=args.deadline,
+                until_idle=args.until_idle,
+                handle_signals=True,  # the worker's own handlers replace ours
+            )
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().remove_signal_handler(sig)
         await world.close()  # no client is left for the interpreter to find unclosed
     return 0
+
+
+def _stop_on_signals(agent: Any) -> asyncio.Event:
+    """SIGTERM or SIGINT before the worker installs its handlers: set the event
+    (the worker is not started) and stop whatever already runs."""
+    stopped = asyncio.Event()
+
+    def on_signal() -> None:
+        stopped.set()
+        agent.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(sig, on_signal)
+    return stopped
