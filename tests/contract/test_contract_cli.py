@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -135,12 +136,32 @@ def test_no_backend_warns_unclosed(backend_url: str, request: pytest.FixtureRequ
     _no_unclosed(r.stderr)
 
 
-def _until_ready(proc: subprocess.Popen[str], prefix: str) -> str:
-    assert proc.stderr is not None
-    while line := proc.stderr.readline():  # the test timeout bounds it
-        if line.startswith(prefix):
-            return line
-    raise AssertionError(f"no {prefix!r} line; exit {proc.wait(10)}")
+def _until_ready(proc: subprocess.Popen[str], log: Path, prefix: str) -> str:
+    """The first line of ``log`` that starts with ``prefix``, within 60 s."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end and proc.poll() is None:
+        for line in log.read_text().splitlines():
+            if line.startswith(prefix):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"no {prefix!r} line (exit {proc.poll()}):\n{log.read_text()}")
+
+
+def _start(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[str], Path]:
+    log = cwd / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    return proc, log
+
+
+def _stop(proc: subprocess.Popen[str]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("backend_url", BACKENDS, indirect=True)
@@ -149,20 +170,14 @@ def test_worker_prints_a_ready_line_and_stops_on_sigterm_without_unclosed(
 ) -> None:
     name = request.node.callspec.id
     (tmp_path / "agent.py").write_text(AGENT)
-    proc = subprocess.Popen(
+    proc, log = _start(
         [*_python(name), "-m", "fxworld.cli", "worker", "agent.py:agent", "--world", backend_url,
          "--concurrency", "3", "--lease", "7.5"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        tmp_path,
     )  # fmt: skip
-    try:
-        ready = _until_ready(proc, "fxworld worker: ready")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
+    ready = _until_ready(proc, log, "fxworld worker: ready")
+    assert _stop(proc) == 0, log.read_text()
+    err = log.read_text()
     namespace = dict(parse_qsl(urlsplit(backend_url).query)).get("namespace", "default")
     assert f"namespace {namespace}," in ready and "concurrency 3, lease 7.5 s" in ready
     assert "World(" in ready, ready  # the world it opened, by its repr
@@ -176,21 +191,16 @@ def test_serve_prints_a_ready_line(redis_url: str, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
+    proc, log = _start(
         [sys.executable, "-m", "fxworld.cli", "serve", "agent.py:agent", "--world", redis_url,
          "--allow-anyone", "--port", str(port), "--workers", "2", "--lease", "9"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        tmp_path,
     )  # fmt: skip
-    try:
-        ready = _until_ready(proc, "fxworld serve: ready")
-        with socket.create_connection(("127.0.0.1", port), timeout=10):
-            pass  # it listens once it says so
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    ready = _until_ready(proc, log, "fxworld serve: ready")
+    with socket.create_connection(("127.0.0.1", port), timeout=10):
+        pass  # it listens once it says so
+    assert _stop(proc) == 0, log.read_text()
+    err = log.read_text()
     namespace = dict(parse_qsl(urlsplit(redis_url).query))["namespace"]
     assert f"http://127.0.0.1:{port}" in ready and f"namespace {namespace}," in ready
     assert "2 workers, lease 9 s" in ready
