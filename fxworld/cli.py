@@ -123,8 +123,8 @@ def open_world_for(args: argparse.Namespace, access: Access) -> World:
 def plain(text: str | None) -> str:
     """A docstring as plain help text: reStructuredText roles and literals
     (``:mod:`x```, double backticks) become their bare text."""
-    text = re.sub(_ROLE, lambda m: m[2].split(".")[-1] if m[1] else m[2], text or "")
-    return re.sub(_LITERAL, lambda m: m[1] or m[2], text)
+    text = _ROLE.sub(lambda m: m[2].split(".")[-1] if m[1] else m[2], text or "")
+    return _LITERAL.sub(lambda m: m[1] or m[2], text)
 
 
 def _missing_extra(error: ModuleNotFoundError) -> str | None:
