@@ -114,9 +114,14 @@ class World(Protocol):
     the next ``acquire`` still returns a greater epoch (W1). A deleted session
     reads as empty and a new append starts it again at seq 1.
 
-    **W15 bad input.** Session ids are 1..128 characters of ``[A-Za-z0-9._:-]``;
-    anything else raises :class:`~fxworld.errors.InvalidSessionId` before any I/O
-    (no key or path injection). Entry data must be a JSON object (string keys, JSON
+    **W15 bad input.** Session ids are 1..128 characters of ``[A-Za-z0-9._:-]``,
+    other than ``.`` and ``..``; anything else raises
+    :class:`~fxworld.errors.InvalidSessionId` before any I/O (no key or path
+    injection). ``.`` and ``..`` are refused because a backend that puts the id in
+    a key or path as one segment (S3's ``s/{id}/...``) would name the parent or the
+    same directory, and a server that normalises paths would map it elsewhere. Ids
+    that merely hold dots (``a..b``, ``.x``, ``x.``) are not such segments and
+    stay valid. Entry data must be a JSON object (string keys, JSON
     values, no NaN) and a kind 1..64 characters, not reserved; otherwise
     :class:`~fxworld.errors.InvalidEntry`. An entry whose encoded data is over the
     world's ``max_entry_bytes`` (default 1 MiB) raises

@@ -75,11 +75,18 @@ MAX_WAKE_BATCH = 1000
 the server (one statement, one script) and its reply stay bounded."""
 
 
+_DOT_SEGMENTS = (".", "..")
+
+
 def session_id(value: object) -> str:
-    """Return ``value`` if it is a valid session id, else raise ``InvalidSessionId``."""
+    """Return ``value`` if it is a valid session id, else raise ``InvalidSessionId``:
+    1..128 characters of ``[A-Za-z0-9._:-]``, and not ``.`` or ``..`` (a path
+    segment that a server which normalises paths would map elsewhere)."""
     if not isinstance(value, str) or _SESSION_ID.fullmatch(value) is None:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise InvalidSessionId(f"session id {shown} is not 1..128 characters of [A-Za-z0-9._:-]")
+    if value in _DOT_SEGMENTS:
+        raise InvalidSessionId(f"session id {value!r} is a path segment ('.' and '..' are refused)")
     return value
 
 

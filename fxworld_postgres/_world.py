@@ -24,7 +24,7 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import mask, split_query
+from fxworld.urls import mask, split_query, unparseable
 from fxworld_postgres import _errors, _schema
 
 __all__ = ["PostgresWorld"]
@@ -870,8 +870,8 @@ async def _discard(conn: AsyncConnection) -> None:
 def _engine_url(dsn: str) -> URL:
     try:
         url = make_url(dsn)
-    except ArgumentError:
-        raise ConfigurationError(f"not a PostgreSQL URL: {mask(dsn)}") from None
+    except (ArgumentError, ValueError) as e:  # a port that is not a number, say
+        raise unparseable(dsn, e) from None
     if url.drivername not in _SCHEMES:
         raise ConfigurationError(
             f"PostgresWorld takes postgresql://, postgres:// or postgresql+asyncpg:// URLs, "

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
@@ -26,7 +26,7 @@ from fxworld.errors import (
     LeaseLost,
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import mask, split_query
+from fxworld.urls import mask, parse, split_query
 from fxworld_redis import _errors, _scripts, _settings
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
@@ -580,7 +580,7 @@ def _check_no_resend(client: Redis | RedisCluster) -> None:
 
 def _own_options(url: str) -> tuple[str, dict[str, str]]:
     """Split fxworld's options off ``url``; the rest stays for redis-py."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = parse(url).scheme.lower()  # host and port checked: redis-py's ValueError
     if scheme not in _SCHEMES:
         raise ConfigurationError(
             f"RedisWorld takes redis:// or rediss:// URLs, not {scheme or '?'}:// ({mask(url)})"

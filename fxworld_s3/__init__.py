@@ -29,7 +29,8 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   expect + 1" (W5).
 * The idempotency key and the wake request are stored in the batch itself, so
   they hold when the writer dies between two requests. A key is found by reading
-  the log (segments make that cheap; the world caches what it has read) (W6). An
+  the log (segments make that cheap; the world caches what it has read, for its
+  ``cache_size`` most recently used sessions) (W6). An
   append with ``wake=`` first writes a wake *intent* into the session's wake
   state, then the batch, then turns the intent into the wake; if the writer died
   in between, the next ``take_wake`` more than 1 s later finds the batch by its

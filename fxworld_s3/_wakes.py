@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from fxworld.errors import LeaseLost
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
@@ -69,21 +70,21 @@ def _requested(doc: Doc | None, due: float, now: float) -> Doc:
 class Wakes:
     """The wake queue of one namespace."""
 
-    def __init__(self, store: Store, keys: Keys) -> None:
+    def __init__(self, store: Store, keys: Keys, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.store = store
         self.keys = keys
-        self._seen: dict[str, tuple[str, Doc | None]] = {}  # sid -> (etag, state)
-        self._locks: dict[str, asyncio.Lock] = {}
+        # sid -> (etag, state), of the most recently used sessions ("": none stored)
+        self.states: Lru[str, tuple[str, Doc | None]] = Lru(cache_size)
+        self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
 
     async def change(self, sid: str, fn: Change[R]) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
         result."""
-        lock = self._locks.setdefault(sid, asyncio.Lock())
-        async with lock:
+        async with self.locks.hold(sid):
             key = self.keys.wake(sid)
-            known = self._seen.get(sid)
+            known = self.states.get(sid)
             while True:
                 fresh = known is None
                 if known is None:
@@ -107,7 +108,7 @@ class Wakes:
                 if new is None:
                     ok = await self.store.delete(key, etag=etag) if etag else True
                     if ok:
-                        self._seen[sid] = ("", None)
+                        self.states[sid] = ("", None)
                         return result
                 else:
                     new["op"] = op
@@ -119,7 +120,7 @@ class Wakes:
                     )
                     tag = await put
                     if tag is not None:
-                        self._seen[sid] = (tag, new)
+                        self.states[sid] = (tag, new)
                         return result
                 known = await self._get(sid)
                 if known[1] is not None and known[1].get("op") == op:
@@ -130,7 +131,7 @@ class Wakes:
         known: tuple[str, Doc | None] = (
             (got[1], loads(got[0])) if isinstance(got, tuple) else ("", None)
         )
-        self._seen[sid] = known
+        self.states[sid] = known
         return known
 
     # -- the operations -----------------------------------------------------------------
@@ -177,13 +178,18 @@ class Wakes:
         batch written by ``token``, or ``None`` (intent recovery, W7)."""
         listed = await self.store.list(self.keys.wakes())
         prefix = len(self.keys.wakes())
-        stale = [k[prefix:] for k, tag in listed if self._seen.get(k[prefix:], ("",))[0] != tag]
-        await asyncio.gather(*(self._get(sid) for sid in stale))
+        docs: dict[str, Doc | None] = {}
+        for k, tag in listed:
+            known = self.states.get(k[prefix:])
+            if known is not None and known[0] == tag:
+                docs[k[prefix:]] = known[1]
+        stale = [k[prefix:] for k, _ in listed if k[prefix:] not in docs]
+        # this call's own answers, not the cache: more states than it holds may be due
+        for sid, got in zip(stale, await asyncio.gather(*map(self._get, stale)), strict=True):
+            docs[sid] = got[1]
         now = time.time()
         due: list[str] = []
-        for k, _ in listed:
-            sid = k[prefix:]
-            doc = self._seen.get(sid, ("", None))[1]
+        for sid, doc in docs.items():
             if doc is None:
                 continue
             if _deliverable(doc, now):
@@ -192,7 +198,7 @@ class Wakes:
                 if now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER:
                     self._looked[token] = now
                     await self._recover(sid, token, gen, after, at, find)
-                    if _deliverable(self._seen.get(sid, ("", None))[1] or {}, time.time()):
+                    if _deliverable((self.states.get(sid) or ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
         left = list(dict.fromkeys(due))  # W12: each session once in a batch
@@ -243,10 +249,9 @@ class Wakes:
 
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14)."""
-        lock = self._locks.setdefault(sid, asyncio.Lock())
-        async with lock:
+        async with self.locks.hold(sid):
             await self.store.delete(self.keys.wake(sid))
-            self._seen[sid] = ("", None)
+            self.states[sid] = ("", None)
 
 
 def _deliverable(doc: Doc, now: float) -> bool:

@@ -18,6 +18,7 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
 from fxworld_s3._follow import Hints
 from fxworld_s3._layout import Batch, Keys
 from fxworld_s3._log import Logs, Restart, State, Write
@@ -41,7 +42,10 @@ class S3World:
     ``client`` is the application's aiobotocore S3 client (left open by
     :meth:`close`) or an ``AioSession`` to make one from. Credentials come from the
     standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile,
-    an instance role), never from a URL.
+    an instance role), never from a URL. ``cache_size``: how many sessions' state
+    (log tail, idempotency keys, wake state) the world keeps in memory, the most
+    recently used (default 10,000, a few MB); a session beyond it costs a request
+    or two more, never a wrong answer.
     """
 
     capabilities: frozenset[str] = frozenset({"durable", "shared"})
@@ -57,11 +61,15 @@ class S3World:
         client: Any = None,
         max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
         request_budget: float = 25.0,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None:
             raise ConfigurationError(f"{bucket!r} is not an S3 bucket name (3..63 of a-z 0-9 . -)")
         if not isinstance(prefix, str) or prefix.startswith("/") or "//" in prefix:
             raise ConfigurationError(f"prefix {prefix!r} must be a relative key prefix")
+        if any(segment in (".", "..") for segment in prefix.split("/")):
+            # W15: a server that normalises paths would put the keys elsewhere
+            raise ConfigurationError(f"prefix {prefix!r} has a '.' or '..' segment")
         if endpoint_url is not None and (
             not isinstance(endpoint_url, str) or "@" in endpoint_url.split("?")[0]
         ):
@@ -71,6 +79,9 @@ class S3World:
             )
         if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
             raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
+            raise ConfigurationError(f"cache_size must be an int >= 1: {cache_size!r}")
+        self.cache_size = cache_size
         self.bucket = bucket
         self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
         self.namespace = validate.namespace(namespace)
@@ -92,10 +103,12 @@ class S3World:
 
     def _fresh(self) -> None:
         """Per event loop: the caches, locks and background tasks."""
-        self.logs = Logs(self.store, self.keys)
-        self.wakes = Wakes(self.store, self.keys)
+        self.logs = Logs(self.store, self.keys, cache_size=self.cache_size)
+        self.wakes = Wakes(self.store, self.keys, cache_size=self.cache_size)
         self.hints = Hints(self._hint)  # the followers' one poller (fxworld_s3/_follow.py)
-        self._locks: dict[str, asyncio.Lock] = {}
+        # Writes of one session from this world go one at a time: they would only
+        # race each other for the same position.
+        self.locks = KeyedLocks()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -141,11 +154,6 @@ class S3World:
             if self._loop is not None:
                 self._fresh()
             self._loop = loop
-
-    def _lock(self, sid: str) -> asyncio.Lock:
-        """Writes of one session from this world go one at a time: they would
-        only race each other for the same position."""
-        return self._locks.setdefault(sid, asyncio.Lock())
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -194,7 +202,7 @@ class S3World:
                 )
             )
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
         assert done.batch is not None
         return Fence(session_id, done.batch.top, done.batch.first)
@@ -245,7 +253,7 @@ class S3World:
             )
             return Write(batch)
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             if wake is not None:  # W7: the intent is stored before the batch
                 st = await self.logs.state(session_id)
                 await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake)
@@ -398,10 +406,11 @@ class S3World:
             )
             return Write(end)
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
             if done.batch is not None:
-                st = self.logs.states[session_id]
+                st = done.state  # the generation this batch ended (not a cached view)
+                assert st is not None
                 await self.logs.roll_forward(session_id, st, done.batch)
                 await self.logs.scrub(session_id, st.gen)
         await self.wakes.forget(session_id)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fxworld.cli import plain
+
 if TYPE_CHECKING:
     from fxworld import Agent
     from fxworld.protocol import World
@@ -34,7 +36,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "demo",
         help="watch a turn survive worker crashes (about 10 s)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")

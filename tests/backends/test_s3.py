@@ -10,6 +10,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -363,3 +364,85 @@ async def test_idle_followers_share_one_poller(s3_server: S3Server) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await w.close()
+
+
+# -- dot ids, bounded caches, masked endpoints ---------------------------------------------
+
+
+async def test_dot_session_ids_are_refused(s3: S3World) -> None:
+    """'.' and '..' would be path segments of the keys (s/../g): refused before any
+    request (W15); ids that merely hold dots are keys like any other."""
+    from fxworld.errors import InvalidSessionId
+
+    await s3.append("before", [NewEntry("a", {})])
+    before = await _keys_and_bodies(s3)
+    requests = s3.store.requests
+    for sid in (".", ".."):
+        for call in (
+            s3.acquire(sid),
+            s3.append(sid, [NewEntry("a", {})], key="k", wake=0),
+            s3.read(sid),
+            s3.wake(sid),
+            s3.delete(sid),
+        ):
+            with pytest.raises(InvalidSessionId):
+                await call
+    assert s3.store.requests == requests
+    assert await _keys_and_bodies(s3) == before
+    for sid in ("a..b", ".x", "x.", "..."):
+        await s3.append(sid, [NewEntry("a", {"sid": sid})])
+        assert [e.data for e in await s3.read(sid)] == [{"sid": sid}]
+
+
+@pytest.mark.parametrize("prefix", ["..", "../x", "a/./b", "a/..", "./a", "a/b/../c/"])
+def test_a_prefix_with_dot_segments_is_refused(s3_server: S3Server, prefix: str) -> None:
+    with pytest.raises(ConfigurationError, match="segment"):
+        S3World(BUCKET, prefix=prefix, endpoint_url=s3_server.endpoint)
+    with pytest.raises(ConfigurationError, match="segment"):
+        open_world(s3_server.url(prefix=prefix))
+
+
+async def test_s3_state_cache_is_bounded(s3_server: S3Server) -> None:
+    """Reading ids that do not exist, writing and waking more sessions than the cache
+    holds: the world keeps at most ``cache_size`` states, no lock once nothing runs,
+    and a forgotten session still answers right (keys W6, wakes W12)."""
+    w = _world(s3_server, cache_size=16)
+    await w.setup()
+    try:
+        sem = asyncio.Semaphore(8)
+
+        async def bounded(coro: Any) -> Any:
+            async with sem:
+                return await coro
+
+        assert not any(await asyncio.gather(*(bounded(w.read(f"no-{i}")) for i in range(200))))
+        assert len(w.logs.states) <= 16
+        sids = [f"s-{i}" for i in range(40)]
+        firsts = await asyncio.gather(
+            *(bounded(w.append(s, [NewEntry("a", {"s": s})], key="k", wake=0)) for s in sids)
+        )
+        assert len(w.logs.states) <= 16 and len(w.wakes.states) <= 16
+        again = await asyncio.gather(
+            *(bounded(w.append(s, [NewEntry("a", {"s": s})], key="k")) for s in sids)
+        )
+        assert again == firsts == [1] * 40  # W6 after the state was dropped
+        taken = set()
+        while (lease := await w.take_wake(lease=30)) is not None:  # 40 due, 16 cached
+            taken.add(lease.session_id)
+            await w.finish_wake(lease)
+        assert taken == set(sids)
+        assert len(w.logs.states) <= 16 and len(w.wakes.states) <= 16
+        assert len(w.locks) == 0 and len(w.wakes.locks) == 0
+    finally:
+        await w.close()
+    with pytest.raises(ConfigurationError):
+        _world(s3_server, cache_size=0)
+
+
+async def test_s3_errors_mask_a_token_in_the_endpoint_url(s3_server: S3Server) -> None:
+    w = S3World(BUCKET, endpoint_url=f"{s3_server.endpoint}/?token=Tok3nXyz", namespace="t")
+    with pytest.raises(WorldError) as info:
+        await w.read("s")
+    await w.close()
+    for text in (str(info.value), repr(w)):
+        assert "Tok3nXyz" not in text and "token=***" in text, text
