@@ -30,6 +30,10 @@ several OS processes open the same file at once:
 - ``follow()`` polls ``PRAGMA data_version`` (a cheap, in-memory check) every
   20 ms while someone follows, and is woken at once by writes made through the
   same world object, so new entries arrive well within 100 ms of their commit.
+  A write wakes only the followers of its own session; a commit by another
+  connection costs one query of the followed sessions' last seqs, which then wakes
+  only the followers whose session grew past their cursor. Hundreds of idle
+  followers in one process thus cost the writers nothing.
 - SQLite calls run in one dedicated thread per world, never on the event loop.
 - Namespaces are a column of every table: two namespaces in one file share
   nothing (no entry, key, epoch or wake).
@@ -208,11 +212,14 @@ class SqliteWorld:
         self._conn: sqlite3.Connection | None = None
         self._worker: _Worker | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
-        # Change notification for follow(): bumped by our own writes and by the poller
-        # when another connection committed (PRAGMA data_version changed).
-        self._generation = 0
+        # Change notification for follow(), per followed session: its generation is
+        # bumped by our own writes of it, and by the poller when another connection
+        # committed (PRAGMA data_version changed) and the session grew. Its waiters
+        # are (cursor, future) pairs.
+        self._generations: dict[str, int] = {}
         self._data_version: int | None = None
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._following: dict[str, int] = {}  # followers per followed session
         self._poller: asyncio.Task[None] | None = None
 
     @classmethod
@@ -309,7 +316,7 @@ class SqliteWorld:
             return Fence(sid, epoch, seq)
 
         fence = await self._call("acquiring a fence", run)
-        self._bump()
+        self._bump(sid)
         return fence
 
     async def append(
@@ -371,7 +378,7 @@ class SqliteWorld:
 
         seq, wrote = await self._call("appending", run)
         if wrote:
-            self._bump()
+            self._bump(sid)
         return seq
 
     # -- read-from-cursor ----------------------------------------------------------
@@ -401,14 +408,24 @@ class SqliteWorld:
 
     async def _follow(self, sid: str, after: int) -> AsyncIterator[Entry]:
         cursor = after
-        while True:
-            seen = self._generation  # taken before the read: no change can slip between
-            batch = await self.read(sid, cursor)
-            for entry in batch:
-                cursor = entry.seq
-                yield entry
-            if not batch:
-                await self._changed_since(seen, within=1.0)
+        followers = self._generations
+        followers.setdefault(sid, 0)
+        self._following[sid] = self._following.get(sid, 0) + 1
+        try:
+            while True:
+                seen = followers[sid]  # taken before the read: no change slips between
+                batch = await self.read(sid, cursor)
+                for entry in batch:
+                    cursor = entry.seq
+                    yield entry
+                if not batch:
+                    await self._changed_since(sid, seen, cursor, within=1.0)
+        finally:
+            left = self._following[sid] - 1
+            if left:
+                self._following[sid] = left
+            else:
+                del self._following[sid], followers[sid]
 
     # -- enqueue-wake --------------------------------------------------------------
 
@@ -507,7 +524,7 @@ class SqliteWorld:
                 )
 
         await self._call("deleting a session", run)
-        self._bump()
+        self._bump(sid)
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of the sessions with a non-empty log, ascending, ``> after``."""
@@ -613,11 +630,12 @@ class SqliteWorld:
 
     # -- change notification for follow() ------------------------------------------
 
-    def _bump(self) -> None:
-        """The log may have changed: wake every follower waiting for a change."""
-        self._generation += 1
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
+    def _bump(self, sid: str) -> None:
+        """Session ``sid`` may have changed: wake its followers waiting for a change."""
+        if sid not in self._generations:
+            return  # nobody follows it
+        self._generations[sid] += 1
+        for _, fut in self._waiters.pop(sid, ()):
             loop = fut.get_loop()
             if loop.is_closed():
                 continue
@@ -626,17 +644,17 @@ class SqliteWorld:
             except RuntimeError:
                 running = None
             if loop is running:
-                if not fut.done():
-                    fut.set_result(None)
+                _resolve(fut)
             else:
                 loop.call_soon_threadsafe(_resolve, fut)
 
-    async def _changed_since(self, seen: int, *, within: float) -> None:
-        if self._generation != seen:
+    async def _changed_since(self, sid: str, seen: int, cursor: int, *, within: float) -> None:
+        if self._generations[sid] != seen:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(fut)
+        waiter = (cursor, fut)
+        self._waiters.setdefault(sid, []).append(waiter)
         if self._poller is None or self._poller.done() or self._poller.get_loop() is not loop:
             self._poller = loop.create_task(self._poll())
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
@@ -647,21 +665,46 @@ class SqliteWorld:
         except TimeoutError:
             pass
         finally:
-            if fut in self._waiters:
-                self._waiters.remove(fut)
+            waiting = self._waiters.get(sid)
+            if waiting is not None and waiter in waiting:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._waiters[sid]
 
     async def _poll(self) -> None:
         """While someone waits for a change, check ``PRAGMA data_version`` (it moves
-        when another connection, in any process, commits)."""
+        when another connection, in any process, commits); when it moved, wake the
+        followers whose session grew past their cursor."""
         while self._waiters:
             await asyncio.sleep(self.poll_interval)
             try:
                 version = await self._call("polling for changes", _data_version)
+                if version == self._data_version:
+                    continue
+                lasts = await self._last_seqs(list(self._waiters))
             except Exception:  # a transient error: followers retry on their own
                 continue
-            if version != self._data_version:
-                self._data_version = version
-                self._bump()
+            self._data_version = version
+            for sid, count in list(self._following.items()):
+                waiting = self._waiters.get(sid, [])
+                # a follower between its read and its wait re-reads (the commit may
+                # have come after its read); a waiting one only if its session grew
+                if len(waiting) < count or any(lasts.get(sid, 0) > c for c, _ in waiting):
+                    self._bump(sid)
+
+    async def _last_seqs(self, sids: list[str]) -> dict[str, int]:
+        """The last seq of each of ``sids`` that has a log: one query."""
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(
+                "SELECT session_id, last_seq FROM fx_sessions WHERE namespace = ?"
+                " AND session_id IN (SELECT value FROM json_each(?))",
+                (ns, json.dumps(sids)),
+            )
+            return {str(sid): int(last) for sid, last in rows}
+
+        return await self._call("polling for changes", run)
 
 
 class _Worker:

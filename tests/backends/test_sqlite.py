@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,58 @@ async def test_batches_from_two_world_objects_on_one_file_share_no_wake(tmp_path
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_write_wakes_only_its_own_sessions_followers(tmp_path: Path) -> None:
+    """100 idle followers of 100 sessions: 20 appends to one session, through this
+    world and through another world object on the file, make that session's
+    followers read, not all 100 (each woke and read on every commit: 300 idle
+    followers made an append 50x slower). The followers still see the entries."""
+    path = tmp_path / "w.db"
+    w, other = SqliteWorld(path), SqliteWorld(path)
+    await w.setup()
+    sessions = [f"f-{i}" for i in range(100)]
+    for sid in sessions:
+        await w.append(sid, [NewEntry("m", {})])
+    seen: dict[str, list[int]] = {sid: [] for sid in sessions}
+
+    async def follow(sid: str) -> None:
+        async for entry in w.follow(sid):
+            seen[sid].append(entry.seq)
+
+    tasks = [asyncio.create_task(follow(sid)) for sid in sessions]
+    try:
+        await _until(lambda: all(seen.values()))
+        reads = 0
+        read = w.read
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            nonlocal reads
+            reads += 1
+            return await read(*args, **kwargs)  # type: ignore[arg-type]
+
+        w.read = counted  # type: ignore[method-assign]
+        for writer in (w, other):
+            reads = 0
+            for _ in range(20):
+                await writer.append("f-7", [NewEntry("m", {})])
+            await _until(lambda: len(seen["f-7"]) == (21 if writer is w else 41))  # noqa: B023
+            # the session's follower: at most one read a write; the others, at most
+            # one read each of their own once-a-second safety net
+            assert reads <= 20 + len(sessions), (writer is w, reads)
+        assert seen["f-7"] == list(range(1, 42))
+        assert all(seen[sid] == [1] for sid in sessions if sid != "f-7")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.close()
+        await other.close()
+
+
+async def _until(done: Callable[[], bool], within: float = 10.0) -> None:
+    for _ in range(int(within / 0.01)):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 10 s")
