@@ -43,12 +43,10 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxworld._scrub import error_text, scrub
-from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
+from fxworld.errors import BackendUnavailable, Fenced
 from fxworld.models.base import (
     ModelError,
     ModelEvent,
@@ -58,10 +56,11 @@ from fxworld.models.base import (
     ToolSpec,
 )
 from fxworld.protocol import World
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Fence, NewEntry, WakeLease
 
 from . import log
 from ._faults import crash_point
+from .fenced import FencedWriter, StopRun
 from .replay import (
     CallModel,
     CallState,
@@ -69,7 +68,6 @@ from .replay import (
     FinishTurn,
     Idle,
     InterruptTool,
-    Replay,
     RequestApproval,
     RunTools,
     StartTurn,
@@ -92,18 +90,10 @@ __all__ = ["Worker"]
 logger = logging.getLogger("fxworld.worker")
 T = TypeVar("T")
 
-_BACKOFF_START = 0.1
-_BACKOFF_MAX = 2.0
-_UNAVAILABLE_GIVE_UP = 60.0
-
 
 def _tool_entry(kind: str, c: CallState, **data: Any) -> NewEntry:
     """A ``tool.*`` entry of call ``c``: its execution id, call id and name, then ``data``."""
     return log.entry(kind, execution_id=c.execution_id, call_id=c.id, name=c.name, **data)
-
-
-class _Stop(Exception):
-    """This run must stop now (replaced, lease lost, storage gone too long)."""
 
 
 class _Handover(Exception):
@@ -232,18 +222,18 @@ class _SessionRun(ApprovalAndStop):
         self.world = world
         self.wake = wake
         self.sid = wake.session_id
-        self.fence: Fence | None = None
-        self.state = Replay()
-        self.lease_lost = False
+        self.writer = FencedWriter(world, wake, lease=worker.lease)
+        self.writer.on_news = self._note_stop
+        self.state = self.writer.state
         self.tool_specs: tuple[ToolSpec, ...] | None = None
         self.stop_seen = asyncio.Event()  # a stop.requested for the current turn landed
         self._stop_cancelled: set[str] = set()  # execution ids cancelled by a stop
 
     async def go(self) -> None:
-        renewer = asyncio.create_task(self._renew())
+        renewer = asyncio.create_task(self.writer.renew())
         try:
             await self._go()
-        except _Stop as e:
+        except StopRun as e:
             logger.info("session %s: stopped: %s", self.sid, e)
         except Fenced:
             logger.info("session %s: replaced by another worker; stopping", self.sid)
@@ -257,12 +247,12 @@ class _SessionRun(ApprovalAndStop):
     async def _go(self) -> None:
         if await self._nothing_to_do():
             return
-        self.fence = await self._retry(lambda: self.world.acquire(self.sid))
+        fence = await self.writer.acquire()
         logger.info(
             "session %s: taken (delivery %d, epoch %d)",
             self.sid,
             self.wake.attempt,
-            self.fence.epoch,
+            fence.epoch,
         )
         await self._catch_up()
         cur = self.state.current
@@ -282,8 +272,8 @@ class _SessionRun(ApprovalAndStop):
         idempotent = {name: t.idempotent for name, t in tools.items()}
         timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
         while True:
-            if self.lease_lost:
-                raise _Stop("lease lost")
+            if self.writer.lease_lost:
+                raise StopRun("lease lost")
             if self.stop_seen.is_set():
                 self.stop_seen.clear()
                 await self._catch_up()
@@ -489,7 +479,7 @@ class _SessionRun(ApprovalAndStop):
                     [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=message)]
                 )
                 return
-            except (Fenced, _Stop, BackendUnavailable):
+            except (Fenced, StopRun, BackendUnavailable):
                 raise
             except Exception as e:  # an adapter bug must not crash-loop the session
                 logger.exception("session %s: model call raised", self.sid)
@@ -673,77 +663,20 @@ class _SessionRun(ApprovalAndStop):
                 with contextlib.suppress(Exception):
                     await aclose()
 
-    # -- the world, carefully ----------------------------------------------------------
+    # -- the world, carefully (fxworld.engine.fenced) ---------------------------------
+
+    @property
+    def fence(self) -> Fence | None:  # type: ignore[override]
+        return self.writer.fence
 
     async def _append(self, entries: Sequence[NewEntry], *, wake: float | None = None) -> int:
-        """Append with this run's fence; apply what landed to the state.
-
-        On ``BackendUnavailable`` the outcome is unknown: read the log, and if
-        entries of this fence's epoch are there past what we knew, it landed.
-        """
-        fence = self.fence
-        assert fence is not None
-        started = time.monotonic()
-        delay = _BACKOFF_START
-        while True:
-            try:
-                seq = await self.world.append(self.sid, entries, fence=fence, wake=wake)
-                break
-            except BackendUnavailable as e:
-                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
-                    raise _Stop(f"storage unavailable for too long: {e}") from e
-                logger.warning("session %s: append failed (%s); checking and retrying", self.sid, e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-                # Only this fence writes entries of its epoch: if any is past what we
-                # know, the append landed. Never retry it before knowing.
-                landed = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
-                if any(x.epoch == fence.epoch for x in landed):
-                    await self._catch_up()
-                    return self.state.last_seq
-        if seq == self.state.last_seq + len(entries):
-            now = datetime.now(UTC)
-            first = seq - len(entries) + 1
-            for i, ne in enumerate(entries):
-                self.state.apply(Entry(self.sid, first + i, ne.kind, ne.data, fence.epoch, now))
-        else:  # prompts (or a stop) landed in between: read them in order
-            await self._catch_up()
-            self._note_stop()
-        return seq
+        return await self.writer.append(entries, wake=wake)
 
     async def _catch_up(self) -> None:
-        while True:
-            batch = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
-            if not batch:
-                return
-            self.state.apply_all(batch)
+        await self.writer.catch_up()
 
     async def _retry(self, op: Callable[[], Awaitable[T]]) -> T:
-        started = time.monotonic()
-        delay = _BACKOFF_START
-        while True:
-            try:
-                return await op()
-            except BackendUnavailable as e:
-                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
-                    raise _Stop(f"storage unavailable for too long: {e}") from e
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-
-    async def _renew(self) -> None:
-        interval = max(self.worker.lease / 3, 0.05)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.wake = await self.world.renew_wake(self.wake, lease=self.worker.lease)
-            except LeaseLost:
-                self.lease_lost = True
-                return
-            except BackendUnavailable as e:
-                logger.warning("session %s: lease renewal failed: %s", self.sid, e)
+        return await self.writer.retry(op)
 
     async def _finish_wake(self) -> None:
-        try:
-            await self._retry(lambda: self.world.finish_wake(self.wake))
-        except LeaseLost:
-            logger.info("session %s: lease already gone at finish; it is delivered again", self.sid)
+        await self.writer.finish_wake()
