@@ -178,7 +178,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
     from starlette.routing import BaseRoute, Mount, Route
 
-    from fxworld.web import create_app
+    from fxworld.web import create_app, wake_handler
     from fxworld.web._static import static_files
 
     authorize = load_object(args.authorize) if args.authorize else None
@@ -190,7 +190,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     extra: list[BaseRoute] = []
     if args.wake_path:
         path = "/" + args.wake_path.strip("/")
-        extra.append(Route(path, endpoint=agent.wake_handler()))
+        extra.append(Route(path, endpoint=wake_handler(agent)))
     if args.static:
         extra.append(Mount("/", app=static_files(args.static, agent.world)))
     return create_app(
@@ -216,7 +216,7 @@ async def _run(args: argparse.Namespace) -> int:
         raise ConfigurationError("--workers must be 0 or more")
     agent = agent_from_args(args)
     app = build_app(args, agent)
-    await agent._ready_world()  # fail now on a bad world, not at the first request
+    await agent.ready()  # fail now on a bad world, not at the first request
     config = uvicorn.Config(
         app,
         host=args.host,

@@ -28,12 +28,12 @@ async def test_prompt_key_reused_with_another_text_raises(engine_world_url: str)
 
         # A create (only as the first entry) of an existing session is a Conflict,
         # unless it is that first prompt again.
-        assert await session._append_prompt("transfer $10", "k-1", new=True) == 1
+        assert await session.create("transfer $10", key="k-1") == first
         with pytest.raises(Conflict):
-            await session._append_prompt("hello", "k-2", new=True)
+            await session.create("hello", key="k-2")
         await session.prompt("later", key="k-3").accepted
         with pytest.raises(Conflict):
-            await session._append_prompt("later", "k-3", new=True)
+            await session.create("later", key="k-3")
         assert len(await session.read(None)) == 2
     finally:
         await world.close()
