@@ -8,7 +8,7 @@ the agent's parts, and the run's signals.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -39,8 +39,9 @@ class AgentParts(Protocol):
 
 
 def new_id(chars: int = 16) -> str:
-    """A new random id of ``chars`` hex digits (a model call's, a turn's, a call's)."""
-    return uuid.uuid4().hex[:chars]
+    """A new random id of ``chars`` (even) hex digits: a model call's, a turn's, a
+    call's ``execution_id`` (32)."""
+    return os.urandom(chars // 2).hex()
 
 
 class RunContext:

@@ -52,7 +52,7 @@ from .replay import (
     WaitForApproval,
 )
 from .signals import Signals
-from .stop_watch import watching
+from .stop_watch import StopWatch
 from .tool_step import run_tools
 from .turn_step import (
     discard_text,
@@ -174,7 +174,7 @@ class SessionRun:
         match step:
             case CallModel() | RunTools():
                 started = time.monotonic()
-                async with watching(run):
+                async with StopWatch(run):
                     if isinstance(step, CallModel):
                         await call_model(run, step)
                     else:

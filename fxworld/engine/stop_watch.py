@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 
 from fxworld.errors import BackendUnavailable
 
 from . import log
 from .context import RunContext
 
-__all__ = ["WATCH_AFTER", "watching"]
+__all__ = ["WATCH_AFTER", "StopWatch"]
 
 logger = logging.getLogger("fxworld.worker")
 
@@ -33,23 +32,30 @@ stop; a quicker step's stop is seen at the worker's next append."""
 _RETRY_PAUSE = 0.1
 
 
-@contextlib.asynccontextmanager
-async def watching(run: RunContext) -> AsyncIterator[None]:
+class StopWatch:
     """Around a model call or a tool run: once it has lasted ``WATCH_AFTER``
-    seconds, follow the log for a stop (from what the run knew at its start)."""
-    after = run.state.last_seq
-    watcher: list[asyncio.Task[None]] = []  # a timer, not a task, for a quick step
-    timer = asyncio.get_running_loop().call_later(
-        WATCH_AFTER, lambda: watcher.append(asyncio.create_task(_watch(run, after)))
-    )
-    try:
-        yield
-    finally:
-        timer.cancel()
-        for task in watcher:
-            task.cancel()
+    seconds, follow the log for a stop (from what the run knew at its start). A
+    quick step costs one timer, not a task."""
+
+    def __init__(self, run: RunContext) -> None:
+        self._run = run
+        self._after = run.state.last_seq
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.create_task(_watch(self._run, self._after))
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._task
 
 
 async def _watch(run: RunContext, after: int) -> None:
