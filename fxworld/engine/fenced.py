@@ -116,6 +116,7 @@ class FencedWriter:
                 delay = await self._back_off(started, delay, e)
                 if await self._landed(fence):
                     await self.catch_up()
+                    self.on_news()
                     return self.state.last_seq
         if seq - len(entries) == self.state.last_seq:
             self._apply(seq, entries, fence)

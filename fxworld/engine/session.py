@@ -65,8 +65,6 @@ class Session:
         the same :class:`~fxworld.engine.turn.Accepted`. The same key with another
         text raises :class:`~fxworld.errors.KeyReused`.
         """
-        if not isinstance(text, str):
-            raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         seq = await self.append_prompt(text, key if key is not None else uuid.uuid4().hex, new=True)
         return Accepted(self.id, encode_cursor(self.id, seq))
 
@@ -76,8 +74,12 @@ class Session:
         log, else :class:`~fxworld.errors.Conflict`); its seq.
 
         A key that was used before returns the seq saved under it (W6); that entry
-        must be this same prompt, else :class:`~fxworld.errors.KeyReused`.
+        must be this same prompt, else :class:`~fxworld.errors.KeyReused`. A
+        ``text`` that is not a str raises :class:`~fxworld.errors.InvalidArgument`
+        before any I/O.
         """
+        if not isinstance(text, str):
+            raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         w = await self.agent.ready()
         seq = await w.append(
             self.id,
