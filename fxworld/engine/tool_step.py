@@ -78,12 +78,12 @@ async def run_tools(run: RunContext, step: RunTools) -> None:
 async def run_started(run: RunContext, runs: Sequence[Run]) -> None:
     """Run calls whose ``tool.started`` is saved, and save each one's result."""
     if len(runs) == 1:  # the common case: no task to make
-        await _save([await _result(run, *runs[0])], run)
+        await _save(run, [await _result(run, *runs[0])])
     elif runs:
         await _together(run, runs)
 
 
-async def _save(finished: list[NewEntry], run: RunContext) -> None:
+async def _save(run: RunContext, finished: list[NewEntry]) -> None:
     await run.writer.append(finished)
     crash_point("after-tool-finished")
 
@@ -100,7 +100,7 @@ async def _together(run: RunContext, runs: Sequence[Run]) -> None:
             if finished:  # else: appended with another call's result
                 batch = finished[:]
                 finished.clear()
-                await _save(batch, run)
+                await _save(run, batch)
 
     tasks = [asyncio.create_task(one(c, attempt)) for c, attempt in runs]
     try:
