@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import Rows, follow_latency, pct, timed
 
-from fxworld import Agent, NewEntry, tool
+from fxworld import Agent, NewEntry, take_wakes, tool
 from fxworld.testing import ScriptedModel
 from fxworld_redis import RedisWorld
 
@@ -117,7 +117,7 @@ async def wake_rate(url: str, workers: int, count: int, *, batch: int = 1) -> fl
 
     async def worker() -> None:
         nonlocal handled
-        while leases := await world.take_wakes(lease=30, limit=batch):
+        while leases := await take_wakes(world, lease=30, limit=batch):
             # the sessions of a batch run side by side, so they finish side by side
             await asyncio.gather(*(world.finish_wake(lease) for lease in leases))
             handled += len(leases)

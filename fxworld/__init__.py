@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from fxworld._select import open_world, world
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.wakes import take_wakes
 
 if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from fxworld.embedded.memory import MemoryWorld
@@ -38,6 +39,7 @@ __all__ = [
     "WakeLease",
     "world",
     "open_world",
+    "take_wakes",
     "MemoryWorld",
     "SqliteWorld",
     "Agent",

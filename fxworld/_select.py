@@ -8,11 +8,10 @@ import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
-from urllib.parse import urlsplit
 
-from fxworld.errors import ConfigurationError
+from fxworld.errors import ConfigurationError, WorldError
 from fxworld.protocol import World
-from fxworld.urls import mask
+from fxworld.urls import mask, unparseable
 
 __all__ = ["world", "open_world", "DEFAULT_URL", "ENV_VAR"]
 
@@ -49,21 +48,27 @@ def open_world(url: str) -> World:
     ``s3://bucket/prefix?endpoint_url=...``, or a scheme a third-party package
     registers in the entry-point group ``fxworld.worlds``. Every URL takes
     ``?namespace=``. Raises ``ConfigurationError`` for an unknown scheme (with a
-    suggestion) or a missing extra (with the ``pip install`` line).
+    suggestion), a missing extra (with the ``pip install`` line) or a URL that does
+    not parse (masked, never the driver's own words).
     """
     if not isinstance(url, str) or "://" not in url:
         raise ConfigurationError(
             f"world URL {mask(url) if isinstance(url, str) else url!r} has no scheme; "
             "expected e.g. sqlite:///path/world.db, memory://, postgresql://host/db"
         )
-    scheme = urlsplit(url).scheme.lower()
+    scheme = url.partition("://")[0].lower()
     factory = _registered(scheme)
     if factory is None:
         backend = _SCHEMES.get(scheme)
         if backend is None:
             raise ConfigurationError(_unknown_scheme(scheme, url))
         factory = _load(backend, url)
-    made = factory.from_url(url) if hasattr(factory, "from_url") else factory(url)
+    try:
+        made = factory.from_url(url) if hasattr(factory, "from_url") else factory(url)
+    except WorldError:
+        raise
+    except ValueError as e:  # a URL its driver could not parse: never the
+        raise unparseable(url, e) from None  # driver's text, which may quote the password
     if not isinstance(made, World):
         raise ConfigurationError(f"{scheme}:// backend returned {type(made).__name__}, not a World")
     return made

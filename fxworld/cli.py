@@ -3,6 +3,11 @@
 Each command lives in its own module under :mod:`fxworld.commands` and exposes
 ``register(subparsers)``; the module is imported when the parser is built, so it
 must import its heavy dependencies inside its handler, not at the top.
+
+The command never guesses: an error is one line on stderr and a non-zero exit
+(2 for a bad world, argument or missing extra, 1 for "nothing there", such as a
+session that does not exist), never a traceback; a command that only reads opens
+a SQLite world read-only and never creates its file (:func:`open_world_for`).
 """
 
 from __future__ import annotations
@@ -12,14 +17,52 @@ import asyncio
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from fxworld.errors import WorldError
 
-__all__ = ["main", "build_parser"]
+if TYPE_CHECKING:
+    from fxworld.protocol import World
+
+__all__ = [
+    "main",
+    "build_parser",
+    "add_world_option",
+    "world_url",
+    "url_for",
+    "open_world_for",
+    "plain",
+    "EXTRAS",
+]
 
 _COMMANDS = ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve")
+
+EXTRAS: dict[str, str] = {
+    "asyncpg": "postgres",
+    "sqlalchemy": "postgres",
+    "redis": "redis",
+    "hiredis": "redis",
+    "aiobotocore": "s3",
+    "botocore": "s3",
+    "aiohttp": "s3",
+    "hypothesis": "conformance",
+    "pytest": "conformance",
+    "_pytest": "conformance",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "starlette": "web",
+    "uvicorn": "web",
+}
+"""The extra that brings each optional module (a missing one is a one-line error
+naming its ``pip install``)."""
+
+Access = Literal["read", "write", "create"]
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")  # :mod:`x`, :func:`~a.b`
+_LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`")
+_SQLITE_MODES: dict[str, str] = {"read": "ro", "write": "rw"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +85,58 @@ def add_world_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def world_url(args: argparse.Namespace) -> str:
+    """The world URL a command was given: ``--world``, else ``$FXWORLD_URL``, else
+    the embedded SQLite world."""
+    from fxworld._select import DEFAULT_URL, ENV_VAR
+
+    return str(getattr(args, "world", None) or os.environ.get(ENV_VAR) or DEFAULT_URL)
+
+
+def url_for(args: argparse.Namespace, access: Access) -> str:
+    """The world URL of :func:`world_url`, to be opened for ``access``.
+
+    ``"read"`` (commands that only look) opens a SQLite world read-only
+    (``mode=ro``) and ``"write"`` (commands that change an existing world) opens
+    only a file that exists (``mode=rw``): either way a missing file is a one-line
+    error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``)
+    may create it. A ``mode`` given in the URL is kept; other schemes are opened
+    as they are.
+    """
+    from fxworld.urls import split_query, with_query
+
+    url = world_url(args)
+    mode = _SQLITE_MODES.get(access)
+    sqlite = url.partition("://")[0].lower() == "sqlite"
+    if mode is not None and sqlite and "mode" not in split_query(url)[1]:
+        url = with_query(url, "mode", mode)
+    return url
+
+
+def open_world_for(args: argparse.Namespace, access: Access) -> World:
+    """``open_world(url_for(args, access))``."""
+    from fxworld import open_world
+
+    return open_world(url_for(args, access))
+
+
+def plain(text: str | None) -> str:
+    """A docstring as plain help text: reStructuredText roles and literals
+    (``:mod:`x```, double backticks) become their bare text."""
+    text = _ROLE.sub(lambda m: m[2].split(".")[-1] if m[1] else m[2], text or "")
+    return _LITERAL.sub(lambda m: m[1] or m[2], text)
+
+
+def _missing_extra(error: ModuleNotFoundError) -> str | None:
+    """One line naming the ``pip install`` that brings the missing module, or
+    ``None`` if no extra of fxworld brings it."""
+    module = (error.name or "").split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return f"this needs {module}, from the {extra!r} extra: pip install 'fxworld[{extra}]'"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -59,6 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except WorldError as e:
         print(f"fxworld: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        line = _missing_extra(e)
+        if line is None:
+            raise
+        print(f"fxworld {args.command}: {line}", file=sys.stderr)
         return 2
     return int(result or 0)
 

@@ -71,7 +71,8 @@ class LeaseLost(WorldError):
 
 
 class InvalidSessionId(WorldError, ValueError):
-    """A session id is not 1..128 characters of ``[A-Za-z0-9._:-]`` (W15)."""
+    """A session id is not 1..128 characters of ``[A-Za-z0-9._:-]``, or is ``.`` or
+    ``..`` (W15)."""
 
 
 class InvalidEntry(WorldError, ValueError):

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
-__all__ = ["World", "SessionLister", "CAPABILITIES"]
+__all__ = ["World", "WakeBatcher", "SessionLister", "CAPABILITIES"]
 
 CAPABILITIES: dict[str, str] = {
     "durable": "acknowledged appends and wakes survive a crash of the process or server",
@@ -114,9 +114,14 @@ class World(Protocol):
     the next ``acquire`` still returns a greater epoch (W1). A deleted session
     reads as empty and a new append starts it again at seq 1.
 
-    **W15 bad input.** Session ids are 1..128 characters of ``[A-Za-z0-9._:-]``;
-    anything else raises :class:`~fxworld.errors.InvalidSessionId` before any I/O
-    (no key or path injection). Entry data must be a JSON object (string keys, JSON
+    **W15 bad input.** Session ids are 1..128 characters of ``[A-Za-z0-9._:-]``,
+    other than ``.`` and ``..``; anything else raises
+    :class:`~fxworld.errors.InvalidSessionId` before any I/O (no key or path
+    injection). ``.`` and ``..`` are refused because a backend that puts the id in
+    a key or path as one segment (S3's ``s/{id}/...``) would name the parent or the
+    same directory, and a server that normalises paths would map it elsewhere. Ids
+    that merely hold dots (``a..b``, ``.x``, ``x.``) are not such segments and
+    stay valid. Entry data must be a JSON object (string keys, JSON
     values, no NaN) and a kind 1..64 characters, not reserved; otherwise
     :class:`~fxworld.errors.InvalidEntry`. An entry whose encoded data is over the
     world's ``max_entry_bytes`` (default 1 MiB) raises
@@ -194,7 +199,8 @@ class World(Protocol):
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         """Take one due wake under a lease of ``lease`` seconds, or ``None`` if no
-        wake is due now. Never blocks waiting for one (W12)."""
+        wake is due now. Never blocks waiting for one (W12). Several at once:
+        :func:`fxworld.take_wakes` (:class:`WakeBatcher`)."""
         ...
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
@@ -209,6 +215,52 @@ class World(Protocol):
 
     async def delete(self, session_id: str) -> None:
         """Remove the session's log, keys and wake; refuse its old fences (W14)."""
+        ...
+
+
+@runtime_checkable
+class WakeBatcher(Protocol):
+    """Optional: a world that takes due wakes in batches natively.
+
+    A worker that runs several sessions side by side asks for up to ``limit``
+    wakes in one call. Callers use :func:`fxworld.take_wakes`, which every world
+    answers: it asks a world that has this method, and builds the batch from
+    :meth:`World.take_wake` (up to ``limit`` calls) for one that has not. A world
+    implements it only to take a batch in fewer round trips than that; a third-party
+    world satisfies it by having the method, without subclassing anything. The
+    memory, SQLite, PostgreSQL, Redis and S3 worlds have it.
+
+    What holds for a batch, native or built (the kit checks it like ``take_wake``):
+
+    - **One lease per wake.** Each wake in the batch is leased exactly as if
+      :meth:`World.take_wake` had taken it alone, and W11-W13 hold for each: none is
+      handed out before its due time (W11); while its lease lasts nobody else gets
+      that session's wake, in this batch or another (W12); each lease is renewed,
+      finished or left to expire on its own, and an expired one is delivered again
+      with ``attempt + 1`` (W12); a ``wake()`` that arrives after the batch was
+      taken keeps that session due after its ``finish_wake`` (W13).
+    - **Each session at most once.** A batch never holds two leases of one session.
+    - **Bounded, maybe short.** At most ``limit`` wakes; it may hold fewer than
+      asked even when more are due (another worker took them at the same moment, a
+      partitioned world looked in fewer places). It is empty only when
+      ``take_wake`` would have returned ``None``. It never blocks waiting for a
+      wake to come due.
+    - **Due order.** A world that keeps its wakes in due order (memory, SQLite,
+      PostgreSQL, Redis on one server) fills a batch with the earliest due of the
+      wakes it can take; the order of the list itself is not promised. S3 tries
+      due sessions in random order, so that racing workers rarely collide.
+    - **Not atomic as a whole.** If the call fails part way (``BackendUnavailable``),
+      a wake it had already leased stays leased until its lease ends and is then
+      delivered again (W12): none is lost.
+    - **Bad input (W15).** ``lease`` is checked as for ``take_wake``; ``limit`` is an
+      integer from 1 to ``validate.MAX_WAKE_BATCH`` (1000), else
+      :class:`~fxworld.errors.InvalidArgument` before any I/O, with the same message
+      on every world (:func:`fxworld.validate.wake_batch`).
+    """
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Take up to ``limit`` due wakes, each under its own lease of ``lease``
+        seconds; ``[]`` if none is due now. Never blocks waiting for one."""
         ...
 
 

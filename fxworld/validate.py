@@ -4,10 +4,10 @@ Public so that third-party backends reject exactly what first-party ones reject,
 with the same error type. Each World method has its whole check here:
 :func:`append` (session, entries and keywords), :func:`read_args`,
 :func:`delay` (``wake``), :func:`lease` (``take_wake``/``renew_wake``),
-:func:`held` (the lease given to ``renew_wake``/``finish_wake``), and the
-constructor and URL options :func:`namespace`, :func:`max_entry_bytes` and
-:func:`seconds_option` (a bad option is a ``ConfigurationError`` on every
-backend).
+:func:`wake_batch` (the ``limit`` of ``take_wakes``), :func:`held` (the lease
+given to ``renew_wake``/``finish_wake``), and the constructor and URL options
+:func:`namespace`, :func:`max_entry_bytes` and :func:`seconds_option` (a bad
+option is a ``ConfigurationError`` on every backend).
 
 Importing this module loads neither the engine nor the web layer.
 """
@@ -42,6 +42,8 @@ __all__ = [
     "read_args",
     "delay",
     "lease",
+    "MAX_WAKE_BATCH",
+    "wake_batch",
     "append",
     "held",
     "max_entry_bytes",
@@ -68,13 +70,23 @@ MAX_SEQ = 2**63 - 1
 backend stores and compares it natively."""
 MAX_SECONDS = 100 * 365 * 86400.0
 """The longest wake delay or lease (100 years), so every due time is a datetime."""
+MAX_WAKE_BATCH = 1000
+"""The most wakes one ``take_wakes`` call may ask for, so that one call's work on
+the server (one statement, one script) and its reply stay bounded."""
+
+
+_DOT_SEGMENTS = (".", "..")
 
 
 def session_id(value: object) -> str:
-    """Return ``value`` if it is a valid session id, else raise ``InvalidSessionId``."""
+    """Return ``value`` if it is a valid session id, else raise ``InvalidSessionId``:
+    1..128 characters of ``[A-Za-z0-9._:-]``, and not ``.`` or ``..`` (a path
+    segment that a server which normalises paths would map elsewhere)."""
     if not isinstance(value, str) or _SESSION_ID.fullmatch(value) is None:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise InvalidSessionId(f"session id {shown} is not 1..128 characters of [A-Za-z0-9._:-]")
+    if value in _DOT_SEGMENTS:
+        raise InvalidSessionId(f"session id {value!r} is a path segment ('.' and '..' are refused)")
     return value
 
 
@@ -271,6 +283,13 @@ def lease(value: object) -> float:
             f"lease must be a number of seconds over 0, up to 100 years, not {value!r}"
         )
     return float(value)  # type: ignore[arg-type]
+
+
+def wake_batch(limit: object) -> int:
+    """Check the ``limit`` of ``take_wakes``: an integer from 1 to :data:`MAX_WAKE_BATCH`."""
+    if not _is_int(limit) or not 1 <= limit <= MAX_WAKE_BATCH:  # type: ignore[operator]
+        raise InvalidArgument(f"limit must be an integer from 1 to {MAX_WAKE_BATCH}, not {limit!r}")
+    return limit  # type: ignore[return-value]
 
 
 def _is_int(value: Any) -> bool:

@@ -2,7 +2,9 @@
 
 Three tiers: directed checks and Hypothesis state machines against a reference
 model; real OS processes racing with crashes and cut connections, checked by
-history checkers; and deliberately broken worlds the kit must fail. Run it from
+history checkers; and deliberately broken worlds the kit must fail. Beside them,
+the capacity check (:mod:`fxworld_conformance.capacity`): hundreds of idle
+followers must leave the world's other calls at their usual speed. Run it from
 pytest (subclass :class:`WorldConformance`, or ``--fxworld-world=...``) or from
 the command line (``fxworld conformance --world URL|module:factory``).
 :class:`WorldSuite` adds the example tests of every guarantee

@@ -14,6 +14,8 @@ BAD_SESSION_IDS: dict[str, Any] = {
     "200-chars": "x" * 200,
     "slash": "a/b",
     "dot-dot": "../x",
+    "dot": ".",
+    "dot-dot-alone": "..",
     "space": "a b",
     "nul": "a\u0000b",
     "non-ascii": "café",
@@ -26,6 +28,7 @@ BAD_SESSION_IDS: dict[str, Any] = {
     "int": 7,
     "bytes": b"ab",
 }
-"""Empty, too long, path-like, spaces and control characters, non-ASCII, quoting
-and query characters, a trailing newline, and values that are not strings; each
-under the id its pytest test shows."""
+"""Empty, too long, path-like (``.`` and ``..`` alone are path segments: an S3 key
+``s/../g`` is another object on a server that normalises paths), spaces and control
+characters, non-ASCII, quoting and query characters, a trailing newline, and values
+that are not strings; each under the id its pytest test shows."""

@@ -10,14 +10,17 @@ kit against one from the command line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from fxworld import validate
 from fxworld.embedded.memory import MemoryWorld
-from fxworld.errors import Fenced
+from fxworld.errors import BackendUnavailable, Fenced
+from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
 __all__ = ["BROKEN", "BrokenWorld"]
@@ -270,6 +273,52 @@ class FollowIgnoresCancel(BrokenWorld):
                         task.uncancel()
 
 
+class FollowersHoldConnections(BrokenWorld):
+    breaks, what = (
+        "W10",
+        (
+            "a waiting follower holds one of the 100 pooled connections that every call needs "
+            "(a blocking XREAD each), so 100 idle followers starve writers and workers"
+        ),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._pool = asyncio.Semaphore(100)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[None]:
+        try:  # as a client pool that is full: wait 3 s, then fail
+            await asyncio.wait_for(self._pool.acquire(), 3.0)
+        except TimeoutError:
+            raise BackendUnavailable("no free connection: 100 in use") from None
+        try:
+            yield
+        finally:
+            self._pool.release()
+
+    async def _block(self) -> None:  # the follower's wait, on a connection of the pool
+        async with self._connection():
+            await asyncio.sleep(1.0)
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        validate.session_id(session_id)
+        validate.read_args(after, 1)
+        return poll_follow(self.read, session_id, after, changed=self._block)
+
+    async def append(self, session_id: str, entries: Sequence[NewEntry], **kw: Any) -> int:
+        async with self._connection():
+            return await super().append(session_id, entries, **kw)
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        async with self._connection():
+            return await super().read(session_id, after, limit=limit)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        async with self._connection():
+            return await super().take_wake(lease=lease)
+
+
 class LeakyErrors(BrokenWorld):
     breaks, what = "W16", "reading an empty session raises a bare KeyError (a driver error leaks)"
 
@@ -317,6 +366,21 @@ class CapabilitiesUndeclared(BrokenWorld):
     capabilities = ["fast", "durable-ish"]  # type: ignore[assignment]  # noqa: RUF012
 
 
+class BatchRetakesLeased(BrokenWorld):
+    breaks, what = "W12", "take_wakes hands a leased session out again once a wake() came for it"
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        taken = await super().take_wakes(lease=lease, limit=limit)
+        now, have = time.time(), {t.session_id for t in taken}
+        # the bug: a request that came during the lease is taken for a free wake
+        again = [
+            WakeLease(sid, uuid.uuid4().hex, w.attempt, datetime.fromtimestamp(now + lease, UTC))
+            for sid, w in self._wakes.items()
+            if sid not in have and w.token is not None and w.due is not None and w.due <= now
+        ]
+        return (taken + again)[:limit]
+
+
 _CLASSES: dict[str, type[BrokenWorld]] = {
     "stale_fence": StaleFenceAccepted,
     "hole_filled_late": HoleFilledLate,
@@ -331,9 +395,11 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "delete_keeps_wake": DeleteKeepsWake,
     "follow_skips_first": FollowSkipsFirst,
     "follow_ignores_cancel": FollowIgnoresCancel,
+    "followers_hold_connections": FollowersHoldConnections,
     "leaky_errors": LeakyErrors,
     "no_id_check": NoIdCheck,
     "capabilities_undeclared": CapabilitiesUndeclared,
+    "batch_retakes_leased": BatchRetakesLeased,
 }
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {

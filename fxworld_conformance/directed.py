@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fxworld_conformance.directed_errors import w15_bad_input, w16_errors, w17_capabilities
 from fxworld_conformance.directed_log import (
@@ -36,7 +37,13 @@ from fxworld_conformance.directed_log import (
     w10_follow_cancel,
 )
 from fxworld_conformance.directed_probe import Probe
-from fxworld_conformance.directed_wakes import w11_coalesce, w12_lease, w13_finish, w14_delete
+from fxworld_conformance.directed_wakes import (
+    w11_coalesce,
+    w12_lease,
+    w12_take_wakes,
+    w13_finish,
+    w14_delete,
+)
 from fxworld_conformance.target import CALL_TIMEOUT, Target
 
 __all__ = ["DIRECTED", "Directed", "Probe", "run_directed"]
@@ -93,6 +100,12 @@ DIRECTED: list[Directed] = [
     ),
     Directed("w11-wake-coalescing", "W11 wake coalescing and due times", ("W11",), w11_coalesce),
     Directed("w12-lease", "W12 leases, expiry, redelivery, LeaseLost", ("W12",), w12_lease),
+    Directed(
+        "w12-take-wakes",
+        "W11-W13 per wake of a batch (take_wakes), each session once, bad limits",
+        ("W12", "W11", "W13", "W15"),
+        w12_take_wakes,
+    ),
     Directed("w13-finish", "W13 finish keeps a re-wake", ("W13",), w13_finish),
     Directed("w14-delete", "W14 delete: log, keys, wake, old fences", ("W14",), w14_delete),
     Directed("w15-bad-input", "W15 bad input refused before any write", ("W15",), w15_bad_input),
@@ -102,10 +115,14 @@ DIRECTED: list[Directed] = [
 
 
 async def run_directed(
-    d: Directed, target: Target, counter: list[int] | None = None
+    d: Directed,
+    target: Target,
+    counter: list[int] | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> tuple[int, float]:
     """Run one directed check on a fresh world; return (operations, seconds).
-    ``counter[0]`` gets the operation count even when the check fails."""
+    ``counter[0]`` gets the operation count and ``notes`` the figures the check
+    left (:attr:`Probe.notes`), even when the check fails."""
     started = time.monotonic()
     world = await asyncio.wait_for(target.open(), CALL_TIMEOUT)
     p = Probe(world, d.guarantees[0])
@@ -114,6 +131,8 @@ async def run_directed(
     finally:
         if counter is not None:
             counter[:] = [p.operations]
+        if notes is not None:
+            notes.update(p.notes)
         try:
             await asyncio.wait_for(world.close(), CALL_TIMEOUT)
         except Exception:

@@ -28,6 +28,8 @@ class Probe:
         self.guarantee = guarantee
         self.operations = 0
         self.acked: dict[str, int] = {}  # session -> greatest seq an append/acquire returned
+        self.notes: dict[str, Any] = {}
+        """Figures a check leaves for its report row (its ``extra``)."""
 
     async def call(self, what: str, aw: Awaitable[T]) -> T:
         self.operations += 1

@@ -1,18 +1,20 @@
 """Directed checks of wakes and delete: coalescing and due times, leases, finish,
-delete (W11-W14)."""
+delete (W11-W14), and wakes taken in batches (``fxworld.take_wakes``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from fxworld.errors import Fenced, LeaseLost
+from fxworld import take_wakes
+from fxworld.errors import Fenced, InvalidArgument, LeaseLost
 from fxworld.types import WakeLease
+from fxworld.validate import MAX_WAKE_BATCH
 from fxworld_conformance.directed_probe import Probe, check, drain_wakes, msgs
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import Target
 
-__all__ = ["w11_coalesce", "w12_lease", "w13_finish", "w14_delete"]
+__all__ = ["w11_coalesce", "w12_lease", "w12_take_wakes", "w13_finish", "w14_delete"]
 
 
 LATER = 3600.0
@@ -100,6 +102,144 @@ async def w12_lease(p: Probe, target: Target) -> None:
     assert again is not None
     await p.finish(again)
     await p.expect_error(LeaseLost, "finish_wake twice", p.world.finish_wake(again), "W12")
+
+
+async def take_batch(p: Probe, limit: int, lease: float = 120.0) -> list[WakeLease]:
+    """``fxworld.take_wakes`` through the probe, its reply checked for shape: a list
+    of at most ``limit`` leases, each session at most once (W12)."""
+    what = f"take_wakes(lease={lease:g}, limit={limit})"
+    got = await p.call(what, take_wakes(p.world, lease=lease, limit=limit))
+    check(
+        isinstance(got, list) and len(got) <= limit and all(isinstance(w, WakeLease) for w in got),
+        "W12",
+        f"{what} returned {got!r}",
+    )
+    sids = [w.session_id for w in got]
+    check(len(set(sids)) == len(sids), "W12", f"{what} holds one session twice: {sids}")
+    return got
+
+
+async def drain_batches(p: Probe, limit: int, lease: float = 120.0) -> list[WakeLease]:
+    """Batches until one comes back empty; no session may come twice while its
+    lease lasts (W12)."""
+    got: list[WakeLease] = []
+    while batch := await take_batch(p, limit, lease):
+        got += batch
+        check(len(got) <= 50, "W11", "take_wakes keeps handing out wakes (over 50)")
+    sids = [w.session_id for w in got]
+    check(
+        len(set(sids)) == len(sids),
+        "W12",
+        f"a wake under a live lease was handed out again by a later batch: {sids}",
+    )
+    return got
+
+
+async def w12_take_wakes(p: Probe, target: Target) -> None:
+    """Each wake of a batch is leased as ``take_wake`` leases one (W11-W13 per wake),
+    each session once; a bad ``limit`` is refused and takes nothing (W15)."""
+    await drain_wakes(p)
+    await p.wake("a")
+    for bad in (0, -1, MAX_WAKE_BATCH + 1, True, 2.0, "3", None):
+        await p.expect_error(
+            InvalidArgument,
+            f"take_wakes(limit={bad!r})",
+            take_wakes(p.world, lease=120.0, limit=bad),  # type: ignore[arg-type]
+            "W15",
+        )
+    for sid in ("b", "c", "d", "e"):
+        await p.wake(sid)
+    await p.wake("later", LATER)
+    first = await take_batch(p, 2)
+    check(bool(first), "W12", "take_wakes gave [] though five wakes are due")
+    got = first + await drain_batches(p, 10)
+    sids = sorted(w.session_id for w in got)
+    check("later" not in sids, "W11", f"take_wakes handed out a wake due in {LATER:g} s")
+    check("a" in sids, "W15", f"a refused take_wakes took the wake of 'a': batches gave {sids}")
+    check(
+        sids == ["a", "b", "c", "d", "e"],
+        "W12",
+        f"batches must hand out each of the five due wakes once, got {sids}",
+    )
+    check(all(w.attempt == 1 for w in got), "W12", f"first deliveries must have attempt 1: {got}")
+    check(await p.take() is None, "W12", "take_wake handed out a wake a batch holds")
+    for w in got:
+        await p.finish(w)
+    await _batch_leases_are_each_their_own(p)
+    await _batch_rewake_survives_finish(p)
+    await _racing_batches_share_nothing(p)
+
+
+async def _batch_leases_are_each_their_own(p: Probe) -> None:
+    """Two wakes taken together under a short lease: one renewed, the other left to
+    expire, which alone is delivered again with attempt 2 (W12)."""
+    await p.wake("s")
+    await p.wake("t")
+    batch = await drain_batches(p, 2, lease=1.0)
+    check(len(batch) == 2, "W12", f"two due wakes, batches gave {batch}")
+    kept, left = batch
+    kept = await p.renew(kept, 120.0)
+    await asyncio.sleep(1.4)
+    again = await drain_batches(p, 10)
+    check(
+        [(w.session_id, w.attempt) for w in again] == [(left.session_id, 2)],
+        "W12",
+        f"of a batch of two, {left.session_id!r}'s lease expired and {kept.session_id!r}'s "
+        f"was renewed: only the first must be delivered again, with attempt 2; got {again}",
+    )
+    await p.expect_error(
+        LeaseLost,
+        "renew_wake of an expired lease from a batch",
+        p.world.renew_wake(left, lease=10.0),
+        "W12",
+    )
+    await p.finish(kept)
+    await p.finish(again[0])
+
+
+async def _batch_rewake_survives_finish(p: Probe) -> None:
+    """A ``wake()`` after a batch was taken keeps that session due after its finish,
+    and is not handed out while the lease lasts (W12, W13)."""
+    await p.wake("u")
+    await p.wake("v")
+    batch = await drain_batches(p, 10)
+    check(len(batch) == 2, "W12", f"two due wakes, batches gave {batch}")
+    await p.wake("u")
+    during = await take_batch(p, 10)
+    check(
+        during == [],
+        "W12",
+        f"a wake() during the lease made the leased session be handed out again: {during}",
+    )
+    for w in batch:
+        await p.finish(w)
+    after = await drain_batches(p, 10)
+    check(
+        [(w.session_id, w.attempt) for w in after] == [("u", 1)],
+        "W13",
+        f"after finishing a batch of u and v with a wake(u) during it, u (attempt 1) and "
+        f"only u must be due; got {after}",
+    )
+    await p.finish(after[0])
+
+
+async def _racing_batches_share_nothing(p: Probe) -> None:
+    """Batches and single takes racing for eight due wakes: each wake goes to one
+    taker (W12), and none is lost (W13)."""
+    sessions = [f"r{i}" for i in range(8)]
+    for sid in sessions:
+        await p.wake(sid)
+    racing = await asyncio.gather(
+        *(take_batch(p, 3) for _ in range(4)), *(p.take() for _ in range(2))
+    )
+    got = [w for r in racing for w in (r if isinstance(r, list) else [r]) if w is not None]
+    got += await drain_batches(p, 10)
+    sids = sorted(w.session_id for w in got)
+    check(
+        sids == sessions,
+        "W12",
+        f"racing takers must share the eight due wakes, each once; got {sids}",
+    )
 
 
 async def w13_finish(p: Probe, target: Target) -> None:

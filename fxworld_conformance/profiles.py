@@ -1,5 +1,6 @@
-"""The kit's profiles, one table for every tier: how many examples and steps the
-state machines run, how long and how hard the process tier pushes.
+"""The kit's profiles, one table for every tier: how many followers the capacity
+check starts, how many examples and steps the state machines run, how long and how
+hard the process tier pushes.
 
 ``quick`` is a smoke run (the kit's own tests), ``ci`` the default (bounded and
 derandomized: a few minutes per backend), ``thorough`` about ten times ``ci``
@@ -10,7 +11,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROFILES", "KitProfile", "ProcessProfile", "profile"]
+__all__ = ["PROFILES", "KitProfile", "CapacityProfile", "ProcessProfile", "profile"]
+
+
+@dataclass(frozen=True)
+class CapacityProfile:
+    """How many followers the capacity check starts, and how long it times calls."""
+
+    followers: int
+    """Idle followers in one process, two to a session."""
+    rounds: int
+    """Rounds of append, read, wake, take_wake and finish_wake timed alone, and again
+    while the followers wait."""
+
+
+_CAPACITY: dict[str, CapacityProfile] = {
+    "quick": CapacityProfile(followers=100, rounds=8),
+    "ci": CapacityProfile(followers=300, rounds=12),
+    "thorough": CapacityProfile(followers=1000, rounds=30),
+}
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,7 @@ class KitProfile:
     shrink_seconds: float
     """The most time Hypothesis may spend shrinking a failure."""
     processes: ProcessProfile
+    capacity: CapacityProfile
 
 
 PROFILES: dict[str, KitProfile] = {
@@ -107,6 +127,7 @@ PROFILES: dict[str, KitProfile] = {
         derandomize=True,
         shrink_seconds=30.0,
         processes=_PROCESSES["quick"],
+        capacity=_CAPACITY["quick"],
     ),
     "ci": KitProfile(
         "ci",
@@ -114,6 +135,7 @@ PROFILES: dict[str, KitProfile] = {
         derandomize=True,
         shrink_seconds=30.0,
         processes=_PROCESSES["ci"],
+        capacity=_CAPACITY["ci"],
     ),
     "thorough": KitProfile(
         "thorough",
@@ -121,6 +143,7 @@ PROFILES: dict[str, KitProfile] = {
         derandomize=False,
         shrink_seconds=300.0,
         processes=_PROCESSES["thorough"],
+        capacity=_CAPACITY["thorough"],
     ),
 }
 """Profile name -> what every tier does under it."""

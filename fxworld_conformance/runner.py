@@ -1,7 +1,9 @@
 """Running the whole kit against one target, and summarising it per guarantee.
 
 ``run_kit(target, profile=..., seed=...)`` runs, in order: the directed checks
-(one per guarantee, fast), the tier-1 state machines, and the process tier
+(one per guarantee, fast), the capacity check (:mod:`fxworld_conformance.capacity`:
+hundreds of idle followers, the world's other calls timed beside them), the tier-1
+state machines, and the process tier
 (:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
 crashes, cut connections, server restart). It returns one
 :class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
@@ -24,12 +26,13 @@ from fxworld_conformance.target import Target
 
 __all__ = ["run_kit", "run_check", "check_names", "by_guarantee", "TIERS", "capabilities_of"]
 
-TIERS = ("directed", "stateful", "processes")
+TIERS = ("directed", "capacity", "stateful", "processes")
 
 
 def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     """The names of the checks of the given tiers, in the order ``run_kit`` runs them
     (the process tier counts as one name, ``processes``)."""
+    from fxworld_conformance.capacity import NAME as CAPACITY
     from fxworld_conformance.directed import DIRECTED
     from fxworld_conformance.stateful import MACHINES
 
@@ -37,6 +40,8 @@ def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     tiers = set(tiers)
     if "directed" in tiers:
         names += [d.name for d in DIRECTED]
+    if "capacity" in tiers:
+        names.append(CAPACITY)
     if "stateful" in tiers:
         names += list(MACHINES)
     if "processes" in tiers:
@@ -76,6 +81,8 @@ def run_check(
     several results, any other check one. An unknown profile or check name raises
     ``ValueError`` before anything runs."""
     kit_profile(profile)
+    from fxworld_conformance.capacity import NAME as CAPACITY
+    from fxworld_conformance.capacity import capacity_check
     from fxworld_conformance.directed import DIRECTED, run_directed
     from fxworld_conformance.stateful import MACHINES, run_machine
 
@@ -87,6 +94,8 @@ def run_check(
             return run_process_checks(target, profile=profile, seed=seed)
         except Exception as e:  # the tier records the world's errors: this one is the kit's
             return [kit_error("processes", e, time.monotonic() - started)]
+    if name == CAPACITY:
+        return [_directed(capacity_check(profile), target, run_directed)]
     if name in MACHINES:
         return [
             run_machine(name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds)
@@ -100,8 +109,9 @@ def run_check(
 def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
     started = time.monotonic()
     counter = [0]
+    notes: dict[str, Any] = {}
     try:
-        ops, seconds = asyncio.run(run(d, target, counter))
+        ops, seconds = asyncio.run(run(d, target, counter, notes))
     except Violation as v:
         return CheckResult(
             name=d.name,
@@ -110,7 +120,7 @@ def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
             detail=v.message,
             operations=counter[0],
             seconds=time.monotonic() - started,
-            extra={"covers": list(d.guarantees)},
+            extra={"covers": list(d.guarantees), **notes},
         )
     except Exception as e:
         if raised_by_kit(e):
@@ -123,10 +133,15 @@ def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
             detail=f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=6),
             operations=counter[0],
             seconds=time.monotonic() - started,
-            extra={"covers": list(d.guarantees)},
+            extra={"covers": list(d.guarantees), **notes},
         )
     return CheckResult(
-        name=d.name, guarantees=d.guarantees, status="passed", operations=ops, seconds=seconds
+        name=d.name,
+        guarantees=d.guarantees,
+        status="passed",
+        operations=ops,
+        seconds=seconds,
+        extra=notes,
     )
 
 

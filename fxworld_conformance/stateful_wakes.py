@@ -1,6 +1,6 @@
-"""The wake state machine: wakes, appends with ``wake=``, takes, renewals, finishes,
-lease expiry and delete, one at a time, each predicted exactly by the model
-(W7, W11-W14)."""
+"""The wake state machine: wakes, appends with ``wake=``, takes (one by one and in
+batches, ``fxworld.take_wakes``), renewals, finishes, lease expiry and delete, one
+at a time, each predicted exactly by the model (W7, W11-W14)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from fxworld import take_wakes
 from fxworld.errors import LeaseLost
 from fxworld.types import WakeLease
 from fxworld_conformance.model import LATER, NOW, Violation
@@ -104,24 +105,79 @@ class WakeMachine(_KitMachine):
         got = self.run(self.world.take_wake(lease=lease), f"take_wake(lease={lease:g})", "W12")
         local_expiry = time.monotonic() + lease
         if got is None:
-            if can:
-                sid = sorted(can)[0]
-                raise Violation(
-                    self.wakes.why_due(sid),
-                    f"take_wake returned None, but a wake of {sid!r} is due ({before})",
-                )
+            self._none_due(can, before, "take_wake returned None")
             return
+        self._took(worker, got, can, before, short, local_expiry, "take_wake")
+
+    @precondition(lambda self: not self.wakes.uncertain())
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        limit=st.integers(1, 3),
+        short=st.sampled_from([False, False, False, True]),
+    )
+    def take_batch(self, worker: str, limit: int, short: bool) -> None:
+        """``fxworld.take_wakes``: each wake of the batch as ``take_wake`` would take
+        it (W11-W13 per wake), each session at most once (W12)."""
+        lease = SHORT_LEASE if short else LONG_LEASE
+        can = self.wakes.deliverable()
+        before = self.wakes.describe()
+        what = f"take_wakes(lease={lease:g}, limit={limit})"
+        got = self.run(take_wakes(self.world, lease=lease, limit=limit), what, "W12")
+        local_expiry = time.monotonic() + lease
+        if not isinstance(got, list) or len(got) > limit:
+            raise Violation("W12", f"{what} returned {got!r}")
+        sids = [w.session_id for w in got if isinstance(w, WakeLease)]
+        if len(set(sids)) < len(sids):
+            raise Violation("W12", f"{what} holds one session twice: {sids} ({before})")
+        if not got:
+            self._none_due(can, before, f"{what} returned []")
+        for w in got:
+            self._took(worker, w, can, before, short, local_expiry, what)
+
+    @precondition(lambda self: not self.wakes.uncertain())
+    @rule(worker=st.sampled_from(WORKERS), later=st.booleans())
+    def take_batch_rewake_take(self, worker: str, later: bool) -> None:
+        """A batch, a new request for a session it holds, another batch (W12: not
+        that session while its lease lasts); the state machine's own way to reach
+        a re-wake during a batch's lease often."""
+        before = len(self.leases)
+        self.take_batch(worker, 2, short=False)
+        if len(self.leases) == before:
+            return  # nothing was due
+        self.wake(self.leases[-1][1].session_id, later)
+        self.take_batch(worker, 2, short=False)
+
+    def _none_due(self, can: set[str], before: str, what: str) -> None:
+        """Nothing was handed out: a violation if a wake was due (W12, or the
+        guarantee that made it due)."""
+        if can:
+            sid = sorted(can)[0]
+            raise Violation(
+                self.wakes.why_due(sid), f"{what}, but a wake of {sid!r} is due ({before})"
+            )
+
+    def _took(
+        self,
+        worker: str,
+        got: object,
+        can: set[str],
+        before: str,
+        short: bool,
+        local_expiry: float,
+        what: str,
+    ) -> None:
+        """Check one lease handed out from the deliverable set ``can`` and record it."""
         if not isinstance(got, WakeLease) or got.session_id not in SESSIONS:
-            raise Violation("W12", f"take_wake returned {got!r}")
+            raise Violation("W12", f"{what} returned {got!r}")
         sid = got.session_id
         if sid not in can:
             g, why = self.wakes.why_not(sid)
-            raise Violation(g, f"take_wake handed out {sid!r} but {why} ({before})")
+            raise Violation(g, f"{what} handed out {sid!r} but {why} ({before})")
         want = self.wakes.take(sid, got.token, short=short)
         if got.attempt != want:
             raise Violation(
                 "W12",
-                f"take_wake of {sid!r} gave attempt {got.attempt}, expected {want} ({before})",
+                f"{what} of {sid!r} gave attempt {got.attempt}, expected {want} ({before})",
             )
         if got.expires_at.utcoffset() is None:
             raise Violation("W12", f"lease expires_at {got.expires_at!r} is not timezone-aware")

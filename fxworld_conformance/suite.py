@@ -11,7 +11,7 @@
             return Target(url="mydb://localhost/test")   # or Target(factory=make_world)
 
 Each check is its own test (``test_directed[w02-fenced-append]``,
-``test_stateful[log]``, ``test_processes``, ...), so pytest shows which guarantee
+``test_capacity``, ``test_stateful[log]``, ``test_processes``, ...), so pytest shows which guarantee
 failed (``-k w02`` picks one, ``-m "not fxworld_slow"`` leaves out the state
 machines and the process tier); a failure message starts with the guarantee it
 proves broken and carries the shrunk steps or the history excerpt. Without an
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pytest
 
+from fxworld_conformance.capacity import NAME as CAPACITY
 from fxworld_conformance.directed import DIRECTED
 from fxworld_conformance.examples import WorldExamples
 from fxworld_conformance.report import CheckResult
@@ -68,7 +69,7 @@ MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name
 @pytest.mark.fxworld
 class WorldConformance:
     """All of the kit's checks, one test each: ``test_directed[w02-fenced-append]``,
-    ``test_stateful[log]``, ``test_processes``. Override the ``fxworld_target``
+    ``test_capacity``, ``test_stateful[log]``, ``test_processes``. Override the ``fxworld_target``
     fixture (or pass ``--fxworld-world``). A subclass may override a tier's test
     (to assert more about its results, or run it at another size); an override of
     ``test_directed`` or ``test_stateful`` parametrizes over
@@ -80,6 +81,15 @@ class WorldConformance:
     ) -> None:
         """One directed check: a short scenario of one guarantee."""
         assert_results(run_check(check, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
+
+    def test_capacity(
+        self, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        """Hundreds of idle followers in one process (300 under ``ci``) leave
+        appends, reads and wakes at the world's own speed without them."""
+        assert_results(
+            run_check(CAPACITY, fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+        )
 
     @pytest.mark.fxworld_slow
     @pytest.mark.parametrize("machine", MACHINE_CHECKS)

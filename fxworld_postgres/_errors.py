@@ -36,6 +36,7 @@ from fxworld.errors import (
     LeaseLost,
     WorldError,
 )
+from fxworld.urls import mask_urls
 from fxworld_postgres import _schema
 
 __all__ = ["translate", "retry_safe", "connection_broken", "NotSent"]
@@ -191,9 +192,10 @@ def translate(
 
 
 def _detail(exc: BaseException) -> str:
+    """The driver's first line, with any URL in it masked (W16)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
-    return f"{name}: {text}"[:300] if text else name
+    return mask_urls(f"{name}: {text}")[:300] if text else name
 
 
 def _int(exc: BaseException) -> int | None:

@@ -24,7 +24,7 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import mask, split_query
+from fxworld.urls import mask, split_query, unparseable
 from fxworld_postgres import _errors, _schema
 
 __all__ = ["PostgresWorld"]
@@ -278,12 +278,13 @@ class PostgresWorld:
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """Take up to ``limit`` due wakes at once, each under its own lease (W12).
 
-        Not part of the World protocol: a batch for workers that run several
-        sessions side by side. Earliest due first; rows other takers hold are
+        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
+        ``fxworld.take_wakes``), for workers that run several sessions side by
+        side: one statement. Earliest due first; rows other takers hold are
         skipped, never waited for.
         """
         seconds = validate.lease(lease)
-        validate.read_args(0, limit)
+        limit = validate.wake_batch(limit)  # W15
         rows = await self._call("take_wake", "all", self._sql.take, seconds, limit)
         return [WakeLease(r[0], r[1], int(r[2]), r[3]) for r in rows]
 
@@ -869,8 +870,8 @@ async def _discard(conn: AsyncConnection) -> None:
 def _engine_url(dsn: str) -> URL:
     try:
         url = make_url(dsn)
-    except ArgumentError:
-        raise ConfigurationError(f"not a PostgreSQL URL: {mask(dsn)}") from None
+    except (ArgumentError, ValueError) as e:  # a port that is not a number, say
+        raise unparseable(dsn, e) from None
     if url.drivername not in _SCHEMES:
         raise ConfigurationError(
             f"PostgresWorld takes postgresql://, postgres:// or postgresql+asyncpg:// URLs, "

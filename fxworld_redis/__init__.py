@@ -3,8 +3,8 @@
 URL: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
 ``?namespace=ns``, ``?cluster=true`` (Redis Cluster), ``?partitions=N``,
 ``?max_entry_bytes=N`` and ``?durable=true|false``; other query parameters go to
-redis-py. Or the application's own ``redis.asyncio.Redis`` / ``RedisCluster``, which
-``close()`` leaves open::
+redis-py (``?max_connections=N``: its pool, per server). Or the application's own
+``redis.asyncio.Redis`` / ``RedisCluster``, which ``close()`` leaves open::
 
     from fxworld import world
     from fxworld_redis import RedisWorld
@@ -14,7 +14,9 @@ redis-py. Or the application's own ``redis.asyncio.Redis`` / ``RedisCluster``, w
 
 Capabilities: ``shared``, ``push_follow``, and ``durable`` only when every primary
 runs ``appendonly yes`` with ``appendfsync always`` (checked by ``setup()``; where
-``CONFIG`` is disabled, the ``durable=`` argument decides). See docs/redis.md.
+``CONFIG`` is disabled, the ``durable=`` argument decides). A server whose
+``maxmemory-policy`` may evict keys (``allkeys-*``) is refused by ``setup()`` unless
+the world is opened with ``durable=False``. See docs/redis.md.
 
 How it keeps the contract (key layout and scripts in ``_scripts``):
 
@@ -25,7 +27,9 @@ How it keeps the contract (key layout and scripts in ``_scripts``):
   (``{ns:p}``), so on a Cluster each script touches one slot: append with its
   idempotency key, its fence check and its wake is one atomic step (W4, W6, W7).
 * Due times and leases come from the server's clock (``TIME`` in the scripts).
-* ``follow()`` blocks in ``XREAD`` on the session's stream: pushed.
+* ``follow()`` is pushed: the followers of a partition share one blocking ``XREAD``
+  over all their streams (``_follow``), so however many they are, they hold at most
+  one connection per partition; the world's calls keep the rest of the pool.
 * ``list_sessions()`` pages through one sorted set of session ids per partition.
 * Driver errors are translated in ``_errors``; calls the server refused unrun,
   and idempotent ones, are retried inside the world first.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import redis.exceptions as rex
 
 from fxworld.errors import BackendUnavailable, ConfigurationError, WorldError
-from fxworld.urls import mask
+from fxworld.urls import mask, mask_urls
 
 __all__ = [
     "retry_safe",
@@ -129,6 +129,7 @@ def translate(exc: BaseException, *, what: str, url: str) -> WorldError:
 
 
 def _detail(exc: BaseException) -> str:
+    """The driver's first line, with any URL in it masked (W16)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
-    return f"{name}: {text}"[:300] if text else name
+    return mask_urls(f"{name}: {text}")[:300] if text else name

@@ -28,8 +28,19 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Keys", "SCRIPTS", "partition_of", "config_key", "FENCED", "CONFLICT", "LOST"]
+__all__ = [
+    "Keys",
+    "SCRIPTS",
+    "partition_of",
+    "config_key",
+    "text",
+    "seq_of",
+    "FENCED",
+    "CONFLICT",
+    "LOST",
+]
 
 # Status codes in the first element of a script's reply.
 OK = 0
@@ -45,6 +56,18 @@ def config_key(namespace: str) -> str:
 
 def partition_of(session_id: str, partitions: int) -> int:
     return zlib.crc32(session_id.encode("ascii")) % partitions
+
+
+def text(value: Any) -> str:
+    """A reply's bytes as text (str as is: a client made with decode_responses)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return str(value)
+
+
+def seq_of(stream_id: Any) -> int:
+    """The seq of a log entry from its stream ID ``<seq>-0``."""
+    return int(text(stream_id).split("-", 1)[0])
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,27 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    Conflict,
+    Fenced,
+    InvalidArgument,
+    LeaseLost,
+)
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld.urls import mask, split_query
-from fxworld_redis import _errors, _scripts
+from fxworld.urls import mask, parse, split_query
+from fxworld_redis import _errors, _scripts, _settings
 from fxworld_redis._deadline import Deadlines
-from fxworld_redis._scripts import Keys
+from fxworld_redis._follow import Waits
+from fxworld_redis._scripts import Keys, text
 
 __all__ = ["RedisWorld"]
 
@@ -51,7 +59,8 @@ class RedisWorld:
     one server. ``partitions`` is the number of wake queues, fixed by the first
     ``setup()`` of the namespace (default 1 on one server, 16 on a Cluster); a world
     opened later with another number is refused. ``durable`` decides the capability
-    where the server hides ``CONFIG``; elsewhere the server's settings decide.
+    where the server hides ``CONFIG``; elsewhere the server's settings decide, and
+    ``durable=False`` also accepts a server that may evict keys (see ``setup``).
     """
 
     def __init__(
@@ -105,11 +114,12 @@ class RedisWorld:
         self._parts = _partitions(self.namespace, self.partitions)  # again at setup()
         # ``durable`` only once setup() checked the server (W17)
         self.capabilities: frozenset[str] = frozenset({"shared", "push_follow"})
-        self._sha = {name: _sha1(text) for name, text in _SCRIPTS.items()}
+        self._sha = {name: _sha1(script) for name, script in _SCRIPTS.items()}
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: Deadlines  # made for each event loop, with the loop
+        self._waits: Waits  # the followers waiting on this loop (one XREAD per partition)
         self._turn = 0  # which partition wins a tie in a Cluster's peek
         self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
         self._peeked_at = 0.0
@@ -135,22 +145,29 @@ class RedisWorld:
     # -- lifecycle ------------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Check durability, fix the namespace's partition count, load the scripts.
+        """Check the server's settings, fix the namespace's partition count, load
+        the scripts.
 
-        Idempotent and safe from several processes at once. The capability
-        ``durable`` is declared only if every primary runs ``appendonly yes`` with
-        ``appendfsync always`` (``durable=True`` on a server without them is
-        refused); where ``CONFIG`` is disabled, the ``durable=`` argument decides.
+        Idempotent and safe from several processes at once. A server whose
+        ``maxmemory-policy`` may evict keys (``allkeys-*``) is refused with a
+        ``ConfigurationError``, unless the world was opened with ``durable=False``.
+        The capability ``durable`` is declared only if every primary runs
+        ``appendonly yes`` with ``appendfsync always`` and may not evict
+        (``durable=True`` on a server without them is refused); where ``CONFIG``
+        is disabled, the ``durable=`` argument decides (W17).
         """
         await self._on_this_loop()
-        durable = await self._retrying("setup", self._durable, idempotent=True)
-        if durable is False and self._durable_arg:
+        durable = await self._retrying("setup", _settings.fsyncs, self._client, idempotent=True)
+        evicts = await self._retrying("setup", _settings.evicting, self._client, idempotent=True)
+        wanted = self._durable_arg
+        if evicts is not None and wanted is not False:  # W1, W2, W6: keys would vanish
+            raise _settings.eviction_refused(evicts)
+        if durable is False and wanted:
             raise ConfigurationError(
                 "durable=True, but the Redis server does not run appendonly yes with "
                 "appendfsync always: an acknowledged append could be lost in a crash"
             )
-        if durable is None:
-            durable = bool(self._durable_arg)
+        durable = bool(wanted) if durable is None else durable and wanted is not False
         caps = {"shared", "push_follow"} | ({"durable"} if durable else set())
         self.capabilities = frozenset(caps)
         self.partitions = await self._retrying("setup", self._fix_partitions, idempotent=True)
@@ -159,11 +176,15 @@ class RedisWorld:
         self._ready = True
 
     async def close(self) -> None:
-        """Close the client if this world made it (an application's is left open)."""
+        """Close the client if this world made it (an application's is left open);
+        followers still waiting raise ``BackendUnavailable``."""
         if self._closed:
             return
         self._closed = True
-        if self._owns_client and self._loop is asyncio.get_running_loop():
+        if self._loop is not asyncio.get_running_loop():
+            return  # never used, or used on another loop: nothing of it runs here
+        await self._waits.close(BackendUnavailable(f"follow: {self!r} was closed"))
+        if self._owns_client:
             try:
                 await self._client.aclose()
             except Exception:  # best effort: the server may be gone
@@ -241,33 +262,27 @@ class RedisWorld:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
-        """W10: read what is there, then block in ``XREAD`` until the log grows past
-        the cursor (pushed: the server answers as the appending script ends)."""
+        """W10: read what is there, then wait until the log grows past the cursor
+        (pushed: the followers of a partition share one ``XREAD``, which the server
+        answers as the appending script ends; see ``_follow``)."""
         cursor = after
         log = (await self._keys(session_id)).log(session_id)
+        group = _scripts.partition_of(session_id, self.partitions) if self.cluster else 0
         while True:
             batch = await self.read(session_id, cursor)
             for entry in batch:
                 cursor = entry.seq
                 yield entry
-            if batch:
-                continue
-            await self._command(
-                "follow",
-                "XREAD",
-                "COUNT",
-                "1",
-                "BLOCK",
-                str(_FOLLOW_BLOCK_MS),
-                "STREAMS",
-                log,
-                f"{cursor}-0",
-            )
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # redis-py can swallow a cancel that lands as the reply arrives:
-                # honour it, or the follower would never stop
-                raise asyncio.CancelledError
+            if not batch:
+                await self._waits.wait(group, log, cursor)
+
+    async def _xread(self, streams: list[str], ids: list[str]) -> Any:
+        """One ``XREAD`` for the followers of a group: the first new entry of each
+        stream past its id, or nothing after ``_FOLLOW_BLOCK_MS``."""
+        block = str(_FOLLOW_BLOCK_MS)
+        return await self._command(
+            "follow", "XREAD", "COUNT", "1", "BLOCK", block, "STREAMS", *streams, *ids
+        )
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -289,14 +304,15 @@ class RedisWorld:
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """Take up to ``limit`` due wakes at once, each under its own lease (W12).
 
-        Not part of the World protocol: a batch for workers that run several
-        sessions side by side. Earliest ready first over all partitions: on one
-        server in one script. On a Cluster, partitions that had ready wakes are
+        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
+        ``fxworld.take_wakes``), for workers that run several sessions side by
+        side. Earliest ready first over all partitions: on one server in one
+        script. On a Cluster, partitions that had ready wakes are
         tried first, one script each, in turn; when none is known (or the hint is
         older than 50 ms) a read-only ``peek`` asks every partition at once.
         """
         micros = str(_micros(validate.lease(lease)))
-        validate.read_args(0, limit)
+        limit = validate.wake_batch(limit)  # W15
         await self._ensure_ready()
         parts = self._parts
         if not self.cluster:
@@ -349,7 +365,7 @@ class RedisWorld:
             [micros, str(limit), secrets.token_hex(16)],
         )
         return [
-            WakeLease(_text(flat[i]), _text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
+            WakeLease(text(flat[i]), text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
             for i in range(0, len(flat), 4)
         ]
 
@@ -399,7 +415,7 @@ class RedisWorld:
                 *(self._script("sessions", [key], args, idempotent=True) for key in lists)
             )
             found = [sid for part in parts for sid in part]
-        return sorted(_text(sid) for sid in found)[:limit]
+        return sorted(text(sid) for sid in found)[:limit]
 
     # -- the one way to the server -------------------------------------------------------
 
@@ -489,30 +505,14 @@ class RedisWorld:
         self._ready_lock = None
         self._peeking = None
         self._deadlines = Deadlines(_CALL_TIMEOUT)
+        self._waits = Waits(self._xread)
         self._loop = loop
-
-    async def _durable(self) -> bool | None:
-        """True/False from every primary's ``CONFIG GET``; None where CONFIG is disabled."""
-        client = self._client
-        try:
-            if isinstance(client, RedisCluster):
-                replies = [
-                    await client.config_get("append*", target_nodes=node)
-                    for node in client.get_primaries()
-                ]
-            else:
-                replies = [await client.config_get("append*")]
-        except Exception as e:
-            if _errors.config_disabled(e):
-                return None
-            raise
-        return all(_config_durable(r) for r in replies)
 
     async def _fix_partitions(self) -> int:
         key = _scripts.config_key(self.namespace)
         await self._client.hsetnx(key, "partitions", str(self.partitions))
         await self._client.hsetnx(key, "version", str(_scripts.VERSION))
-        stored = int(_text(await self._client.hget(key, "partitions")))
+        stored = int(text(await self._client.hget(key, "partitions")))
         asked = self._asked_partitions
         if asked is not None and asked != stored:
             raise ConfigurationError(
@@ -523,11 +523,11 @@ class RedisWorld:
         return stored
 
     async def _load_scripts(self) -> None:
-        for name, text in _SCRIPTS.items():
-            sha = await self._client.script_load(text)
+        for name, script in _SCRIPTS.items():
+            sha = await self._client.script_load(script)
             if isinstance(sha, dict):  # a Cluster answers per primary
                 sha = next(iter(sha.values()))
-            assert _text(sha) == self._sha[name].decode(), "the server hashed a script differently"
+            assert text(sha) == self._sha[name].decode(), "the server hashed a script differently"
 
 
 _SCRIPTS = _scripts.SCRIPTS
@@ -580,7 +580,7 @@ def _check_no_resend(client: Redis | RedisCluster) -> None:
 
 def _own_options(url: str) -> tuple[str, dict[str, str]]:
     """Split fxworld's options off ``url``; the rest stays for redis-py."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = parse(url).scheme.lower()  # host and port checked: redis-py's ValueError
     if scheme not in _SCHEMES:
         raise ConfigurationError(
             f"RedisWorld takes redis:// or rediss:// URLs, not {scheme or '?'}:// ({mask(url)})"
@@ -604,11 +604,6 @@ def _flag(value: str, name: str, url: str) -> bool:
     raise ConfigurationError(f"{name} must be true or false in {mask(url)}")
 
 
-def _config_durable(reply: Any) -> bool:
-    values = {_text(k): _text(v) for k, v in dict(reply).items()}
-    return values.get("appendonly") == "yes" and values.get("appendfsync") == "always"
-
-
 def _micros(seconds: float) -> int:
     """Seconds as whole microseconds, rounded up: a wake is never due early (W11)."""
     whole = int(seconds * _US)
@@ -619,24 +614,18 @@ def _time(micros: Any) -> datetime:
     return datetime.fromtimestamp(int(micros) / _US, UTC)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "surrogatepass")
-    return str(value)
-
-
 def _entry(session_id: str, row: Any) -> Entry:
     """A stream entry ``[b"<seq>-0", [b"k", kind, b"d", data, b"e", epoch, b"t", µs]]``."""
     ident, flat = row
-    fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-    epoch = _text(fields["e"])
+    fields = {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    epoch = text(fields["e"])
     return Entry(
         session_id,
-        int(_text(ident).split("-", 1)[0]),
-        _text(fields["k"]),
-        json.loads(_text(fields["d"])),
+        _scripts.seq_of(ident),
+        text(fields["k"]),
+        json.loads(text(fields["d"])),
         int(epoch) if epoch else None,
-        _time(_text(fields["t"])),
+        _time(text(fields["t"])),
     )
 
 

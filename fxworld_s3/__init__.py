@@ -29,7 +29,8 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   expect + 1" (W5).
 * The idempotency key and the wake request are stored in the batch itself, so
   they hold when the writer dies between two requests. A key is found by reading
-  the log (segments make that cheap; the world caches what it has read) (W6). An
+  the log (segments make that cheap; the world caches what it has read, for its
+  ``cache_size`` most recently used sessions) (W6). An
   append with ``wake=`` first writes a wake *intent* into the session's wake
   state, then the batch, then turns the intent into the wake; if the writer died
   in between, the next ``take_wake`` more than 1 s later finds the batch by its
@@ -40,8 +41,9 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
 * ``delete`` ends the generation with a batch marked deleted at the next
   position, then points ``s/{sid}/g`` at a new, empty generation (W14).
 * Wakes: one state object per session, changed with ``If-Match``; ``take_wake``
-  LISTs them and takes a due one; leases and due times are on the client clocks
-  (keep them in sync, as with NTP) (W11-W13).
+  LISTs them and takes a due one (``take_wakes``: up to ``limit`` from one LIST);
+  leases and due times are on the client clocks (keep them in sync, as with NTP)
+  (W11-W13).
 * Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx
   are retried with backoff and jitter, missing credentials are a
   ``ConfigurationError`` naming the variables.

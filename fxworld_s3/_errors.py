@@ -18,8 +18,10 @@ exception means for the call that raised it:
 * ``"other"``: anything else, translated into a plain ``WorldError``.
 
 :func:`translate` builds the error the caller sees. Messages carry the S3 error
-code and the endpoint, never a credential: URLs are masked with
-:func:`fxworld.urls.mask` and botocore's messages do not contain secrets.
+code and the endpoint, never a credential: the endpoint is masked with
+:func:`fxworld.urls.mask` (a ``?token=`` in it too), and so is every URL in
+botocore's and aiohttp's own words (:func:`fxworld.urls.mask_urls`: they quote
+the request's URL, query included).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import aiohttp
 import botocore.exceptions as bx
 
 from fxworld.errors import BackendUnavailable, ConfigurationError, WorldError
+from fxworld.urls import mask_urls
 
 __all__ = ["Kind", "classify", "translate", "backoff", "CREDENTIAL_VARIABLES"]
 
@@ -149,7 +152,7 @@ def _detail(exc: BaseException) -> str:
     if isinstance(exc, bx.ClientError):
         code, status = _code(exc)
         message = str((exc.response.get("Error", {}) or {}).get("Message", "") or "")
-        return f"{code} {status}: {message}"[:300].strip()
+        return mask_urls(f"{code} {status}: {message}")[:300].strip()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
-    return f"{name}: {text}"[:300] if text else name
+    return mask_urls(f"{name}: {text}")[:300] if text else name

@@ -1,7 +1,8 @@
 """Session logs on S3: finding the tail, writing a batch, reading, compacting, deleting.
 
 What this world knows of each session is cached in a :class:`State` (the live
-generation, the last batch seen, the idempotency keys seen); every decision to
+generation, the last batch seen, the idempotency keys seen), for the most recently
+used sessions only (:class:`~fxworld_s3._cache.Lru`); every decision to
 refuse a call is taken on a state confirmed by the server (a LIST that found
 nothing after the tail), every decision to write is checked by the server (the
 ``If-None-Match: *`` create of the next position).
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, Lru
 from fxworld_s3._layout import Batch, Keys, start_of
 from fxworld_s3._store import Store, dumps, loads
 
@@ -77,10 +79,12 @@ class Restart(Exception):
 
 @dataclass
 class Write:
-    """What a writer decided to do at the tail: write ``batch``, or return ``result``."""
+    """What a writer decided to do at the tail: write ``batch``, or return ``result``.
+    :meth:`Logs.write` returns it with ``state``: the view it was decided on."""
 
     batch: Batch | None = None
     result: int | None = None
+    state: State | None = None
 
 
 Decide = Callable[[State, bool], Write]
@@ -92,10 +96,10 @@ batch, no result) to ask for a confirmed tail first."""
 class Logs:
     """The logs of one namespace, through one store."""
 
-    def __init__(self, store: Store, keys: Keys) -> None:
+    def __init__(self, store: Store, keys: Keys, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.store = store
         self.keys = keys
-        self.states: dict[str, State] = {}
+        self.states: Lru[str, State] = Lru(cache_size)  # a forgotten one is read again
         self.chores: set[asyncio.Task[None]] = set()
         self._compacting: set[str] = set()
 
@@ -158,7 +162,7 @@ class Logs:
             st.saw(batch)
 
     async def state_again(self, sid: str) -> State:
-        self.states.pop(sid, None)
+        self.states.pop(sid)
         return await self.state(sid)
 
     async def get_batch(self, sid: str, st: State, first: int) -> Batch | None:
@@ -192,6 +196,7 @@ class Logs:
                 st = await self.load_keys(sid, st)
                 continue
             choice = decide(st, confirmed)
+            choice.state = st
             if choice.batch is None:
                 if choice.result is not None:
                     return choice
@@ -215,7 +220,7 @@ class Logs:
             if winner.token == token:  # our own earlier attempt landed (a retried PUT)
                 st.since_compact += 1
                 self._after_write(sid, st)
-                return Write(batch=winner)
+                return Write(batch=winner, state=st)
             st = await self.refresh(sid, st)  # lost the race: jump to the tail
             confirmed = True
 

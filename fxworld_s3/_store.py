@@ -4,6 +4,10 @@ Every method is one S3 request (a LIST may page), retried on transient errors
 with backoff and jitter within ``budget`` seconds, and answers a lost condition
 with ``None``/``False`` rather than an exception (see ``_errors``). ``counts``
 counts the requests by operation, for tests and benchmarks.
+
+The client the store makes is closed by :meth:`Store.close`, and otherwise when
+its event loop shuts down (``asyncio.run`` ends: a program that never closed its
+world, a worker stopped by SIGTERM), so aiohttp never finds it unclosed.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ import collections
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
 from fxworld.errors import ConfigurationError
+from fxworld.urls import mask
 from fxworld_s3 import _errors
 
 __all__ = ["Store", "UNCHANGED", "dumps", "loads"]
@@ -74,7 +79,7 @@ class Store:
         self.bucket = bucket
         self.endpoint_url = endpoint_url
         self.region = region
-        self.endpoint = endpoint_url or "AWS S3"
+        self.endpoint = mask(endpoint_url) if endpoint_url else "AWS S3"  # for messages (W16)
         self.budget = budget
         self.read_timeout = read_timeout
         self.counts: collections.Counter[str] = collections.Counter()
@@ -82,6 +87,7 @@ class Store:
         self._session = session
         self._client: Any = client
         self._context: Any = None
+        self._closer: AsyncGenerator[None, None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -96,7 +102,7 @@ class Store:
         if self._client is not None and self._loop is loop:
             return self._client
         if self._client is not None:  # made on another event loop: its sockets are dead
-            self._client = self._context = None
+            self._client = self._context = self._closer = None
         session = self._session or _shared_session()
         config = AioConfig(
             retries={"total_max_attempts": 1},  # retried here, with our budget
@@ -114,14 +120,29 @@ class Store:
         except Exception as e:
             raise _errors.translate(e, what="connect", endpoint=self.endpoint) from None
         self._loop = loop
+        self._closer = self._close_at_loop_end(self._context)
+        await anext(self._closer)  # started: the loop now finalises it when it shuts down
         return self._client
 
-    async def close(self) -> None:
-        """Close our own client (an application's client stays open)."""
-        context, self._context, self._client = self._context, None, None
-        if context is not None and self._loop is asyncio.get_running_loop():
+    async def _close_at_loop_end(self, context: Any) -> AsyncGenerator[None, None]:
+        """Suspended until :meth:`close` or the event loop's shutdown
+        (``loop.shutdown_asyncgens()``, which ``asyncio.run`` calls) closes it;
+        then closes the client ``context`` made."""
+        try:
+            yield
+        finally:
+            if self._context is context:
+                self._context = self._client = None
             with contextlib.suppress(Exception):
                 await context.__aexit__(None, None, None)
+
+    async def close(self) -> None:
+        """Close our own client (an application's client stays open). Made on
+        another event loop, it is left to that loop's shutdown."""
+        closer = self._closer
+        if closer is not None and self._loop is asyncio.get_running_loop():
+            self._closer = None
+            await closer.aclose()
 
     async def _call(
         self, op: str, what: str, fn: Callable[[Any], Awaitable[T]], *, if_match: bool = False

@@ -30,9 +30,11 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from fxworld.errors import LeaseLost
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
@@ -68,21 +70,21 @@ def _requested(doc: Doc | None, due: float, now: float) -> Doc:
 class Wakes:
     """The wake queue of one namespace."""
 
-    def __init__(self, store: Store, keys: Keys) -> None:
+    def __init__(self, store: Store, keys: Keys, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.store = store
         self.keys = keys
-        self._seen: dict[str, tuple[str, Doc | None]] = {}  # sid -> (etag, state)
-        self._locks: dict[str, asyncio.Lock] = {}
+        # sid -> (etag, state), of the most recently used sessions ("": none stored)
+        self.states: Lru[str, tuple[str, Doc | None]] = Lru(cache_size)
+        self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
 
     async def change(self, sid: str, fn: Change[R]) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
         result."""
-        lock = self._locks.setdefault(sid, asyncio.Lock())
-        async with lock:
+        async with self.locks.hold(sid):
             key = self.keys.wake(sid)
-            known = self._seen.get(sid)
+            known = self.states.get(sid)
             while True:
                 fresh = known is None
                 if known is None:
@@ -106,7 +108,7 @@ class Wakes:
                 if new is None:
                     ok = await self.store.delete(key, etag=etag) if etag else True
                     if ok:
-                        self._seen[sid] = ("", None)
+                        self.states[sid] = ("", None)
                         return result
                 else:
                     new["op"] = op
@@ -118,7 +120,7 @@ class Wakes:
                     )
                     tag = await put
                     if tag is not None:
-                        self._seen[sid] = (tag, new)
+                        self.states[sid] = (tag, new)
                         return result
                 known = await self._get(sid)
                 if known[1] is not None and known[1].get("op") == op:
@@ -129,7 +131,7 @@ class Wakes:
         known: tuple[str, Doc | None] = (
             (got[1], loads(got[0])) if isinstance(got, tuple) else ("", None)
         )
-        self._seen[sid] = known
+        self.states[sid] = known
         return known
 
     # -- the operations -----------------------------------------------------------------
@@ -169,20 +171,25 @@ class Wakes:
         await self.change(sid, fn)
 
     async def take(
-        self, lease: float, find: Callable[[str, int, int, str], Any]
-    ) -> tuple[str, str, int, float] | None:
-        """Take one due wake: ``(sid, token, attempt, until)`` or ``None`` (W12).
-        ``find(sid, gen, after, token)`` awaits the commit time of the batch
-        written by ``token``, or ``None`` (intent recovery, W7)."""
+        self, lease: float, find: Callable[[str, int, int, str], Any], limit: int = 1
+    ) -> list[tuple[str, str, int, float]]:
+        """Take up to ``limit`` due wakes, each ``(sid, token, attempt, until)`` (W12),
+        from one LIST. ``find(sid, gen, after, token)`` awaits the commit time of the
+        batch written by ``token``, or ``None`` (intent recovery, W7)."""
         listed = await self.store.list(self.keys.wakes())
         prefix = len(self.keys.wakes())
-        stale = [k[prefix:] for k, tag in listed if self._seen.get(k[prefix:], ("",))[0] != tag]
-        await asyncio.gather(*(self._get(sid) for sid in stale))
+        docs: dict[str, Doc | None] = {}
+        for k, tag in listed:
+            known = self.states.get(k[prefix:])
+            if known is not None and known[0] == tag:
+                docs[k[prefix:]] = known[1]
+        stale = [k[prefix:] for k, _ in listed if k[prefix:] not in docs]
+        # this call's own answers, not the cache: more states than it holds may be due
+        for sid, got in zip(stale, await asyncio.gather(*map(self._get, stale)), strict=True):
+            docs[sid] = got[1]
         now = time.time()
         due: list[str] = []
-        for k, _ in listed:
-            sid = k[prefix:]
-            doc = self._seen.get(sid, ("", None))[1]
+        for sid, doc in docs.items():
             if doc is None:
                 continue
             if _deliverable(doc, now):
@@ -191,15 +198,22 @@ class Wakes:
                 if now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER:
                     self._looked[token] = now
                     await self._recover(sid, token, gen, after, at, find)
-                    if _deliverable(self._seen.get(sid, ("", None))[1] or {}, time.time()):
+                    if _deliverable((self.states.get(sid) or ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
-        for sid in dict.fromkeys(due):
-            token = uuid.uuid4().hex
-            taken = await self.change(sid, _taker(token, lease))
-            if taken is not None:
-                return sid, token, taken[0], taken[1]
-        return None
+        left = list(dict.fromkeys(due))  # W12: each session once in a batch
+        out: list[tuple[str, str, int, float]] = []
+        while left and len(out) < limit:
+            # as many conditional PUTs at once as the batch still lacks; one that
+            # lost a race to another taker is replaced from the rest
+            tries, left = left[: limit - len(out)], left[limit - len(out) :]
+            out += [t for t in await asyncio.gather(*map(partial(self._take, lease), tries)) if t]
+        return out
+
+    async def _take(self, lease: float, sid: str) -> tuple[str, str, int, float] | None:
+        token = uuid.uuid4().hex
+        taken = await self.change(sid, _taker(token, lease))
+        return None if taken is None else (sid, token, taken[0], taken[1])
 
     async def _recover(
         self, sid: str, token: str, gen: int, after: int, at: float, find: Any
@@ -235,10 +249,9 @@ class Wakes:
 
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14)."""
-        lock = self._locks.setdefault(sid, asyncio.Lock())
-        async with lock:
+        async with self.locks.hold(sid):
             await self.store.delete(self.keys.wake(sid))
-            self._seen[sid] = ("", None)
+            self.states[sid] = ("", None)
 
 
 def _deliverable(doc: Doc, now: float) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -15,9 +16,10 @@ from aiobotocore.session import AioSession
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
-from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
+from fxworld_s3._follow import Hints
 from fxworld_s3._layout import Batch, Keys
 from fxworld_s3._log import Logs, Restart, State, Write
 from fxworld_s3._store import Store
@@ -28,7 +30,6 @@ __all__ = ["S3World"]
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
 _CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
-_FOLLOW_FALLBACK = 2.0  # seconds of quiet hint after which a follower LISTs anyway
 
 
 class S3World:
@@ -41,7 +42,10 @@ class S3World:
     ``client`` is the application's aiobotocore S3 client (left open by
     :meth:`close`) or an ``AioSession`` to make one from. Credentials come from the
     standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile,
-    an instance role), never from a URL.
+    an instance role), never from a URL. ``cache_size``: how many sessions' state
+    (log tail, idempotency keys, wake state) the world keeps in memory, the most
+    recently used (default 10,000, a few MB); a session beyond it costs a request
+    or two more, never a wrong answer.
     """
 
     capabilities: frozenset[str] = frozenset({"durable", "shared"})
@@ -57,11 +61,15 @@ class S3World:
         client: Any = None,
         max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
         request_budget: float = 25.0,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None:
             raise ConfigurationError(f"{bucket!r} is not an S3 bucket name (3..63 of a-z 0-9 . -)")
         if not isinstance(prefix, str) or prefix.startswith("/") or "//" in prefix:
             raise ConfigurationError(f"prefix {prefix!r} must be a relative key prefix")
+        if any(segment in (".", "..") for segment in prefix.split("/")):
+            # W15: a server that normalises paths would put the keys elsewhere
+            raise ConfigurationError(f"prefix {prefix!r} has a '.' or '..' segment")
         if endpoint_url is not None and (
             not isinstance(endpoint_url, str) or "@" in endpoint_url.split("?")[0]
         ):
@@ -71,6 +79,9 @@ class S3World:
             )
         if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
             raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
+            raise ConfigurationError(f"cache_size must be an int >= 1: {cache_size!r}")
+        self.cache_size = cache_size
         self.bucket = bucket
         self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
         self.namespace = validate.namespace(namespace)
@@ -92,9 +103,12 @@ class S3World:
 
     def _fresh(self) -> None:
         """Per event loop: the caches, locks and background tasks."""
-        self.logs = Logs(self.store, self.keys)
-        self.wakes = Wakes(self.store, self.keys)
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.logs = Logs(self.store, self.keys, cache_size=self.cache_size)
+        self.wakes = Wakes(self.store, self.keys, cache_size=self.cache_size)
+        self.hints = Hints(self._hint)  # the followers' one poller (fxworld_s3/_follow.py)
+        # Writes of one session from this world go one at a time: they would only
+        # race each other for the same position.
+        self.locks = KeyedLocks()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -140,11 +154,6 @@ class S3World:
             if self._loop is not None:
                 self._fresh()
             self._loop = loop
-
-    def _lock(self, sid: str) -> asyncio.Lock:
-        """Writes of one session from this world go one at a time: they would
-        only race each other for the same position."""
-        return self._locks.setdefault(sid, asyncio.Lock())
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -193,7 +202,7 @@ class S3World:
                 )
             )
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
         assert done.batch is not None
         return Fence(session_id, done.batch.top, done.batch.first)
@@ -244,7 +253,7 @@ class S3World:
             )
             return Write(batch)
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             if wake is not None:  # W7: the intent is stored before the batch
                 st = await self.logs.state(session_id)
                 await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake)
@@ -299,31 +308,31 @@ class S3World:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
-        """Polls the tail hint with a conditional GET (304 while quiet), with
-        backoff from 50 ms to 400 ms; LISTs at least every 2 s in case a writer
-        died before writing its hint (W10)."""
+        """W10: read what is there, then wait until the session's tail hint changes
+        (or stays quiet for 2 s or more: a writer may have died before its hint),
+        asked by the one poller that the world's followers share."""
         await self._here()
-        hint_key = self.keys.hint(session_id)
-        etag: str | None = None
-        listed = time.monotonic()
+        hints = self.hints
+        cursor = after
+        while True:
+            seen = hints.version(session_id)  # before the read: no change slips between
+            batch = await self.read(session_id, cursor)
+            for entry in batch:
+                cursor = entry.seq
+                yield entry
+            if not batch:
+                await hints.wait(session_id, seen, cursor)
 
-        async def changed() -> None:
-            nonlocal etag, listed
-            interval = 0.05
-            while True:
-                await asyncio.sleep(interval)
-                got = await self.store.get(hint_key, etag=etag)
-                if isinstance(got, tuple):
-                    seen, etag = etag, got[1]
-                    if seen is not None:
-                        return
-                if time.monotonic() - listed >= _FOLLOW_FALLBACK:
-                    listed = time.monotonic()
-                    return
-                interval = min(interval * 1.5, 0.4)
-
-        async for entry in poll_follow(self.read, session_id, after, changed=changed):
-            yield entry
+    async def _hint(self, session_id: str, etag: str | None) -> tuple[str | None, int]:
+        """The etag of the session's tail hint now (a conditional GET: 304 while it
+        is ``etag``), None if there is none, and the first seq of the batch it names
+        (0 when that is not known)."""
+        got = await self.store.get(self.keys.hint(session_id), etag=etag)
+        if isinstance(got, tuple):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return str(got[1]), int(json.loads(got[0])["f"])
+            return str(got[1]), 0
+        return (None, 0) if got is None else (etag, 0)
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -334,13 +343,19 @@ class S3World:
         await self.wakes.request(session_id, seconds)
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self._take(validate.lease(lease), 1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Up to ``limit`` due wakes from one LIST of the wake states, each taken
+        with its own conditional write, as ``take_wake`` takes one (W11-W13 per wake)."""
         seconds = validate.lease(lease)
+        return await self._take(seconds, validate.wake_batch(limit))
+
+    async def _take(self, lease: float, limit: int) -> list[WakeLease]:
         await self._here()
-        taken = await self.wakes.take(seconds, self._find)
-        if taken is None:
-            return None
-        sid, token, attempt, until = taken
-        return WakeLease(sid, token, attempt, _time(until))
+        taken = await self.wakes.take(lease, self._find, limit)
+        return [WakeLease(sid, token, n, _time(until)) for sid, token, n, until in taken]
 
     async def _find(self, sid: str, gen: int, after: int, token: str) -> float | None:
         """The commit time of the batch ``token`` wrote, if it is in the live log."""
@@ -391,10 +406,11 @@ class S3World:
             )
             return Write(end)
 
-        async with self._lock(session_id):
+        async with self.locks.hold(session_id):
             done = await self.logs.write(session_id, decide)
             if done.batch is not None:
-                st = self.logs.states[session_id]
+                st = done.state  # the generation this batch ended (not a cached view)
+                assert st is not None
                 await self.logs.roll_forward(session_id, st, done.batch)
                 await self.logs.scrub(session_id, st.gen)
         await self.wakes.forget(session_id)

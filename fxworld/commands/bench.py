@@ -1,7 +1,8 @@
 """`fxworld bench [--world URL] [--seconds S]`: how fast is this world?
 
-Measures, for any world URL, in a fresh namespace (nothing of yours is touched;
-the sessions it writes are deleted afterwards):
+Measures, for any existing world URL (a SQLite file must exist already: `fxworld
+setup` makes one), in a fresh namespace (nothing of yours is touched; the
+sessions it writes are deleted afterwards):
 
 - single-entry appends/s and batch appends/s (``--batch`` entries each), and
 - reads/s (``--read-size`` entries per read),
@@ -25,11 +26,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
-from fxworld.cli import add_world_option
+from fxworld.cli import add_world_option, plain, url_for, world_url
 
-__all__ = ["register", "Row", "run_bench", "format_table", "with_namespace"]
+__all__ = ["register", "Row", "run_bench", "format_table"]
 
 MODES = ("single", "batch", "read")
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "bench",
         help="measure appends/s and reads/s of a world",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_world_option(parser)
@@ -70,14 +70,6 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)  # worker number
     parser.set_defaults(func=_run)
-
-
-def with_namespace(url: str, namespace: str) -> str:
-    """``url`` with its ``namespace`` query parameter set to ``namespace``."""
-    base, _, query = url.partition("?")
-    params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "namespace"]
-    params.append(("namespace", namespace))
-    return f"{base}?{urlencode(params)}"
 
 
 def _entries(n: int) -> list[Any]:
@@ -261,8 +253,9 @@ async def run_bench(
 ) -> list[Row]:
     """Measure ``url`` in a fresh namespace; one :class:`Row` per (mode, workers)."""
     from fxworld import open_world
+    from fxworld.urls import with_query
 
-    url = with_namespace(url, "bench_" + uuid.uuid4().hex[:10])
+    url = with_query(url, "namespace", "bench_" + uuid.uuid4().hex[:10])
     probe = open_world(url)
     shared = "shared" in probe.capabilities
     await probe.close()
@@ -348,7 +341,7 @@ def format_table(rows: Sequence[Row], *, batch: int = 10, read_size: int = 100) 
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from fxworld._select import DEFAULT_URL, ENV_VAR
+    from fxworld import open_world
     from fxworld.errors import InvalidArgument
     from fxworld.urls import mask
 
@@ -356,10 +349,11 @@ async def _run(args: argparse.Namespace) -> int:
         return await _child(args)
     if args.seconds <= 0 or args.batch < 1 or args.read_size < 1 or args.processes < 1:
         raise InvalidArgument("--seconds, --batch, --read-size and --processes must be positive")
-    url = args.world or os.environ.get(ENV_VAR) or DEFAULT_URL
     processes = sorted({1, args.processes})
+    url = url_for(args, "write")  # an existing world: a SQLite file is never created
+    await open_world(url).close()  # a bad URL or a missing extra: one line, before the header
     print(
-        f"fxworld bench: {mask(url)}, {args.seconds:g} s per figure, "
+        f"fxworld bench: {mask(world_url(args))}, {args.seconds:g} s per figure, "
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}",
         flush=True,
     )

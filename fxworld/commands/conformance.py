@@ -1,8 +1,8 @@
 """`fxworld conformance --world URL|module:factory`: prove a World keeps W1-W17.
 
 Runs the conformance kit (the ``conformance`` extra: Hypothesis and pytest) and
-prints one row per guarantee; exits non-zero on any failure. See
-docs/conformance.md.
+prints one row per guarantee; exits non-zero on any failure. Without the extra it
+says, in one line, what to install. See docs/conformance.md.
 """
 
 from __future__ import annotations
@@ -20,22 +20,20 @@ def register(sub: Any) -> None:
     )
     try:
         from fxworld_conformance.cli import add_arguments
-    except ImportError:  # pragma: no cover - the package always ships the kit
-        parser.set_defaults(func=_missing)
+    except ModuleNotFoundError as e:  # without the extra: running it says what to install
+        parser.set_defaults(func=_missing, missing=e)
         return
     add_arguments(parser)
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        from fxworld_conformance.cli import run
-    except ImportError as e:
-        print(f"the conformance kit needs its extra: pip install 'fxworld[conformance]' ({e})")
-        return 2
+    import hypothesis  # noqa: F401  (the extra, before any output: fxworld.cli names it)
+
+    from fxworld_conformance.cli import run
+
     return run(args)
 
 
-def _missing(args: argparse.Namespace) -> int:  # pragma: no cover
-    print("the conformance kit is not installed: pip install 'fxworld[conformance]'")
-    return 2
+def _missing(args: argparse.Namespace) -> int:
+    raise args.missing  # fxworld.cli turns it into the line naming the pip install

@@ -17,6 +17,7 @@ import textwrap
 import time
 from typing import Any
 
+from fxworld.cli import plain
 from fxworld.commands._demo_common import (
     LEASE,
     DemoWorker,
@@ -36,7 +37,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "demo",
         help="watch a turn survive worker crashes (about 10 s)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")

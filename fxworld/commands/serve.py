@@ -1,6 +1,6 @@
 """`fxworld serve module:agent`: serve an agent's sessions over HTTP, with workers.
 
-Routes (see :mod:`fxworld.web`): ``POST /sessions``, ``POST /sessions/{id}/prompts``
+Routes (see fxworld.web): ``POST /sessions``, ``POST /sessions/{id}/prompts``
 and ``GET /sessions/{id}/stream`` (Server-Sent Events, resumable). With
 ``--workers N`` (default 1) the same process also runs N workers that take wakes
 and run turns; ``--workers 0`` serves only, for a deployment whose workers run
@@ -10,8 +10,10 @@ elsewhere (``fxworld worker``). The routes refuse to start without
 ``--static DIR`` serves a directory at ``/`` (e.g. ``examples/chat/static``; never
 a dotfile, and never a directory that holds a SQLite world's files), and
 ``--wake-path PATH`` mounts the signed wake handler there (its secret is read from
-``$FXWORLD_WAKE_SECRET``). SIGTERM or Ctrl-C stops serving, and running sessions
-are handed back at the next step boundary.
+``$FXWORLD_WAKE_SECRET``). Once it listens it prints one line on stderr: the
+address, the world (credentials masked), its namespace, the workers and their
+lease. SIGTERM or Ctrl-C stops serving, running sessions are handed back at the
+next step boundary, and the world is closed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fxworld.cli import add_world_option
+from fxworld.cli import add_world_option, plain
 from fxworld.errors import ConfigurationError
 
 logger = logging.getLogger("fxworld.serve")
@@ -39,7 +41,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "serve",
         help="serve an agent's sessions over HTTP (and run workers)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -160,16 +162,30 @@ def agent_from_args(args: argparse.Namespace) -> Any:
     return load_agent(args.agent)
 
 
+def describe_world(world: Any) -> str:
+    """The world and its namespace, for a ready line: the world's repr, which never
+    shows a credential (W16; the kit checks it)."""
+    return f"world {world!r}, namespace {getattr(world, 'namespace', '-')}"
+
+
 def _server_class() -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
         """uvicorn's server, leaving signals to ``fxworld serve`` (which also stops
-        the workers) instead of re-raising them once the server has stopped."""
+        the workers) instead of re-raising them once the server has stopped, and
+        printing ``ready_line`` once it listens."""
+
+        ready_line = ""
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             yield
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and self.ready_line:
+                print(self.ready_line, file=sys.stderr, flush=True)
 
     return Server
 
@@ -205,18 +221,13 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    try:
-        import uvicorn
-    except ImportError:
-        raise ConfigurationError(
-            "fxworld serve needs uvicorn; install it with: pip install 'fxworld[web]'"
-        ) from None
+    import uvicorn  # the 'web' extra: a missing one is a one-line error (fxworld.cli)
 
     if args.workers < 0:
         raise ConfigurationError("--workers must be 0 or more")
     agent = agent_from_args(args)
     app = build_app(args, agent)
-    await agent.ready()  # fail now on a bad world, not at the first request
+    world = await agent.ready()  # fail now on a bad world, not at the first request
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -245,11 +256,10 @@ async def _run(args: argparse.Namespace) -> int:
         asyncio.create_task(agent.work(lease=args.lease), name=f"fxworld-worker-{i}")
         for i in range(args.workers)
     ]
-    print(
-        f"fxworld serve: http://{args.host}:{args.port} "
-        f"({args.workers} worker{'s' if args.workers != 1 else ''})",
-        file=sys.stderr,
-        flush=True,
+    workers_text = f"{args.workers} worker{'s' if args.workers != 1 else ''}"
+    server.ready_line = (
+        f"fxworld serve: ready: http://{args.host}:{args.port} "
+        f"({describe_world(world)}, {workers_text}, lease {args.lease:g} s)"
     )
     try:
         await server.serve()
@@ -264,4 +274,5 @@ async def _run(args: argparse.Namespace) -> int:
             for task in done | pending:
                 with contextlib.suppress(BaseException):
                     await task
+        await world.close()  # no client is left for the interpreter to find unclosed
     return 0

@@ -1,24 +1,30 @@
 """`fxworld sessions list | show ID | approvals ID | approve | deny | stop`.
 
-``fxworld sessions list`` prints the ids of the sessions with a non-empty log,
-one a line (for worlds that can list sessions). ``fxworld sessions show ID``
-prints a session's log, one entry a line: seq, commit time (UTC), kind, epoch
-(``-`` for an unfenced entry) and its data as compact JSON. ``--after N``
-starts after seq N; ``--follow`` keeps printing new entries as they land, until
-Ctrl-C. After the log, ``show`` prints the tokens each turn used (the sum of its
-model calls' usage), when the log has any. Both take ``--world URL`` (default:
-``$FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``).
+``list`` prints the ids of the sessions with a non-empty log, one a line (for
+worlds that can list sessions). ``show ID`` prints a session's log, one entry a
+line: seq, commit time (UTC), kind, epoch (``-`` for an unfenced entry) and its
+data as compact JSON; ``--after N`` starts after seq N; ``--follow`` keeps
+printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
+the tokens each turn used (the sum of its model calls' usage), when the log has
+any. ``approvals ID`` lists the calls waiting for a person's decision;
+``approve ID EXECUTION_ID`` and ``deny ID EXECUTION_ID`` decide one; ``stop ID``
+stops the running turn.
+
+Every action takes ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
+SQLite world in ``./.fxworld/world.db``). ``list``, ``show`` and ``approvals``
+only read: they open a SQLite world read-only, and a file that does not exist is
+an error (exit 2), never a new, empty world. A session that does not exist is
+exit 1, with one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from fxworld.cli import add_world_option
+from fxworld.cli import add_world_option, open_world_for, plain, world_url
 
 __all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
@@ -30,8 +36,8 @@ HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "sessions",
-        help="list sessions or show a session's log",
-        description=__doc__,
+        help="list sessions, show a log, decide approvals, stop a turn",
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -116,22 +122,31 @@ def turn_tokens(entries: Any) -> list[str]:
     return lines
 
 
-def _url(args: argparse.Namespace) -> str:
-    from fxworld._select import DEFAULT_URL, ENV_VAR
+async def _found(world: Any, args: argparse.Namespace) -> bool:
+    """Whether session ``args.session_id`` exists (has a log); if not, says so in
+    one line (the caller exits 1, as HTTP answers 404)."""
+    from fxworld import validate as check
+    from fxworld.urls import mask
 
-    return str(args.world or os.environ.get(ENV_VAR) or DEFAULT_URL)
+    sid = check.session_id(args.session_id)
+    if await world.read(sid, 0, limit=1):
+        return True
+    print(
+        f"fxworld sessions {args.action}: no session {sid!r} in {mask(world_url(args))}",
+        file=sys.stderr,
+    )
+    return False
 
 
 async def _list(args: argparse.Namespace) -> int:
-    from fxworld import open_world
     from fxworld.errors import InvalidArgument
     from fxworld.protocol import SessionLister
     from fxworld.urls import mask
 
     if args.limit is not None and args.limit < 1:
         raise InvalidArgument("--limit must be at least 1")
-    url = _url(args)
-    world = open_world(url)
+    url = world_url(args)
+    world = open_world_for(args, "read")
     try:
         if not isinstance(world, SessionLister):
             print(
@@ -156,15 +171,14 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from fxworld import open_world
     from fxworld import validate as check
     from fxworld.urls import mask
 
     sid = check.session_id(args.session_id)
     check.read_args(args.after, 1)
     width = None if args.full else 120
-    url = _url(args)
-    world = open_world(url)
+    url = world_url(args)
+    world = open_world_for(args, "read")
     try:
         print(HEADER, flush=True)
         shown = 0
@@ -199,12 +213,13 @@ async def _show(args: argparse.Namespace) -> int:
 async def _approvals(args: argparse.Namespace) -> int:
     """One line per waiting call; its input passes through the one scrubber (a
     key, a card number are masked), since the terminal may be shared or logged."""
-    from fxworld import open_world
     from fxworld._scrub import scrub
     from fxworld.engine.approvals import pending_approvals
 
-    world = open_world(_url(args))
+    world = open_world_for(args, "read")
     try:
+        if not await _found(world, args):
+            return 1
         waiting = await pending_approvals(world, args.session_id)
         for a in waiting:
             expires = "never" if a.expires_at is None else a.expires_at.isoformat()
@@ -217,12 +232,13 @@ async def _approvals(args: argparse.Namespace) -> int:
 
 
 async def _decide(args: argparse.Namespace) -> int:
-    from fxworld import open_world
     from fxworld.engine.approvals import decide
     from fxworld.errors import ApprovalExpired
 
-    world = open_world(_url(args))
+    world = open_world_for(args, "write")
     try:
+        if not await _found(world, args):
+            return 1
         await decide(world, args.session_id, args.execution_id, args.approve, args.text)
         print(f"{'approved' if args.approve else 'denied'} {args.execution_id}")
         return 0
@@ -238,11 +254,12 @@ async def _decide(args: argparse.Namespace) -> int:
 
 
 async def _stop(args: argparse.Namespace) -> int:
-    from fxworld import open_world
     from fxworld.engine.approvals import request_stop
 
-    world = open_world(_url(args))
+    world = open_world_for(args, "write")
     try:
+        if not await _found(world, args):
+            return 1
         if await request_stop(world, args.session_id, args.reason):
             print(f"stop requested for session {args.session_id}")
         else:

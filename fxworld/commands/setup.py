@@ -8,17 +8,16 @@ deploy step and a worker starting together). Works for any world URL.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from fxworld.cli import add_world_option
+from fxworld.cli import add_world_option, open_world_for, plain
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "setup",
         help="create or migrate a world's storage (idempotent)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_world_option(parser)
@@ -26,11 +25,7 @@ def register(sub: Any) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from fxworld import open_world
-    from fxworld._select import DEFAULT_URL, ENV_VAR
-
-    url = args.world or os.environ.get(ENV_VAR) or DEFAULT_URL
-    world = open_world(url)
+    world = open_world_for(args, "create")  # it may make a SQLite file and its directory
     try:
         await world.setup()
     finally:

@@ -2,22 +2,28 @@
 
 Takes wakes from the world and runs the sessions' turns until stopped. SIGTERM or
 Ctrl-C stops it at the next step boundary and hands running sessions back at
-once, so another worker continues them without waiting for a lease to run out.
+once, so another worker continues them without waiting for a lease to run out;
+then it closes the world. Once the world is set up it prints one line on stderr:
+the world (credentials masked), its namespace, the concurrency and the lease.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
+import sys
 from typing import Any
 
-from fxworld.cli import add_world_option
+from fxworld.cli import add_world_option, plain
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "worker",
         help="run an agent's turns: take wakes, run sessions",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -45,14 +51,44 @@ def register(sub: Any) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from fxworld.commands.serve import agent_from_args  # module:agent or path/file.py:agent
+    from fxworld.commands.serve import agent_from_args, describe_world
 
-    agent = agent_from_args(args)
-    await agent.work(
-        concurrency=args.concurrency,
-        lease=args.lease,
-        deadline=args.deadline,
-        until_idle=args.until_idle,
-        handle_signals=True,
-    )
+    agent = agent_from_args(args)  # module:agent or path/file.py:agent
+    world = await agent.ready()  # a bad world fails here, in one line
+    stopped = _stop_on_signals(agent)  # from the ready line on, SIGTERM is graceful
+    try:
+        print(
+            f"fxworld worker: ready: {describe_world(world)}, "
+            f"concurrency {args.concurrency}, lease {args.lease:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        if not stopped.is_set():
+            await agent.work(
+                concurrency=args.concurrency,
+                lease=args.lease,
+                deadline=args.deadline,
+                until_idle=args.until_idle,
+                handle_signals=True,  # the worker's own handlers replace ours
+            )
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().remove_signal_handler(sig)
+        await world.close()  # no client is left for the interpreter to find unclosed
     return 0
+
+
+def _stop_on_signals(agent: Any) -> asyncio.Event:
+    """SIGTERM or SIGINT before the worker installs its handlers: set the event
+    (the worker is not started) and stop whatever already runs."""
+    stopped = asyncio.Event()
+
+    def on_signal() -> None:
+        stopped.set()
+        agent.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(sig, on_signal)
+    return stopped

@@ -4,7 +4,9 @@ Every call into the ``sqlite3`` driver made by :mod:`fxworld.embedded.sqlite` ru
 through :func:`translate`, so no driver exception reaches a caller. A busy or
 locked database that stays so beyond the busy timeout and the bounded retries
 becomes :class:`~fxworld.errors.BackendUnavailable` (transient: safe to retry, with
-the same idempotency key for an append).
+the same idempotency key for an append). A write refused because the world is
+read-only (``mode=ro``, or a file this process may not write) is a
+:class:`~fxworld.errors.ConfigurationError`: retrying would not help.
 """
 
 from __future__ import annotations
@@ -22,14 +24,20 @@ _BUSY_CODES = {
 }
 
 _NOT_A_DATABASE = ("file is not a database", "file is encrypted")
+_READONLY = 8  # SQLITE_READONLY
+
+
+def _code(error: BaseException) -> int | None:
+    """SQLite's primary result code of ``error``, when the driver gives it."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
 
 
 def is_busy(error: BaseException) -> bool:
     """True if ``error`` says another connection holds the lock (worth a retry)."""
     if not isinstance(error, sqlite3.OperationalError):
         return False
-    code = getattr(error, "sqlite_errorcode", None)
-    if isinstance(code, int) and (code & 0xFF) in _BUSY_CODES:
+    if _code(error) in _BUSY_CODES:
         return True
     text = str(error).lower()
     return "locked" in text or "busy" in text
@@ -45,6 +53,9 @@ def translate(error: sqlite3.Error, *, path: str, doing: str) -> WorldError:
         phrase in text.lower() for phrase in _NOT_A_DATABASE
     ):
         return ConfigurationError(f"{where}: the file is not an fxworld SQLite database ({text})")
+    if _code(error) == _READONLY or "readonly database" in text.lower():
+        # mode=ro, or a file or directory this process may not write: not transient
+        return ConfigurationError(f"{where}: the world is read-only here ({text})")
     if isinstance(error, sqlite3.OperationalError):
         # unable to open, disk I/O error, disk full, read-only file system, ...
         return BackendUnavailable(f"{where}: {text}")

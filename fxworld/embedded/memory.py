@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import heapq
 import json
 import time
 import uuid
@@ -153,20 +154,14 @@ class MemoryWorld:
         self._wake(session_id, validate.delay(delay))
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
-        lease = validate.lease(lease)
-        now = time.time()
-        due = [(self._due_at(w), sid) for sid, w in self._wakes.items()]
-        ready = sorted((at, sid) for at, sid in due if at is not None and at <= now)
-        if not ready:
-            return None
-        sid = ready[0][1]
-        w = self._wakes[sid]
-        w.attempt += 1
-        w.token = uuid.uuid4().hex
-        w.lease_until = now + lease
-        w.taken_gen = w.gen
-        w.due = None
-        return WakeLease(sid, w.token, w.attempt, _dt(w.lease_until))
+        taken = self._take(validate.lease(lease), 1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Up to ``limit`` due wakes, earliest due first, each leased as by
+        ``take_wake`` (W11-W13 per wake); one step, so no other call sees half."""
+        seconds = validate.lease(lease)
+        return self._take(seconds, validate.wake_batch(limit))
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         lease = validate.lease(lease)
@@ -210,6 +205,25 @@ class MemoryWorld:
             return
         w.gen += 1
         w.due = due if w.due is None else min(w.due, due)
+
+    def _take(self, lease: float, limit: int) -> list[WakeLease]:
+        """Lease the ``limit`` earliest ready wakes (W11: none before it is due; W12:
+        a leased one is ready only when its lease ends)."""
+        now = time.time()
+        ready = ((self._due_at(w), sid) for sid, w in self._wakes.items())
+        chosen = heapq.nsmallest(
+            limit, ((at, sid) for at, sid in ready if at is not None and at <= now)
+        )
+        return [self._lease(sid, now + lease) for _, sid in chosen]
+
+    def _lease(self, sid: str, until: float) -> WakeLease:
+        w = self._wakes[sid]
+        w.attempt += 1
+        w.token = uuid.uuid4().hex
+        w.lease_until = until
+        w.taken_gen = w.gen  # W13: a wake() after this take keeps the session due
+        w.due = None
+        return WakeLease(sid, w.token, w.attempt, _dt(until))
 
     @staticmethod
     def _due_at(w: _Wake) -> float | None:

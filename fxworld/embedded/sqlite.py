@@ -2,21 +2,29 @@
 
 URL: ``sqlite:///relative/path.db`` (relative to the working directory) or
 ``sqlite:////absolute/path.db``, with optional query parameters ``namespace=``,
-``synchronous=normal|full``, ``busy_timeout=`` (seconds) and
-``max_entry_bytes=``. With no URL at all, :func:`fxworld.world` opens
-``sqlite:///.fxworld/world.db``. Missing parent directories are created.
+``synchronous=normal|full``, ``busy_timeout=`` (seconds), ``max_entry_bytes=``
+and ``mode=rwc|rw|ro``. With no URL at all, :func:`fxworld.world` opens
+``sqlite:///.fxworld/world.db``.
+
+``mode`` (SQLite's own word for it) says whether the world may create its file:
+``rwc`` (the default) creates the file and its missing parent directories;
+``rw`` opens only a file that exists; ``ro`` opens an existing world read-only
+(every write raises :class:`~fxworld.errors.ConfigurationError`, and the file
+is never changed). With ``rw`` or ``ro`` a missing file is a one-line
+``ConfigurationError``, and nothing is created: ``fxworld sessions`` reads with
+``ro``, so a typo in the path is an error, not a new, empty world.
 
 Capabilities: ``durable`` and ``shared``. Every guarantee W1-W17 holds, also when
 several OS processes open the same file at once:
 
 - The file is in WAL mode: readers never block writers nor wait for them. Every
-  write (an append with its key and wake, an acquire, a delete, a wake, taking or
-  finishing a lease) is one short ``BEGIN IMMEDIATE`` transaction, so the
-  per-session seq and epoch are read and allocated under the write lock and two
-  writers can never interleave. A writer that waits longer than ``busy_timeout``
-  for the lock is retried a few times; after that the call raises
-  :class:`~fxworld.errors.BackendUnavailable` (an append may then be retried with
-  the same ``key``). A process killed mid-transaction leaves nothing of it
+  write (an append with its key and wake, an acquire, a delete, a wake, taking a
+  wake or a batch of them, finishing a lease) is one short ``BEGIN IMMEDIATE``
+  transaction, so the per-session seq and epoch are read and allocated under the
+  write lock and two writers can never interleave. A writer that waits longer
+  than ``busy_timeout`` for the lock is retried a few times; after that the call
+  raises :class:`~fxworld.errors.BackendUnavailable` (an append may then be
+  retried with the same ``key``). A process killed mid-transaction leaves nothing of it
   behind (SQLite's atomic commit): no torn batch, and an append's wake is in
   the same transaction as its entries, so it is never lost.
 - ``follow()`` polls ``PRAGMA data_version`` (a cheap, in-memory check) every
@@ -51,14 +59,13 @@ import random
 import sqlite3
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from fxworld import validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
@@ -113,9 +120,13 @@ _SCHEMA = (
 )
 
 _READY = "COALESCE(lease_until, due)"
-_SELECT_DUE = (
-    f"SELECT session_id, attempt FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? "
-    f"ORDER BY {_READY}, session_id LIMIT 1"
+_ANY_DUE = f"SELECT 1 FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? LIMIT 1"
+_TAKE_DUE = (  # W11: only due ones; W12: a leased one is ready only when its lease ends
+    "UPDATE fx_wakes SET attempt = attempt + 1, token = lower(hex(randomblob(16))),"
+    " lease_until = ?, taken_gen = gen, due = NULL"  # W13: taken_gen marks what was taken
+    " WHERE namespace = ? AND session_id IN ("
+    f"SELECT session_id FROM fx_wakes WHERE namespace = ? AND {_READY} <= ?"
+    f" ORDER BY {_READY}, session_id LIMIT ?) RETURNING session_id, token, attempt"
 )
 _UPSERT_WAKE = (
     "INSERT INTO fx_wakes (namespace, session_id, due, gen, attempt, token, lease_until,"
@@ -134,13 +145,16 @@ _INSERT_ENTRY = (
 )
 
 _SYNCHRONOUS = ("normal", "full")
-_URL_PARAMS = ("namespace", "synchronous", "busy_timeout", "max_entry_bytes")
+MODES = ("rwc", "rw", "ro")
+"""``mode``: create the file if needed, open an existing file, open it read-only."""
+_URL_PARAMS = ("namespace", "synchronous", "busy_timeout", "max_entry_bytes", "mode")
 
 
 class SqliteWorld:
     """A World in one SQLite file, shared safely by every process that opens it.
 
-    ``path``: the database file (parent directories are created).
+    ``path``: the database file (created with its parent directories, unless
+    ``mode`` says otherwise).
     ``namespace``: worlds with different namespaces in one file share nothing.
     ``max_entry_bytes``: the limit on one entry's encoded data (W15).
     ``synchronous``: ``"normal"`` (default; durable against process crashes) or
@@ -148,6 +162,10 @@ class SqliteWorld:
     ``busy_timeout``: seconds a writer waits for another process's write lock
     before a retry; after ``retries`` retries the call raises
     ``BackendUnavailable``.
+    ``mode``: ``"rwc"`` (default) creates the file if needed; ``"rw"`` opens only
+    an existing file; ``"ro"`` opens an existing file read-only (writes raise
+    ``ConfigurationError``). A missing file with ``"rw"`` or ``"ro"`` is a
+    ``ConfigurationError`` at the first call, and nothing is created.
     """
 
     capabilities: frozenset[str] = frozenset({"durable", "shared"})
@@ -164,6 +182,7 @@ class SqliteWorld:
         synchronous: str = "normal",
         busy_timeout: float = 5.0,
         retries: int = 3,
+        mode: str = "rwc",
     ) -> None:
         self.path = os.fspath(path)
         if not isinstance(self.path, str) or not self.path or self.path == ":memory:":
@@ -182,6 +201,9 @@ class SqliteWorld:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ConfigurationError(f"retries must be an integer >= 0, not {retries!r}")
         self.retries = retries
+        if mode not in MODES:
+            raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
         # Only the worker thread touches the connection.
         self._conn: sqlite3.Connection | None = None
         self._worker: _Worker | None = None
@@ -196,7 +218,7 @@ class SqliteWorld:
     @classmethod
     def from_url(cls, url: str) -> SqliteWorld:
         """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, with optional
-        ``?namespace=&synchronous=&busy_timeout=&max_entry_bytes=``."""
+        ``?namespace=&synchronous=&busy_timeout=&max_entry_bytes=&mode=``."""
         base, params = split_query(url)
         parts = urlsplit(base)
         if parts.scheme.lower() != "sqlite":
@@ -220,8 +242,9 @@ class SqliteWorld:
         options: dict[str, Any] = {}
         if "namespace" in params:
             options["namespace"] = params["namespace"]
-        if "synchronous" in params:
-            options["synchronous"] = params["synchronous"]
+        for name in ("synchronous", "mode"):
+            if name in params:
+                options[name] = params[name]
         if "busy_timeout" in params:
             options["busy_timeout"] = validate.seconds_option(
                 "busy_timeout", params["busy_timeout"]
@@ -231,15 +254,18 @@ class SqliteWorld:
         return cls(path, **options)
 
     def __repr__(self) -> str:
+        mode = f", mode={self.mode!r}" if self.mode != "rwc" else ""
         return (
             f"SqliteWorld({self.path!r}, namespace={self.namespace!r}, "
-            f"synchronous={self.synchronous!r})"
+            f"synchronous={self.synchronous!r}{mode})"
         )
 
     # -- lifecycle -----------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Create the file, its directories and the schema (idempotent)."""
+        """Create the file, its directories and the schema (idempotent). With
+        ``mode="rw"`` the file must exist; with ``mode="ro"`` it must hold the
+        schema already."""
         await self._call("setting up", lambda conn: None)
 
     async def close(self) -> None:
@@ -398,29 +424,29 @@ class SqliteWorld:
         await self._call("enqueueing a wake", run)
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
+        taken = await self._take(validate.lease(lease), 1)
+        return taken[0] if taken else None
+
+    async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Up to ``limit`` due wakes, the earliest due, each leased as by
+        ``take_wake`` (W11-W13 per wake): one transaction, one ``UPDATE``."""
         seconds = validate.lease(lease)
+        return await self._take(seconds, validate.wake_batch(limit))
+
+    async def _take(self, lease: float, limit: int) -> list[WakeLease]:
         ns = self.namespace
 
-        def run(conn: sqlite3.Connection) -> WakeLease | None:
+        def run(conn: sqlite3.Connection) -> list[WakeLease]:
             # A read first, so idle workers polling for wakes never take the write lock.
-            if conn.execute(_SELECT_DUE, (ns, time.time())).fetchone() is None:
-                return None
+            if conn.execute(_ANY_DUE, (ns, time.time())).fetchone() is None:
+                return []
             with _write(conn):
                 now = time.time()
-                row = conn.execute(_SELECT_DUE, (ns, now)).fetchone()
-                if row is None:
-                    return None
-                sid, attempt = str(row[0]), int(row[1]) + 1
-                token = uuid.uuid4().hex
-                until = now + seconds
-                conn.execute(
-                    "UPDATE fx_wakes SET attempt = ?, token = ?, lease_until = ?,"
-                    " taken_gen = gen, due = NULL WHERE namespace = ? AND session_id = ?",
-                    (attempt, token, until, ns, sid),
-                )
-            return WakeLease(sid, token, attempt, _dt(until))
+                until = now + lease
+                rows = conn.execute(_TAKE_DUE, (until, ns, ns, now, limit)).fetchall()
+            return [WakeLease(str(sid), str(token), int(n), _dt(until)) for sid, token, n in rows]
 
-        return await self._call("taking a wake", run)
+        return await self._call("taking wakes", run)
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         seconds = validate.lease(lease)
@@ -529,9 +555,16 @@ class SqliteWorld:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.mode == "rwc":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        elif not os.path.isfile(self.path):
+            raise ConfigurationError(
+                f"sqlite world {self.path!r} does not exist (mode={self.mode} never creates "
+                "one; `fxworld setup --world URL` does)"
+            )
         conn = sqlite3.connect(
-            self.path,
+            f"file:{quote(os.path.abspath(self.path))}?mode={self.mode}",
+            uri=True,
             timeout=self.busy_timeout,
             isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
             check_same_thread=False,  # one worker thread, but it may be replaced
@@ -539,13 +572,15 @@ class SqliteWorld:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            wal = "" if self.mode == "ro" else " = WAL"  # read-only: as the file says
+            journal = conn.execute(f"PRAGMA journal_mode{wal}").fetchone()[0]
+            if str(journal).lower() != "wal":
                 raise ConfigurationError(
-                    f"sqlite world {self.path!r}: cannot use WAL mode (journal mode is {mode})"
+                    f"sqlite world {self.path!r}: cannot use WAL mode (journal mode is {journal})"
                 )
-            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            _migrate(conn, self.path)
+            if self.mode != "ro":
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            _migrate(conn, self.path, read_only=self.mode == "ro")
             self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         except BaseException:
             conn.close()
@@ -702,7 +737,7 @@ def _write(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
+def _migrate(conn: sqlite3.Connection, path: str, *, read_only: bool) -> None:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version == SCHEMA_VERSION:
         return
@@ -710,6 +745,11 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
         raise ConfigurationError(
             f"sqlite world {path!r} has schema version {version}, newer than this "
             f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
+        )
+    if read_only:
+        raise ConfigurationError(
+            f"sqlite world {path!r} is not set up (schema version {version}, opened "
+            "read-only); `fxworld setup --world URL` sets it up"
         )
     with _write(conn):
         for statement in _SCHEMA:

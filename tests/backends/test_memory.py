@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from fxworld import MemoryWorld, NewEntry, open_world
+from fxworld import MemoryWorld, NewEntry, open_world, take_wakes
 from fxworld_conformance import Target, WorldSuite
 
 
@@ -45,3 +45,13 @@ def test_one_world_follows_in_one_event_loop_after_another() -> None:
 
     asyncio.run(gave_up_waiting())
     assert asyncio.run(follows()) == 1
+
+
+async def test_take_wakes_takes_the_earliest_due_first() -> None:
+    w = MemoryWorld()
+    for sid in ("c", "a", "d", "b"):  # due in this order, not in the order of their names
+        await w.wake(sid)
+        await asyncio.sleep(0.002)
+    first = await take_wakes(w, lease=30, limit=2)
+    assert sorted(x.session_id for x in first) == ["a", "c"]
+    assert sorted(x.session_id for x in await take_wakes(w, lease=30, limit=5)) == ["b", "d"]

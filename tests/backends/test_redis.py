@@ -6,9 +6,10 @@ partitions, Cluster slots, delete, credentials)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -333,6 +334,98 @@ async def test_durability_follows_the_servers_settings(redis_server: RedisServer
         hidden.stop()
 
 
+async def test_durable_is_dropped_without_an_aof() -> None:
+    no_aof = LocalRedis(extra=("--appendonly", "no"))
+    try:
+        w = RedisWorld(no_aof.url, namespace=fresh_namespace())
+        await w.setup()
+        assert w.capabilities == {"shared", "push_follow"}
+        await w.close()
+    finally:
+        no_aof.stop()
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+async def test_an_evicting_redis_is_refused(policy: str) -> None:
+    """A server that may evict the world's keys when its memory is full (a session's
+    log would read [], its epochs start again at 1, a stale fence and a repeated key
+    would land) is refused by setup(), which says what to set and writes nothing;
+    durable=False (argument or URL) accepts it knowingly, without ``durable``."""
+    evicting = LocalRedis(extra=("--maxmemory", "64mb", "--maxmemory-policy", policy))
+    try:
+        ns = fresh_namespace()
+        admin = _admin(evicting)
+        for world in (
+            RedisWorld(evicting.url, namespace=ns),
+            RedisWorld(evicting.url, namespace=ns, durable=True),
+        ):
+            with pytest.raises(ConfigurationError, match=policy) as info:
+                await world.setup()
+            assert "maxmemory-policy noeviction" in str(info.value)
+            assert "durable=False" in str(info.value)
+            assert PASSWORD not in str(info.value)
+            with pytest.raises(ConfigurationError):
+                await world.append("s", [NewEntry("a", {})])  # a call sets up first
+            await world.close()
+        assert _namespace_keys(admin, ns) == []  # nothing written
+        for world in (
+            RedisWorld(evicting.url, namespace=ns, durable=False),
+            RedisWorld.from_url(f"{evicting.url}?namespace={ns}&durable=false"),
+        ):
+            await world.setup()
+            assert world.capabilities == {"shared", "push_follow"}
+            assert await world.append("s", [NewEntry("a", {})]) >= 1
+            await world.close()
+        admin.close()
+    finally:
+        evicting.stop()
+
+
+async def test_policies_that_keep_keys_without_a_ttl_are_accepted() -> None:
+    kept = LocalRedis(extra=("--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"))
+    try:
+        w = RedisWorld(kept.url, namespace=fresh_namespace())
+        await w.setup()
+        assert "durable" in w.capabilities  # appendfsync always, and nothing evicted
+        await w.close()
+    finally:
+        kept.stop()
+
+
+async def test_an_evicting_cluster_node_is_refused(redis_cluster: RedisCluster) -> None:
+    """Every primary of a Cluster is asked, not only the one the URL names."""
+    node = redis_cluster.nodes[-1]
+    admin = _admin(node)
+    admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
+        with pytest.raises(ConfigurationError, match="allkeys-lru"):
+            await w.setup()
+        await w.close()
+        accepted = RedisWorld(redis_cluster.url, namespace=fresh_namespace(), durable=False)
+        await accepted.setup()
+        assert "durable" not in accepted.capabilities
+        await accepted.close()
+    finally:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+
+
+async def test_every_cluster_primary_is_asked_for_durability(redis_cluster: RedisCluster) -> None:
+    """A Cluster client knows no node before its first command: the check of each
+    primary's appendfsync found none to ask, and declared ``durable`` whatever they ran."""
+    admin = _admin(redis_cluster.nodes[-1])
+    admin.config_set("appendfsync", "everysec")
+    try:
+        w = RedisWorld(redis_cluster.url, namespace=fresh_namespace())
+        await w.setup()
+        assert "durable" not in w.capabilities
+        await w.close()
+    finally:
+        admin.config_set("appendfsync", "always")
+        admin.close()
+
+
 async def test_partitions_are_fixed_by_the_first_setup(redis_server: RedisServer) -> None:
     ns = fresh_namespace()
     first = RedisWorld(f"{redis_server.url}?namespace={ns}&partitions=4")
@@ -529,3 +622,102 @@ async def test_on_a_cluster_takers_at_once_share_one_peek(redis_cluster: RedisCl
         for a in admins:
             a.close()
         await w.close()
+
+
+# -- followers ----------------------------------------------------------------------------
+
+
+async def test_followers_of_a_closed_world_raise(redis_server: RedisServer) -> None:
+    """close() ends the shared XREAD: a follower still waiting raises
+    BackendUnavailable (it would otherwise wait for ever)."""
+    w = RedisWorld(redis_server.url, namespace=fresh_namespace())
+    await w.append("s", [NewEntry("a", {})])
+    stream = w.follow("s")
+    assert (await anext(stream)).seq == 1
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.2)
+    await w.close()
+    with pytest.raises(BackendUnavailable, match="closed"):
+        await asyncio.wait_for(waiting, 5)
+
+
+_FOLLOWERS = 1000
+
+
+async def _until(changed: asyncio.Event, done: Callable[[], bool], within: float) -> None:
+    """Return once ``done()`` holds (checked each time ``changed`` is set), or after
+    ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not done() and (left := deadline - time.monotonic()) > 0:
+        changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), left)
+
+
+def _blocked_clients(admins: list[redis.Redis]) -> int:
+    """Connections blocked in a command (XREAD BLOCK) on every node."""
+    return sum(int(a.info("clients")["blocked_clients"]) for a in admins)
+
+
+@pytest.mark.parametrize("where", ["server", "cluster"])
+async def test_idle_followers_do_not_starve_writers(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """1,000 idle followers in one process: each holds a pooled connection no more
+    (the followers of a partition share one XREAD), so appends, reads and wakes keep
+    working beside them, and every follower still gets its session's new entries."""
+    if where == "server":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, admins = server.url, [_admin(server)]
+    else:
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, admins = cluster.url, [_admin(node) for node in cluster.nodes]
+    w = RedisWorld(url, namespace=fresh_namespace())
+    await w.setup()
+    sessions = [f"idle-{i}" for i in range(_FOLLOWERS)]
+    seen: dict[str, list[int]] = {sid: [] for sid in sessions}
+    failures: list[Exception] = []
+    changed = asyncio.Event()
+
+    async def follow(sid: str) -> None:
+        try:
+            async for entry in w.follow(sid):
+                seen[sid].append(entry.seq)
+                changed.set()
+        except BackendUnavailable as e:
+            failures.append(e)
+            changed.set()
+
+    tasks: list[asyncio.Task[None]] = []
+
+    def started() -> bool:  # every follower started so far yielded its first entry
+        return bool(failures) or all(seen[s] for s in sessions[: len(tasks)])
+
+    blocked_before = _blocked_clients(admins)
+    try:
+        for i in range(0, _FOLLOWERS, 50):  # 50 at a time: never a burst past the pool
+            batch = sessions[i : i + 50]
+            await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in batch))
+            tasks += [asyncio.create_task(follow(sid)) for sid in batch]
+            await _until(changed, started, 30)
+            assert not failures, f"{len(failures)} followers failed: {failures[0]}"
+        await asyncio.sleep(0.3)  # every follower waits now
+        for i in range(20):
+            await w.append("writer", [NewEntry("m", {"i": i})], wake=0)
+            assert len(await w.read("writer", i)) == 1
+            lease = await w.take_wake(lease=30)
+            assert lease is not None and lease.session_id == "writer"
+            await w.finish_wake(lease)
+        assert _blocked_clients(admins) - blocked_before <= w.partitions
+        probed = sessions[::100]
+        await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in probed))
+        await _until(changed, lambda: all(len(seen[s]) == 2 for s in probed), 10)
+        assert [seen[s] for s in probed] == [[1, 2]] * len(probed)
+        assert not failures
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.close()
+        for a in admins:
+            a.close()

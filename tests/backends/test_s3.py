@@ -10,6 +10,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
 from fxworld_s3 import S3World
+from fxworld_s3._follow import AT_ONCE, POLLS_PER_SECOND, QUIET_READS_PER_SECOND
 from tests.support.namespaces import fresh_namespace
 from tests.support.s3_server import SECRET_KEY, S3Server
 
@@ -317,3 +319,130 @@ async def test_the_server_crash_restart_keeps_everything(s3_server: S3Server) ->
     lease = await w.take_wake(lease=5)
     assert lease is not None and lease.session_id == "s"
     await w.close()
+
+
+async def test_idle_followers_share_one_poller(s3_server: S3Server) -> None:
+    """200 idle followers of 100 sessions in one process ask the sessions' hints at
+    most POLLS_PER_SECOND times a second in all (each follower polled its own: about
+    500 GETs a second), read a quiet log at most QUIET_READS_PER_SECOND times a
+    second in all (a LIST and a GET each; each follower read every 2 s), and still
+    see a new entry of their session."""
+    w = _world(s3_server)
+    await w.setup()
+    sessions = [f"idle-{i}" for i in range(100)]
+    for i in range(0, len(sessions), 20):
+        await asyncio.gather(*(w.append(sid, [NewEntry("m", {})]) for sid in sessions[i : i + 20]))
+    seen: dict[int, list[int]] = {i: [] for i in range(2 * len(sessions))}
+
+    async def follow(i: int) -> None:
+        async for entry in w.follow(sessions[i % len(sessions)]):
+            seen[i].append(entry.seq)
+
+    tasks = [asyncio.create_task(follow(i)) for i in seen]
+    try:
+        for _ in range(300):  # every follower has its first entry within 30 s
+            if all(seen.values()):
+                break
+            await asyncio.sleep(0.1)
+        assert all(seen.values())
+        await asyncio.sleep(1.0)  # past the start: every follower waits
+        before, started = w.store.counts.copy(), time.monotonic()
+        await asyncio.sleep(2.0)
+        took = time.monotonic() - started
+        gets, lists = (w.store.counts[op] - before[op] for op in ("GET", "LIST"))
+        reads = QUIET_READS_PER_SECOND * took + 2 * AT_ONCE
+        assert gets <= POLLS_PER_SECOND * took + AT_ONCE + reads, gets
+        assert lists <= reads, lists
+        await w.append(sessions[7], [NewEntry("m", {})])
+        for _ in range(100):
+            if len(seen[7]) == len(seen[107]) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert seen[7] == seen[107] == [1, 2]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.close()
+
+
+# -- dot ids, bounded caches, masked endpoints ---------------------------------------------
+
+
+async def test_dot_session_ids_are_refused(s3: S3World) -> None:
+    """'.' and '..' would be path segments of the keys (s/../g): refused before any
+    request (W15); ids that merely hold dots are keys like any other."""
+    from fxworld.errors import InvalidSessionId
+
+    await s3.append("before", [NewEntry("a", {})])
+    before = await _keys_and_bodies(s3)
+    requests = s3.store.requests
+    for sid in (".", ".."):
+        for call in (
+            s3.acquire(sid),
+            s3.append(sid, [NewEntry("a", {})], key="k", wake=0),
+            s3.read(sid),
+            s3.wake(sid),
+            s3.delete(sid),
+        ):
+            with pytest.raises(InvalidSessionId):
+                await call
+    assert s3.store.requests == requests
+    assert await _keys_and_bodies(s3) == before
+    for sid in ("a..b", ".x", "x.", "..."):
+        await s3.append(sid, [NewEntry("a", {"sid": sid})])
+        assert [e.data for e in await s3.read(sid)] == [{"sid": sid}]
+
+
+@pytest.mark.parametrize("prefix", ["..", "../x", "a/./b", "a/..", "./a", "a/b/../c/"])
+def test_a_prefix_with_dot_segments_is_refused(s3_server: S3Server, prefix: str) -> None:
+    with pytest.raises(ConfigurationError, match="segment"):
+        S3World(BUCKET, prefix=prefix, endpoint_url=s3_server.endpoint)
+    with pytest.raises(ConfigurationError, match="segment"):
+        open_world(s3_server.url(prefix=prefix))
+
+
+async def test_s3_state_cache_is_bounded(s3_server: S3Server) -> None:
+    """Reading ids that do not exist, writing and waking more sessions than the cache
+    holds: the world keeps at most ``cache_size`` states, no lock once nothing runs,
+    and a forgotten session still answers right (keys W6, wakes W12)."""
+    w = _world(s3_server, cache_size=16)
+    await w.setup()
+    try:
+        sem = asyncio.Semaphore(8)
+
+        async def bounded(coro: Any) -> Any:
+            async with sem:
+                return await coro
+
+        assert not any(await asyncio.gather(*(bounded(w.read(f"no-{i}")) for i in range(200))))
+        assert len(w.logs.states) <= 16
+        sids = [f"s-{i}" for i in range(40)]
+        firsts = await asyncio.gather(
+            *(bounded(w.append(s, [NewEntry("a", {"s": s})], key="k", wake=0)) for s in sids)
+        )
+        assert len(w.logs.states) <= 16 and len(w.wakes.states) <= 16
+        again = await asyncio.gather(
+            *(bounded(w.append(s, [NewEntry("a", {"s": s})], key="k")) for s in sids)
+        )
+        assert again == firsts == [1] * 40  # W6 after the state was dropped
+        taken = set()
+        while (lease := await w.take_wake(lease=30)) is not None:  # 40 due, 16 cached
+            taken.add(lease.session_id)
+            await w.finish_wake(lease)
+        assert taken == set(sids)
+        assert len(w.logs.states) <= 16 and len(w.wakes.states) <= 16
+        assert len(w.locks) == 0 and len(w.wakes.locks) == 0
+    finally:
+        await w.close()
+    with pytest.raises(ConfigurationError):
+        _world(s3_server, cache_size=0)
+
+
+async def test_s3_errors_mask_a_token_in_the_endpoint_url(s3_server: S3Server) -> None:
+    w = S3World(BUCKET, endpoint_url=f"{s3_server.endpoint}/?token=Tok3nXyz", namespace="t")
+    with pytest.raises(WorldError) as info:
+        await w.read("s")
+    await w.close()
+    for text in (str(info.value), repr(w)):
+        assert "Tok3nXyz" not in text and "token=***" in text, text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fxworld import NewEntry, SqliteWorld, open_world
+from fxworld import NewEntry, SqliteWorld, open_world, take_wakes
 from fxworld.errors import BackendUnavailable, ConfigurationError, Fenced, InvalidArgument
 from fxworld_conformance import Target, WorldSuite
 
@@ -205,3 +205,34 @@ async def test_an_unusable_path_is_a_typed_error(tmp_path: Path) -> None:
     assert "a-file" in str(info.value)
     await w.close()
     assert blocker.read_text() == "not a directory"
+
+
+async def test_take_wakes_takes_the_earliest_due_first(tmp_path: Path) -> None:
+    w = SqliteWorld(tmp_path / "world.db")
+    try:
+        for sid in ("c", "a", "d", "b"):  # due in this order, not in the order of their names
+            await w.wake(sid)
+            await asyncio.sleep(0.002)
+        first = await take_wakes(w, lease=30, limit=2)
+        assert sorted(x.session_id for x in first) == ["a", "c"]
+        assert sorted(x.session_id for x in await take_wakes(w, lease=30, limit=5)) == ["b", "d"]
+    finally:
+        await w.close()
+
+
+async def test_batches_from_two_world_objects_on_one_file_share_no_wake(tmp_path: Path) -> None:
+    """Each batch is one write transaction: two connections taking batches at once
+    never both take a session (W12), and every due wake is taken (W13)."""
+    path = tmp_path / "world.db"
+    a, b = SqliteWorld(path), SqliteWorld(path)
+    try:
+        sessions = sorted(f"s{i:02}" for i in range(40))
+        for sid in sessions:
+            await a.wake(sid)
+        batches = await asyncio.gather(*(take_wakes(w, lease=30, limit=3) for w in (a, b) * 8))
+        rest = await take_wakes(b, lease=30, limit=1000)
+        taken = sorted(x.session_id for batch in [*batches, rest] for x in batch)
+        assert taken == sessions
+    finally:
+        await a.close()
+        await b.close()

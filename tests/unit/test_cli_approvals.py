@@ -77,8 +77,8 @@ def test_list_approve_deny_and_stop(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["sessions", "stop", "s2", "--reason", "enough", *url]) == 0
     assert "stop requested" in capsys.readouterr().out
     assert kinds(db, "s2")[-1] == "stop.requested"
-    assert main(["sessions", "stop", "empty", *url]) == 0
-    assert "nothing to stop" in capsys.readouterr().out
+    assert main(["sessions", "stop", "empty", *url]) == 1  # no such session
+    assert "no session 'empty'" in capsys.readouterr().err
     assert kinds(db, "empty") == []
 
 
