@@ -13,6 +13,10 @@
    a second worker, already polling, takes over when the 2 s lease runs out.
    Measured from the kill to the second worker's takeover entry (target: within
    lease + 1 s).
+   Also (``--cpu-only`` prints only this): the engine's own client CPU per tool
+   step, on MemoryWorld (the world answers from memory, so what is left is the
+   engine and the world's validation), at 1 and 8 flows of an async no-op tool:
+   process CPU time, which a shared machine's load moves less than wall time.
 3. SIGTERM -> continuing: the same, with SIGTERM: the worker stops at once, hands
    the session back, and the other continues (target: under 1 s).
 """
@@ -31,7 +35,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from fxworld import Agent, Fence, NewEntry, SqliteWorld, tool
+from fxworld import Agent, Fence, MemoryWorld, NewEntry, SqliteWorld, tool
 from fxworld.models.base import ModelEvent, ModelRequest, ModelResponse, ToolCall
 from fxworld.testing import ScriptedModel
 
@@ -124,6 +128,33 @@ async def long_turn(path: Path, steps: int) -> tuple[float, float, float, float]
     return p10(wall[:200]), p10(wall[-200:]), p10(cpu[:200]), p10(cpu[-200:])
 
 
+async def engine_cpu(flows: int, steps: int) -> float:
+    """Process CPU seconds per tool step of ``flows`` turns of ``steps`` steps each
+    on MemoryWorld, one ``work(concurrency=flows)`` running them."""
+
+    @tool(input_schema={"type": "object", "properties": {}})
+    async def tick() -> str:
+        return "ok"
+
+    agent = Agent(CountingModel(steps), tools=[tick], world=MemoryWorld())
+    turns = [agent.session(f"cpu-{k}").prompt("go") for k in range(flows)]
+    for t in turns:
+        await t.accepted
+    cpu = time.process_time()
+    await agent.work(until_idle=True, concurrency=flows)
+    return (time.process_time() - cpu) / (flows * steps)
+
+
+async def print_engine_cpu(rounds: int) -> None:
+    print("Engine CPU per tool step (MemoryWorld, async no-op tool, median of rounds)")
+    for flows in (1, 8):
+        await engine_cpu(flows, 50)  # warm up
+        figures = [await engine_cpu(flows, 500) for _ in range(max(rounds, 3))]
+        shown = ", ".join(f"{f * 1e6:.0f}" for f in figures)
+        print(f"  {flows} flow(s)                       {statistics.median(figures) * 1e6:8.1f} us"
+              f"  (rounds: {shown})")  # fmt: skip
+
+
 async def start_worker(url: str, log: Path) -> asyncio.subprocess.Process:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
@@ -189,7 +220,11 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="tool calls in the turn")
     parser.add_argument("--long", type=int, default=10_000, help="tool steps of the long turn")
     parser.add_argument("--rounds", type=int, default=3, help="takeovers measured")
+    parser.add_argument("--cpu-only", action="store_true", help="only the engine's CPU per step")
     args = parser.parse_args()
+    await print_engine_cpu(args.rounds)
+    if args.cpu_only:
+        return
     with tempfile.TemporaryDirectory(prefix="fxworld-bench-engine-") as d:
         tmp = Path(d)
         raw = await raw_appends(tmp / "raw.db", 500)

@@ -16,17 +16,17 @@ import contextlib
 import textwrap
 import time
 
-from fxworld.commands.demo import (
+from fxworld.commands._demo_common import (
     LEASE,
-    _clean_up,
-    _describe,
-    _kill,
-    _runs,
-    _say,
-    _set_up,
-    _short,
-    _start_worker,
-    _Worker,
+    DemoWorker,
+    clean_up,
+    describe,
+    kill,
+    say,
+    set_up,
+    short,
+    start_worker,
+    tool_runs,
 )
 
 __all__ = ["run_real"]
@@ -41,12 +41,12 @@ async def run_real(args: argparse.Namespace) -> int:
 
     model = resolve_model(args.model)  # ConfigurationError now, saying what to set
     started = time.monotonic()
-    work, url, world, client = _set_up()
-    workers: list[_Worker] = []
+    work, url, world, client = set_up()
+    workers: list[DemoWorker] = []
     answer_task: asyncio.Task[str] | None = None
     try:
-        _say(f"fxworld demo with a real model: {model.name}\n")
-        _say(
+        say(f"fxworld demo with a real model: {model.name}\n")
+        say(
             f"world   {url}\n"
             f"model   {model!r}\n"
             "agent   two tools: get_order (idempotent), refund_order (not idempotent)\n"
@@ -54,12 +54,12 @@ async def run_real(args: argparse.Namespace) -> int:
         session = client.session()
         turn = session.prompt(f"Please refund order {demo.ORDER}.")
         await turn.accepted
-        _say(f"1. The client sends a prompt; it is saved. Session {session.id}")
+        say(f"1. The client sends a prompt; it is saved. Session {session.id}")
         answer_task = asyncio.ensure_future(turn.result())
 
-        w1 = await _start_worker(1, url, work, pause="refund_order", model=args.model)
+        w1 = await start_worker(1, url, work, pause="refund_order", model=args.model)
         workers.append(w1)
-        _say(f"2. Worker #1 (pid {w1.pid}) runs the turn with {model.name}.")
+        say(f"2. Worker #1 (pid {w1.pid}) runs the turn with {model.name}.")
         paused = work / "paused-refund_order"
         end = time.monotonic() + TIME_LIMIT
         while not paused.exists() and not answer_task.done():
@@ -69,55 +69,55 @@ async def run_real(args: argparse.Namespace) -> int:
                 raise RuntimeError(f"no answer in {TIME_LIMIT:.0f} s:\n{w1.tail()}")
             await asyncio.sleep(0.05)
         if paused.exists():
-            xid = next(r["execution_id"] for r in _runs(work) if r["tool"] == "refund_order")
-            await _kill(w1)
-            _say(f"   The model called refund_order (execution_id {_short(xid)}); the payment")
-            _say("service moved the money, and before the tool returned: SIGKILL.", 3)
-            w2 = await _start_worker(2, url, work, pause=None, model=args.model)
+            xid = next(r["execution_id"] for r in tool_runs(work) if r["tool"] == "refund_order")
+            await kill(w1)
+            say(f"   The model called refund_order (execution_id {short(xid)}); the payment")
+            say("service moved the money, and before the tool returned: SIGKILL.", 3)
+            w2 = await start_worker(2, url, work, pause=None, model=args.model)
             workers.append(w2)
-            _say(f"3. Worker #2 (pid {w2.pid}) takes over once the {LEASE:g} s lease runs out.")
-            _say("refund_order is not idempotent: it does not run again; the model hears", 3)
-            _say("that it may have partly run, and decides.", 3)
+            say(f"3. Worker #2 (pid {w2.pid}) takes over once the {LEASE:g} s lease runs out.")
+            say("refund_order is not idempotent: it does not run again; the model hears", 3)
+            say("that it may have partly run, and decides.", 3)
         else:
-            _say("   The model answered without calling refund_order: nothing to interrupt.")
+            say("   The model answered without calling refund_order: nothing to interrupt.")
         try:
             answer = await asyncio.wait_for(answer_task, TIME_LIMIT)
         except TurnFailed as failed:
-            _say(f"\nThe turn failed: {failed.error}")
+            say(f"\nThe turn failed: {failed.error}")
             return 1
-        _say("\nThe answer:")
-        _say(textwrap.fill(answer, 72, initial_indent='   "', subsequent_indent="    ") + '"\n')
+        say("\nThe answer:")
+        say(textwrap.fill(answer, 72, initial_indent='   "', subsequent_indent="    ") + '"\n')
 
         log = await world.read(session.id, 0, limit=10_000)
-        _say("The stream (text chunks folded):")
+        say("The stream (text chunks folded):")
         last_kind = ""
         for e in log:
             if e.kind == "text" and last_kind == "text":
                 continue
             last_kind = e.kind
-            _say(f"   {e.seq:>3}  {e.kind:<17}{_describe(e.kind, e.data)}")
+            say(f"   {e.seq:>3}  {e.kind:<17}{describe(e.kind, e.data)}")
         names = {w.pid: w.n for w in workers}
-        _say("\nWhat ran:")
-        for r in _runs(work):
-            _say(
-                f"   {r['tool']:<14}{_short(r['execution_id']):<10}attempt {r['attempt']}  "
+        say("\nWhat ran:")
+        for r in tool_runs(work):
+            say(
+                f"   {r['tool']:<14}{short(r['execution_id']):<10}attempt {r['attempt']}  "
                 f"worker #{names.get(r['pid'], '?')}"
             )
         payments_file = work / "payments.jsonl"
         payments = payments_file.read_text().splitlines() if payments_file.exists() else []
-        _say(f"   payment service: {len(payments)} refund(s) of {demo.ORDER}")
+        say(f"   payment service: {len(payments)} refund(s) of {demo.ORDER}")
         total_in = total_out = 0
         for e in log:
             usage = e.data.get("usage") if e.kind == "message" else None
             if isinstance(usage, dict):
                 total_in += int(usage.get("input_tokens") or 0)
                 total_out += int(usage.get("output_tokens") or 0)
-        _say(f"   tokens: {total_in} in, {total_out} out")
-        _say(f"\nDone in {time.monotonic() - started:.1f} s.")
+        say(f"   tokens: {total_in} in, {total_out} out")
+        say(f"\nDone in {time.monotonic() - started:.1f} s.")
         return 0
     finally:
         if answer_task is not None and not answer_task.done():
             answer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await answer_task
-        await _clean_up(workers, world, work, keep=args.keep)
+        await clean_up(workers, world, work, keep=args.keep)

@@ -194,7 +194,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
     from starlette.routing import BaseRoute, Mount, Route
 
-    from fxworld.web import create_app
+    from fxworld.web import create_app, wake_handler
     from fxworld.web._static import static_files
 
     authorize = load_object(args.authorize) if args.authorize else None
@@ -206,7 +206,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     extra: list[BaseRoute] = []
     if args.wake_path:
         path = "/" + args.wake_path.strip("/")
-        extra.append(Route(path, endpoint=agent.wake_handler()))
+        extra.append(Route(path, endpoint=wake_handler(agent)))
     if args.static:
         extra.append(Mount("/", app=static_files(args.static, agent.world)))
     return create_app(

@@ -7,16 +7,18 @@ reaches storage only through the :class:`~fxworld.protocol.World` protocol and
 :func:`fxworld.world`.
 """
 
-from .agent import Agent
+from .agent import Agent, WorkResult
 from .approvals import Approval
 from .cursor import decode_cursor, encode_cursor
+from .events import StreamEvent
 from .replay import conversation
-from .session import Session, StreamEvent
+from .session import Session
 from .tools import Tool, ToolContext, tool
 from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
 __all__ = [
     "Agent",
+    "WorkResult",
     "Session",
     "StreamEvent",
     "Turn",

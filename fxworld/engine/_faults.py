@@ -8,7 +8,9 @@ started again after a replay), ``after-tool-finished``, ``before-turn-finished``
 (a reply saved without its ``turn.finished``: logs of older versions),
 ``after-approval-requested``, ``before-approved-call``. Tools in tests call
 :func:`crash_point` themselves (``fxworld.testing.crash_point``) to die inside a tool.
-Unset (always, outside tests) it costs one dict lookup per point.
+The variable is read when this module is first imported (a test sets it in the
+environment of the worker process it starts); unset (always, outside tests), a
+point costs one comparison.
 """
 
 from __future__ import annotations
@@ -19,15 +21,15 @@ import signal
 __all__ = ["crash_point", "ENV_VAR"]
 
 ENV_VAR = "FXWORLD_TEST_CRASH_AT"
+_WANTED = os.environ.get(ENV_VAR)
 _hits: dict[str, int] = {}
 
 
 def crash_point(name: str) -> None:
     """SIGKILL this process if ``FXWORLD_TEST_CRASH_AT`` names this point (and hit)."""
-    wanted = os.environ.get(ENV_VAR)
-    if not wanted:
+    if not _WANTED:
         return
-    point, _, nth = wanted.partition("#")
+    point, _, nth = _WANTED.partition("#")
     if point != name:
         return
     _hits[name] = _hits.get(name, 0) + 1

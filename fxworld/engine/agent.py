@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
@@ -14,14 +15,21 @@ from fxworld.protocol import World
 from .session import Session
 from .tools import Tool, tool
 from .turn import prompts_in_flight
+from .worker import Worker
 
-if TYPE_CHECKING:
-    from .worker import Worker
-
-__all__ = ["Agent"]
+__all__ = ["Agent", "WorkResult"]
 
 _setup_done: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _setup_done_ids: set[int] = set()  # for worlds that take no weak reference
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    """How a ``work()`` ended."""
+
+    hit_deadline: bool
+    """A turn yielded to the ``deadline`` (or the budget ran out before a step):
+    work is left for the next invocation."""
 
 
 class Agent:
@@ -77,7 +85,7 @@ class Agent:
         self.max_deliveries = max_deliveries
         self.text_chunk_chars = text_chunk_chars
         self.text_chunk_interval = text_chunk_interval
-        self._workers: set[Any] = set()
+        self._workers: set[Worker] = set()
 
     def __repr__(self) -> str:
         return f"Agent(model={getattr(self.model, 'name', '?')!r}, tools={list(self.tools)})"
@@ -98,10 +106,6 @@ class Agent:
     async def ready(self) -> World:
         """The world, set up (``setup()`` runs once per world object in a process).
         Call it at startup to fail early on a bad world."""
-        return await self._ready_world()
-
-    async def _ready_world(self) -> World:
-        """The world, with ``setup()`` run once per world object in this process."""
         w = self.world
         try:
             done = _setup_done.get(w, False)
@@ -128,7 +132,7 @@ class Agent:
         until_idle: bool = False,
         handle_signals: bool = False,
         poll_interval: float = 0.25,
-    ) -> None:
+    ) -> WorkResult:
         """Run as a worker: take wakes and run the sessions' turns.
 
         ``concurrency``: how many sessions this process runs at once.
@@ -150,30 +154,8 @@ class Agent:
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
-        missed because its append had not run yet.
+        missed because its append had not run yet. Returns a :class:`WorkResult`.
         """
-        await self._run_worker(
-            concurrency=concurrency,
-            lease=lease,
-            deadline=deadline,
-            until_idle=until_idle,
-            handle_signals=handle_signals,
-            poll_interval=poll_interval,
-        )
-
-    async def _run_worker(
-        self,
-        *,
-        concurrency: int,
-        lease: float,
-        deadline: float | None,
-        until_idle: bool,
-        handle_signals: bool,
-        poll_interval: float,
-    ) -> Worker:
-        """``work()``, returning the worker so the wake handler can tell why it ended."""
-        from .worker import Worker
-
         worker = Worker(
             self,
             concurrency=concurrency,
@@ -190,26 +172,10 @@ class Agent:
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
-        return worker
+        return WorkResult(hit_deadline=worker.hit_deadline)
 
     def stop(self) -> None:
         """Ask every ``work()`` of this agent in this process to stop: running
         sessions stop at their next step boundary and are handed back at once."""
         for w in list(self._workers):
             w.stop()
-
-    def wake_handler(
-        self,
-        secret: str | bytes | None = None,
-        *,
-        time_limit: float = 60.0,
-        margin: float = 5.0,
-        lease: float = 15.0,
-    ) -> Any:
-        """An ASGI endpoint that runs due turns on a signed request (push queues, cron,
-        serverless functions); see :class:`fxworld.web.WakeHandler`. Needs the
-        ``web`` extra. ``secret`` defaults to ``$FXWORLD_WAKE_SECRET``; an unsigned or
-        stale request gets 401 and runs nothing."""
-        from fxworld.web import WakeHandler
-
-        return WakeHandler(self, secret=secret, time_limit=time_limit, margin=margin, lease=lease)

@@ -14,7 +14,7 @@ hears as a tool result with ``is_error=True`` saying the call may have partly ru
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, overload
@@ -192,94 +192,92 @@ class Replay:
                 f"got {e.seq} (a world that breaks W9?)"
             )
         self.last_seq = e.seq
-        d = e.data
         if e.kind == log.FENCE:
             return
-        v = d.get("v", 1)
+        v = e.data.get("v", 1)
         if isinstance(v, int) and v > log.LOG_VERSION:
             raise NewerLogVersion(
                 f"entry {e.seq} of session {e.session_id!r} has log version {v}; "
                 f"this fxworld reads up to {log.LOG_VERSION}: upgrade fxworld"
             )
-        cur = self.current
         if e.kind == log.PROMPT:
-            self.prompts[e.seq] = str(d.get("text", ""))
+            self.prompts[e.seq] = str(e.data.get("text", ""))
         elif e.kind == log.TURN_STARTED:
-            p = int(d["prompt"])
-            self.current = TurnState(prompt=p, turn=str(d.get("turn", "")))
-            text = self.prompts.get(p, "")
-            if self.was_stopped:
-                text, self.was_stopped = f"{STOPPED_NOTE}\n\n{text}", False
-            self.messages.append(Message("user", text))
-            if p in self.stops:
-                self.current.stop, self.current.stop_reason = True, self.stops.pop(p)
+            self._start_turn(e.data)
         elif e.kind == log.STOP_REQUESTED:
-            self._apply_stop(d)
-        elif cur is None:
-            return  # entries outside a turn carry nothing for the conversation
-        elif e.kind == log.TEXT:
-            call_id = str(d.get("call"))
-            if cur.open_call != call_id:
-                cur.open_call, cur.open_text = call_id, ""
-            cur.open_text += str(d.get("text", ""))
-        elif e.kind == log.TEXT_DISCARDED:
-            if cur.open_call == d.get("call"):
-                cur.open_call, cur.open_text = None, ""
-        elif e.kind == log.MESSAGE:
+            self._apply_stop(e.data)
+        elif self.current is not None:  # outside a turn, entries carry nothing more
+            apply = _IN_TURN.get(e.kind)
+            if apply is not None:
+                apply(self, self.current, e)
+
+    def _start_turn(self, d: Mapping[str, Any]) -> None:
+        p = int(d["prompt"])
+        self.current = TurnState(prompt=p, turn=str(d.get("turn", "")))
+        text = self.prompts.get(p, "")
+        if self.was_stopped:
+            text, self.was_stopped = f"{STOPPED_NOTE}\n\n{text}", False
+        self.messages.append(Message("user", text))
+        if p in self.stops:
+            self.current.stop, self.current.stop_reason = True, self.stops.pop(p)
+
+    def _text(self, cur: TurnState, e: Entry) -> None:
+        call_id = str(e.data.get("call"))
+        if cur.open_call != call_id:
+            cur.open_call, cur.open_text = call_id, ""
+        cur.open_text += str(e.data.get("text", ""))
+
+    def _text_discarded(self, cur: TurnState, e: Entry) -> None:
+        if cur.open_call == e.data.get("call"):
             cur.open_call, cur.open_text = None, ""
-            cur.model_calls += 1
-            cur.last_text = str(d.get("text", ""))
-            calls = [
-                CallState(
-                    id=str(c["id"]),
-                    name=str(c["name"]),
-                    input=dict(c.get("input") or {}),
-                    execution_id=str(c["execution_id"]),
-                )
-                for c in d.get("tool_calls") or []
-            ]
-            cur.calls = calls
-            self.messages.append(
-                Message(
-                    "assistant",
-                    cur.last_text,
-                    tool_calls=tuple(ToolCall(c.id, c.name, c.input) for c in calls),
-                )
+
+    def _message(self, cur: TurnState, e: Entry) -> None:
+        d = e.data
+        cur.open_call, cur.open_text = None, ""
+        cur.model_calls += 1
+        cur.last_text = str(d.get("text", ""))
+        cur.calls = [
+            CallState(
+                id=str(c["id"]),
+                name=str(c["name"]),
+                input=dict(c.get("input") or {}),
+                execution_id=str(c["execution_id"]),
             )
-        elif e.kind == log.TOOL_STARTED:
-            call = self._call(cur, d)
-            if call is not None:
-                call.started += 1
-        elif e.kind == log.TOOL_FINISHED:
-            call = self._call(cur, d)
-            if call is not None and not call.resolved:
-                call.finished = True
-                self.messages.append(
-                    Message(
-                        "tool",
-                        str(d.get("output", "")),
-                        tool_call_id=call.id,
-                        is_error=bool(d.get("is_error", False)),
-                    )
-                )
-        elif e.kind == log.TOOL_INTERRUPTED:
-            call = self._call(cur, d)
-            if call is not None and not call.resolved:
-                call.interrupted = True
-                text = str(d.get("message") or interrupted_message(call.name, call.execution_id))
-                self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
-        elif e.kind in (log.APPROVAL_REQUESTED, log.APPROVAL_DECIDED):
-            self._apply_approval(cur, e)
-        elif e.kind in log.TURN_END_KINDS:
-            self.answered.add(int(d["prompt"]))
-            if cur.prompt == int(d["prompt"]):
-                if e.kind == log.TURN_STOPPED:
-                    self._close_stopped(cur)
-                self.current = None
+            for c in d.get("tool_calls") or []
+        ]
+        calls = tuple(ToolCall(c.id, c.name, c.input) for c in cur.calls)
+        self.messages.append(Message("assistant", cur.last_text, tool_calls=calls))
+
+    def _tool_started(self, cur: TurnState, e: Entry) -> None:
+        call = self._call(cur, e.data)
+        if call is not None:
+            call.started += 1
+
+    def _tool_finished(self, cur: TurnState, e: Entry) -> None:
+        call = self._call(cur, e.data)
+        if call is not None and not call.resolved:
+            call.finished = True
+            output, is_error = str(e.data.get("output", "")), bool(e.data.get("is_error", False))
+            self.messages.append(Message("tool", output, tool_call_id=call.id, is_error=is_error))
+
+    def _tool_interrupted(self, cur: TurnState, e: Entry) -> None:
+        call = self._call(cur, e.data)
+        if call is not None and not call.resolved:
+            call.interrupted = True
+            text = str(e.data.get("message") or interrupted_message(call.name, call.execution_id))
+            self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
+
+    def _turn_ended(self, cur: TurnState, e: Entry) -> None:
+        prompt = int(e.data["prompt"])
+        self.answered.add(prompt)
+        if cur.prompt == prompt:
+            if e.kind == log.TURN_STOPPED:
+                self._close_stopped(cur)
+            self.current = None
 
     # -- approvals and stop ------------------------------------------------------------
 
-    def _apply_approval(self, cur: TurnState, e: Entry) -> None:
+    def _approval(self, cur: TurnState, e: Entry) -> None:
         """``approval.requested`` parks a call; the first ``approval.decided`` on it
         wins (a denial is the call's result); later ones change nothing."""
         call = self._call(cur, e.data)
@@ -336,6 +334,20 @@ class Replay:
         """The seq of the oldest prompt no turn has answered yet, if any."""
         waiting = [p for p in self.prompts if p not in self.answered]
         return min(waiting) if waiting else None
+
+
+_IN_TURN: dict[str, Callable[[Replay, TurnState, Entry], None]] = {
+    log.TEXT: Replay._text,
+    log.TEXT_DISCARDED: Replay._text_discarded,
+    log.MESSAGE: Replay._message,
+    log.TOOL_STARTED: Replay._tool_started,
+    log.TOOL_FINISHED: Replay._tool_finished,
+    log.TOOL_INTERRUPTED: Replay._tool_interrupted,
+    log.APPROVAL_REQUESTED: Replay._approval,
+    log.APPROVAL_DECIDED: Replay._approval,
+    **dict.fromkeys(log.TURN_END_KINDS, Replay._turn_ended),
+}
+"""How each kind of entry inside a turn changes the state (other kinds: not at all)."""
 
 
 def conversation(entries: Iterable[Entry]) -> list[Message]:

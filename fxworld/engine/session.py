@@ -4,39 +4,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from fxworld import validate
 from fxworld.errors import Conflict, InvalidArgument, KeyReused
 from fxworld.follow import bounded_follow
 from fxworld.models.base import Message
-from fxworld.types import Entry, JSONObject
+from fxworld.protocol import World
+from fxworld.types import Entry
 
 from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
+from .events import StreamEvent
 from .replay import conversation
-from .turn import Turn
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .turn import Accepted, Turn
 
 __all__ = ["Session", "StreamEvent"]
 
 
-@dataclass(frozen=True)
-class StreamEvent:
-    """One entry of a session's log, as a stream consumer sees it.
+class WorldOwner(Protocol):
+    """What a session needs of its agent: the world, set up (an Agent has it)."""
 
-    ``cursor`` is opaque: give it back to ``stream()`` to continue right after this
-    event, with no gap and no duplicate. ``kind`` and ``data`` follow
-    ``docs/log-format.md`` (``kind`` is e.g. ``prompt``, ``text``, ``message``,
-    ``tool.started``, ``turn.finished``; ignore kinds you do not know).
-    """
-
-    cursor: str
-    kind: str
-    data: JSONObject
+    async def ready(self) -> World: ...
 
 
 class Session:
@@ -45,7 +34,7 @@ class Session:
     Made by ``agent.session(id)``; a new random id when ``id`` is ``None``.
     """
 
-    def __init__(self, agent: Agent, id: str | None = None) -> None:
+    def __init__(self, agent: WorldOwner, id: str | None = None) -> None:
         self.agent = agent
         self.id: str = validate.session_id(id) if id is not None else f"s-{uuid.uuid4().hex}"
 
@@ -65,14 +54,33 @@ class Session:
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         return Turn(self, text, key if key is not None else uuid.uuid4().hex)
 
-    async def _append_prompt(self, text: str, key: str, *, new: bool = False) -> int:
-        """Append the prompt (``new``: only as the first entry of an empty log, else
-        :class:`~fxworld.errors.Conflict`); its seq.
+    async def create(self, text: str, *, key: str | None = None) -> Accepted:
+        """Start this session with ``text``: the prompt is appended only as the
+        first entry of an empty log (with a wake, like :meth:`prompt`); it returns
+        once saved.
+
+        A session that holds entries already raises
+        :class:`~fxworld.errors.Conflict`, unless this is the call that created it,
+        repeated with the same ``key`` and text (a client's retry): then it returns
+        the same :class:`~fxworld.engine.turn.Accepted`. The same key with another
+        text raises :class:`~fxworld.errors.KeyReused`.
+        """
+        seq = await self.append_prompt(text, key if key is not None else uuid.uuid4().hex, new=True)
+        return Accepted(self.id, encode_cursor(self.id, seq))
+
+    async def append_prompt(self, text: str, key: str, *, new: bool = False) -> int:
+        """The append behind :meth:`prompt` and :meth:`create`: the prompt with its
+        idempotency key and a wake (``new``: only as the first entry of an empty
+        log, else :class:`~fxworld.errors.Conflict`); its seq.
 
         A key that was used before returns the seq saved under it (W6); that entry
-        must be this same prompt, else :class:`~fxworld.errors.KeyReused`.
+        must be this same prompt, else :class:`~fxworld.errors.KeyReused`. A
+        ``text`` that is not a str raises :class:`~fxworld.errors.InvalidArgument`
+        before any I/O.
         """
-        w = await self.agent._ready_world()
+        if not isinstance(text, str):
+            raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
+        w = await self.agent.ready()
         seq = await w.append(
             self.id,
             [log.entry(log.PROMPT, text=text, key=key)],
@@ -94,7 +102,7 @@ class Session:
         """The events after ``cursor`` that are in the log now, at most ``limit``;
         does not wait for more."""
         after = decode_cursor(self.id, cursor)
-        w = await self.agent._ready_world()
+        w = await self.agent.ready()
         return [self._event(e) for e in await w.read(self.id, after, limit=limit)]
 
     async def stream(
@@ -116,7 +124,7 @@ class Session:
         if until not in (None, "turn"):
             raise InvalidArgument(f"until must be None or 'turn', not {until!r}")
         after = decode_cursor(self.id, cursor)
-        w = await self.agent._ready_world()
+        w = await self.agent.ready()
         target: int | None = None
         if until == "turn" and after > 0:
             at = await w.read(self.id, after - 1, limit=1)
@@ -136,7 +144,7 @@ class Session:
 
     async def messages(self) -> list[Message]:
         """The conversation so far, as the model hears it."""
-        w = await self.agent._ready_world()
+        w = await self.agent.ready()
         entries: list[Entry] = []
         after = 0
         while True:
@@ -157,27 +165,25 @@ class Session:
         (the timeout denied it: its denial is saved, if no worker saved it yet); a
         call that does not wait in the session's latest turn raises
         :class:`~fxworld.errors.UnknownCall`."""
-        await approvals.decide(await self.agent._ready_world(), self.id, execution_id, True, note)
+        await approvals.decide(await self.agent.ready(), self.id, execution_id, True, note)
 
     async def deny(self, execution_id: str, reason: str | None = None) -> None:
         """Deny the waiting call ``execution_id``: the model hears the denial (with
         ``reason``) as the call's result. Same rules as :meth:`approve`."""
-        await approvals.decide(
-            await self.agent._ready_world(), self.id, execution_id, False, reason
-        )
+        await approvals.decide(await self.agent.ready(), self.id, execution_id, False, reason)
 
     async def pending_approvals(self) -> list[approvals.Approval]:
         """The calls of the running turn that wait for a decision (not those past
         their ``expires_at``). Reads only the latest turn, however long the log."""
-        return await approvals.pending_approvals(await self.agent._ready_world(), self.id)
+        return await approvals.pending_approvals(await self.agent.ready(), self.id)
 
     async def stop(self, reason: str | None = None) -> None:
         """Stop the running turn; returns once ``stop.requested`` is saved. The
         turn ends with ``turn.stopped`` (``await turn`` raises
         :class:`~fxworld.engine.turn.TurnStopped`). Does nothing when no turn runs."""
-        await approvals.request_stop(await self.agent._ready_world(), self.id, reason)
+        await approvals.request_stop(await self.agent.ready(), self.id, reason)
 
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14)."""
-        w = await self.agent._ready_world()
+        w = await self.agent.ready()
         await w.delete(self.id)

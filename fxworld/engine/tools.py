@@ -61,8 +61,11 @@ class Tool:
     approval_timeout: float | None = None
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
+    is_async: bool = field(init=False, repr=False, compare=False)
+    """Whether ``fn`` is a coroutine function (else it runs in a thread)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         t = self.approval_timeout
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
             raise InvalidArgument(f"approval_timeout must be seconds > 0 or None, not {t!r}")
@@ -82,7 +85,7 @@ class Tool:
             kwargs = dict(input)
         if self._takes_ctx:
             kwargs["ctx"] = ctx
-        if inspect.iscoroutinefunction(self.fn):
+        if self.is_async:
             return await self.fn(**kwargs)
         result = await asyncio.to_thread(self.fn, **kwargs)
         if inspect.isawaitable(result):

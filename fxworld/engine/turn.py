@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Generator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fxworld.errors import WorldError
 
 from . import log
 from .cursor import encode_cursor
+from .events import StreamEvent
 
-if TYPE_CHECKING:
-    from .session import Session
-
-__all__ = ["Accepted", "Turn", "TurnFailed", "TurnStopped", "prompts_in_flight"]
+__all__ = ["Accepted", "Turn", "TurnFailed", "TurnStopped", "PromptedSession", "prompts_in_flight"]
 
 _in_flight: set[asyncio.Task[Accepted]] = set()
 """The prompt appends this process has started and that have not finished yet."""
@@ -27,6 +25,18 @@ def prompts_in_flight() -> set[asyncio.Task[Accepted]]:
     them first, so a prompt sent just before it is seen (prompt, then work until idle)."""
     loop = asyncio.get_running_loop()
     return {t for t in _in_flight if t.get_loop() is loop}
+
+
+class PromptedSession(Protocol):
+    """What a turn needs of its session (a :class:`~fxworld.engine.session.Session`
+    has it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    async def append_prompt(self, text: str, key: str) -> int: ...
+
+    def stream(self, cursor: str | None = None) -> AsyncGenerator[StreamEvent, None]: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class Turn:
     runs whether or not anyone waits for it.
     """
 
-    def __init__(self, session: Session, text: str, key: str) -> None:
+    def __init__(self, session: PromptedSession, text: str, key: str) -> None:
         self.session = session
         self.text = text
         self.key = key
@@ -96,7 +106,7 @@ class Turn:
         return self.session.id
 
     async def _accept(self) -> Accepted:
-        self._seq = await self.session._append_prompt(self.text, self.key)
+        self._seq = await self.session.append_prompt(self.text, self.key)
         return Accepted(self.session.id, encode_cursor(self.session.id, self._seq))
 
     async def result(self) -> str:

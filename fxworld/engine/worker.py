@@ -1,117 +1,65 @@
 """The worker: takes wakes and runs sessions' turns, one fenced step at a time.
 
-For each wake it takes, a worker ``acquire``s the session (a new fence; any older
-holder is refused from then on), rebuilds the state by reading the log
-(:mod:`fxworld.engine.replay`), and then repeats: decide the next step from the
-state, do it, append what happened with its fence. The lease is renewed in the
-background. ``Fenced`` means another worker replaced this one: it stops at once,
-with no further write and no further side effect. ``BackendUnavailable`` is retried
-with backoff; a fenced append whose outcome is unknown is checked by reading the
-log (only this fence writes entries of its epoch), so nothing is doubled.
+How the engine keeps a turn durable, part by part:
 
-Durable writes per step: the model's reply is ONE append: its last text chunk,
-the ``message``, and then either the ``tool.started`` entries of all its calls
-(they run right after it lands) or, for a reply without calls, ``turn.finished``.
-Each ``tool.finished`` is appended as that call ends (results of parallel calls
-that end while another is being appended share the next append), all before the
-next model call begins, so a finished call's result is never lost. A tool step
-costs two appends. Parallel tool calls (several calls in one message) run at the
-same time. After a crash, each call that was started and not finished is handled
-on its own (run again, or reported).
-
-SIGTERM (``Worker.stop``): a running model call is abandoned at once (its text is
-marked discarded, the call is made again by the next worker); a running tool is
-let finish; then ``turn.yielded`` is appended with a wake and the lease is
-released, so another worker continues at once.
-
-Approvals and stop (:mod:`fxworld.engine.worker_approvals`, mixed into the
-session run): a call of a tool with ``needs_approval`` is parked with
-``approval.requested``; when only such calls are left, the run finishes its wake
-and holds nothing until a decision brings a worker back. While it runs a session,
-a worker follows the session's log for ``stop.requested``: the model stream is
-cut (its saved text stays), no new tool starts, an async tool is cancelled, a sync
-one is let finish, and ``turn.stopped`` ends the turn.
+- **The worker** (this module) takes due wakes under a lease, up to
+  ``concurrency`` sessions at once and as many wakes per look as it has room
+  for, and runs each in a :class:`~fxworld.engine.run.SessionRun`.
+- **A session run** (:mod:`fxworld.engine.run`) ``acquire``\\ s the session (a new
+  fence; any older holder is refused from then on), rebuilds the state by reading
+  the log (:mod:`fxworld.engine.replay`), and then repeats: decide the next step
+  from the state, hand it to its handler, which appends what happened with the
+  fence before the next step is decided.
+- **The writer** (:mod:`fxworld.engine.fenced`) is the only way a run reaches the
+  world: fenced appends, ``BackendUnavailable`` retried with backoff, a fenced
+  append whose outcome is unknown checked by reading the log (only this fence
+  writes entries of its epoch), so nothing is doubled; the lease renewed in the
+  background; ``Fenced`` stops the run at once, with no further write and no
+  further side effect.
+- **The handlers**: the model step (:mod:`fxworld.engine.model_step`: text saved
+  in chunks; the reply is ONE append with its calls' ``tool.started``, or with
+  ``turn.finished``), the tool step (:mod:`fxworld.engine.tool_step`: each
+  ``tool.finished`` before the next model call, so a tool step costs two appends;
+  after a crash, a started call runs again only if idempotent), the approval and
+  stop steps (:mod:`fxworld.engine.approval_step`: a call that needs approval
+  parks the turn and holds no worker), and the turn's own entries and the yield
+  (:mod:`fxworld.engine.turn_step`).
+- **Signals** (:mod:`fxworld.engine.signals`, :mod:`fxworld.engine.stop_watch`):
+  SIGTERM (:meth:`Worker.stop`) abandons a running model call at once (its text is
+  marked discarded, the next worker makes the call again), lets a running tool
+  finish, then appends ``turn.yielded`` with a wake and releases the lease, so
+  another worker continues at once. A ``stop.requested`` cuts the model stream
+  (its saved text stays), starts no new tool, cancels an async tool, and
+  ``turn.stopped`` ends the turn.
+- **A deadline** (:mod:`fxworld.engine.deadline`): before a step that could
+  outrun it, the turn yields with a wake, and the next invocation continues it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import signal
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
-from fxworld._scrub import error_text, scrub
-from fxworld.errors import BackendUnavailable, Fenced, LeaseLost
-from fxworld.models.base import (
-    ModelError,
-    ModelEvent,
-    ModelRequest,
-    ModelResponse,
-    TextDelta,
-    ToolSpec,
-)
+from fxworld.errors import BackendUnavailable
 from fxworld.protocol import World
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import WakeLease
 
-from . import log
-from ._faults import crash_point
-from .replay import (
-    CallModel,
-    CallState,
-    DiscardText,
-    FinishTurn,
-    Idle,
-    InterruptTool,
-    Replay,
-    RequestApproval,
-    RunTools,
-    StartTurn,
-    Step,
-    StopTurn,
-    TimeOutApproval,
-    WaitForApproval,
-    interrupted_message,
-    next_step,
-    stopped_message,
-)
-from .tools import ToolContext, render_output
-from .worker_approvals import ApprovalAndStop
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .context import AgentParts
+from .deadline import Deadline
+from .run import SessionRun
+from .signals import Signals
 
 __all__ = ["Worker"]
 
 logger = logging.getLogger("fxworld.worker")
-T = TypeVar("T")
 
-_BACKOFF_START = 0.1
-_BACKOFF_MAX = 2.0
-_UNAVAILABLE_GIVE_UP = 60.0
-
-
-def _tool_entry(kind: str, c: CallState, **data: Any) -> NewEntry:
-    """A ``tool.*`` entry of call ``c``: its execution id, call id and name, then ``data``."""
-    return log.entry(kind, execution_id=c.execution_id, call_id=c.id, name=c.name, **data)
-
-
-class _Stop(Exception):
-    """This run must stop now (replaced, lease lost, storage gone too long)."""
-
-
-class _Handover(Exception):
-    """Abort the model stream: the worker is shutting down."""
-
-
-class _Cut(Exception):
-    """Abort the model stream: the user stopped the turn (its saved text stays)."""
+_FIRST_WAIT = 0.01
+"""Seconds of the first pause after a look found nothing due (doubled up to the
+poll interval while nothing is)."""
 
 
 class Worker:
@@ -119,7 +67,7 @@ class Worker:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: AgentParts,
         *,
         concurrency: int,
         lease: float,
@@ -134,74 +82,93 @@ class Worker:
         self.agent = agent
         self.concurrency = concurrency
         self.lease = lease
-        self.budget = deadline
+        self.deadline = Deadline(deadline)
         self.until_idle = until_idle
         self.poll_interval = poll_interval
-        self.deadline_at: float | None = None  # time.monotonic() based
         self.stopping = asyncio.Event()
-        self.longest_step = 0.0
-        # A session yielded at the deadline: no step fits any more, so no wake is
-        # taken after it (taking one back would only fence and yield it again).
-        self.hit_deadline = False
+        self._running: dict[asyncio.Task[None], Signals] = {}
+
+    @property
+    def hit_deadline(self) -> bool:
+        """Whether a turn yielded to the deadline (or the budget ran out)."""
+        return self.deadline.hit
 
     def stop(self) -> None:
         """Stop at the next step boundary and hand running sessions back."""
         self.stopping.set()
-
-    def time_left(self) -> float | None:
-        if self.deadline_at is None:
-            return None
-        return self.deadline_at - time.monotonic()
+        for signals in list(self._running.values()):
+            signals.hand_over()
 
     async def run(self, *, handle_signals: bool = False) -> None:
-        if self.budget is not None:
-            self.deadline_at = time.monotonic() + self.budget
-        world = await self.agent._ready_world()
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
-        if handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, self._on_signal)
-                    installed.append(sig)
-        tasks: set[asyncio.Task[None]] = set()
-        wait = 0.01
+        self.deadline.start()
+        world = await self.agent.ready()
         logger.info(
             "worker ready: taking wakes (concurrency %d, lease %.1fs%s)",
             self.concurrency,
             self.lease,
-            "" if self.budget is None else f", deadline in {self.budget:.1f}s",
+            "" if self.deadline.budget is None else f", deadline in {self.deadline.budget:.1f}s",
         )
+        with self._signal_handlers(handle_signals):
+            try:
+                await self._loop(world)
+            finally:
+                if self._running:
+                    await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _loop(self, world: World) -> None:
+        wait = _FIRST_WAIT
+        while not self.stopping.is_set():
+            no_new_work = self.deadline.too_close()
+            if self.deadline.spent() or (no_new_work and not self._running):
+                return
+            room = self.concurrency - len(self._running)
+            if room > 0 and not no_new_work:
+                taken = await self._take(world, room)
+                for wake in taken:
+                    self._start(world, wake)
+                if taken:
+                    wait = _FIRST_WAIT
+                    continue
+                if self.until_idle and not self._running:
+                    return
+            await self._pause(wait)
+            wait = min(wait * 2, self.poll_interval)
+
+    async def _take(self, world: World, limit: int) -> list[WakeLease]:
+        """The one place wakes are taken: up to ``limit`` due wakes in one call to
+        the world's ``take_wakes`` when it has one, else one ``take_wake``."""
+        take_wakes = getattr(world, "take_wakes", None)
         try:
-            while not self.stopping.is_set():
-                left = self.time_left()
-                # too close to the deadline, or a turn already yielded to it
-                no_new_work = self.hit_deadline or (left is not None and left <= 0.5)
-                if (left is not None and left <= 0) or (no_new_work and not tasks):
-                    break
-                took = False
-                if len(tasks) < self.concurrency and not no_new_work:
-                    try:
-                        wl = await world.take_wake(lease=self.lease)
-                    except BackendUnavailable as e:
-                        logger.warning("take_wake failed, retrying: %s", e)
-                        wl = None
-                    if wl is not None:
-                        took = True
-                        run = _SessionRun(self, world, wl)
-                        task = asyncio.create_task(run.go(), name=f"fxworld:{wl.session_id}")
-                        tasks.add(task)
-                        task.add_done_callback(tasks.discard)
-                        wait = 0.01
-                        continue
-                    if self.until_idle and not tasks:
-                        break
-                if not took:
-                    await self._pause(tasks, wait)
-                    wait = min(wait * 2, self.poll_interval)
+            if take_wakes is not None:
+                return list(await take_wakes(lease=self.lease, limit=limit))
+            wake = await world.take_wake(lease=self.lease)
+        except BackendUnavailable as e:
+            logger.warning("take_wake failed, retrying: %s", e)
+            return []
+        return [] if wake is None else [wake]
+
+    def _start(self, world: World, wake: WakeLease) -> None:
+        signals = Signals(handover=self.stopping.is_set())
+        run = SessionRun(
+            self.agent, world, wake, lease=self.lease, deadline=self.deadline, signals=signals
+        )
+        task = asyncio.create_task(run.go(), name=f"fxworld:{wake.session_id}")
+        self._running[task] = signals
+        task.add_done_callback(self._running.pop)
+
+    @contextlib.contextmanager
+    def _signal_handlers(self, install: bool) -> Iterator[None]:
+        """SIGTERM/SIGINT stop the worker at the next step boundary (when ``install``)."""
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if install:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self._on_signal)
+                    installed.append(sig)
+        try:
+            yield
         finally:
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
             for sig in installed:
                 loop.remove_signal_handler(sig)
 
@@ -211,539 +178,14 @@ class Worker:
         logger.info("signal received: handing sessions back at the next step boundary")
         self.stop()
 
-    async def _pause(self, tasks: set[asyncio.Task[None]], seconds: float) -> None:
+    async def _pause(self, seconds: float) -> None:
+        """Until ``seconds`` passed (or, with no room, a run ended), or a stop."""
         waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self.stopping.wait())]
-        if len(tasks) >= self.concurrency:
-            waiters.extend(tasks)
+        if len(self._running) >= self.concurrency:
+            waiters.extend(self._running)
         else:
             waiters.append(asyncio.ensure_future(asyncio.sleep(seconds)))
         _done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for f in pending:
-            if f not in tasks:
+            if f not in self._running:
                 f.cancel()
-
-
-class _SessionRun(ApprovalAndStop):
-    """One delivery of one session's wake: acquire, replay, steps, hand back."""
-
-    def __init__(self, worker: Worker, world: World, wake: WakeLease) -> None:
-        self.worker = worker
-        self.agent = worker.agent
-        self.world = world
-        self.wake = wake
-        self.sid = wake.session_id
-        self.fence: Fence | None = None
-        self.state = Replay()
-        self.lease_lost = False
-        self.tool_specs: tuple[ToolSpec, ...] | None = None
-        self.stop_seen = asyncio.Event()  # a stop.requested for the current turn landed
-        self._stop_cancelled: set[str] = set()  # execution ids cancelled by a stop
-
-    async def go(self) -> None:
-        renewer = asyncio.create_task(self._renew())
-        try:
-            await self._go()
-        except _Stop as e:
-            logger.info("session %s: stopped: %s", self.sid, e)
-        except Fenced:
-            logger.info("session %s: replaced by another worker; stopping", self.sid)
-        except Exception:
-            logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
-
-    async def _go(self) -> None:
-        if await self._nothing_to_do():
-            return
-        self.fence = await self._retry(lambda: self.world.acquire(self.sid))
-        logger.info(
-            "session %s: taken (delivery %d, epoch %d)",
-            self.sid,
-            self.wake.attempt,
-            self.fence.epoch,
-        )
-        await self._catch_up()
-        cur = self.state.current
-        if cur is not None and self.wake.attempt > self.agent.max_deliveries:
-            await self._append(
-                [
-                    log.entry(
-                        log.TURN_FAILED,
-                        prompt=cur.prompt,
-                        turn=cur.turn,
-                        error=f"gave up: the turn was delivered {self.wake.attempt} times and "
-                        "each worker died or hung before it ended",
-                    )
-                ]
-            )
-        tools = self.agent.tools
-        idempotent = {name: t.idempotent for name, t in tools.items()}
-        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
-        while True:
-            if self.lease_lost:
-                raise _Stop("lease lost")
-            if self.stop_seen.is_set():
-                self.stop_seen.clear()
-                await self._catch_up()
-            step = next_step(self.state, idempotent, timeouts)
-            if isinstance(step, Idle):
-                break
-            if isinstance(step, WaitForApproval):
-                await self._wait_for_approval(step)
-                break
-            reason = self._must_yield(step)
-            if reason is not None:
-                await self._yield(reason)
-                return
-            await self._do(step)
-        await self._finish_wake()
-
-    # -- the steps ---------------------------------------------------------------------
-
-    def _must_yield(self, step: Step) -> str | None:
-        if self.worker.stopping.is_set():
-            return "handover"
-        left = self.worker.time_left()
-        if left is None:
-            return None
-        needs = 0.0
-        if isinstance(step, (CallModel, RunTools)):
-            needs = max(self.worker.longest_step, 0.5)
-        return "deadline" if left <= needs else None
-
-    async def _yield(self, reason: str) -> None:
-        if reason == "deadline":
-            self.worker.hit_deadline = True
-        cur = self.state.current
-        if cur is not None:
-            await self._append(
-                [log.entry(log.TURN_YIELDED, prompt=cur.prompt, turn=cur.turn, reason=reason)],
-                wake=0.0,
-            )
-        else:
-            await self._retry(lambda: self.world.wake(self.sid, delay=0.0))
-        await self._finish_wake()
-
-    async def _do(self, step: Step) -> None:
-        cur = self.state.current
-        if isinstance(step, StartTurn):
-            await self._append(
-                [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=uuid.uuid4().hex[:16])]
-            )
-            crash_point("after-turn-started")
-            return
-        assert cur is not None
-        if isinstance(step, DiscardText):
-            await self._append([log.entry(log.TEXT_DISCARDED, call=step.call, reason="cut")])
-        elif isinstance(step, InterruptTool):
-            c = step.call
-            message = interrupted_message(c.name, c.execution_id)
-            await self._append([_tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
-        elif isinstance(step, RunTools):
-            started = time.monotonic()
-            async with self._watching_for_stop():
-                await self._run_tools(step)
-            self._note_step(started)
-        elif isinstance(step, CallModel):
-            started = time.monotonic()
-            async with self._watching_for_stop():
-                await self._call_model(cur.prompt, cur.turn)
-            self._note_step(started)
-        elif isinstance(step, (RequestApproval, TimeOutApproval, StopTurn)):
-            await self._do_approval_or_stop(step)
-        elif isinstance(step, FinishTurn):
-            crash_point("before-turn-finished")
-            await self._append(
-                [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=step.text)]
-            )
-
-    def _call_open(self, call: str) -> bool:
-        """Whether model call ``call`` saved text that no entry closed yet."""
-        return self.state.current is not None and self.state.current.open_call == call
-
-    def _note_step(self, started: float) -> None:
-        self.worker.longest_step = max(self.worker.longest_step, time.monotonic() - started)
-
-    async def _run_tools(self, step: RunTools) -> None:
-        """Calls found to run after a replay (never started, or idempotent ones to
-        run again): their ``tool.started`` entries in one append, then the runs."""
-        if self.stop_seen.is_set():
-            return  # a stop landed: no new tool starts (the step loop ends the turn)
-        entries, runs = self._start_entries(step.runs)
-        if any(c.approval == "approved" for c, _ in runs):
-            crash_point("before-approved-call")
-        await self._append(entries)
-        crash_point("after-tool-started")
-        await self._run_started(runs)
-
-    def _start_entries(
-        self, calls: Sequence[tuple[CallState, int]]
-    ) -> tuple[list[NewEntry], list[tuple[CallState, int]]]:
-        """What to append before calls run: ``tool.started`` for each known tool (its
-        run follows), ``tool.finished`` with an error for each unknown one; and the
-        calls that then run."""
-        tools = self.agent.tools
-        entries: list[NewEntry] = []
-        runs: list[tuple[CallState, int]] = []
-        for c, attempt in calls:
-            if c.name in tools:
-                entries.append(_tool_entry(log.TOOL_STARTED, c, input=c.input, attempt=attempt))
-                runs.append((c, attempt))
-            else:
-                output = f"unknown tool {c.name!r}; available: {sorted(tools)}"
-                entries.append(_tool_entry(log.TOOL_FINISHED, c, output=output, is_error=True))
-        return entries, runs
-
-    async def _run_started(self, runs: Sequence[tuple[CallState, int]]) -> None:
-        """Run calls whose ``tool.started`` is saved, at the same time; each
-        ``tool.finished`` is appended as that call ends (results that come while
-        another is being appended go together in the next append)."""
-        if not runs:
-            return
-        tools = self.agent.tools
-        lock = asyncio.Lock()
-        finished: list[NewEntry] = []
-
-        calls: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # execution id -> tool, call
-
-        async def run_one(c: CallState, attempt: int) -> None:
-            ctx = ToolContext(c.execution_id, self.sid, c.id, c.name, attempt)
-            entry: NewEntry
-            try:
-                running = asyncio.ensure_future(tools[c.name].call(c.input, ctx))
-                calls[c.execution_id] = (c.name, running)
-                output = render_output(await running)
-                entry = _tool_entry(log.TOOL_FINISHED, c, output=output, is_error=False)
-            except asyncio.CancelledError:
-                if c.execution_id not in self._stop_cancelled:
-                    raise
-                entry = _tool_entry(log.TOOL_INTERRUPTED, c, message=stopped_message(c.name))
-            except Exception as e:  # a tool that raises is a result the model sees
-                logger.info("session %s: tool %s raised", self.sid, c.name, exc_info=True)
-                # scrubbed: the log is streamed to clients
-                entry = _tool_entry(log.TOOL_FINISHED, c, output=error_text(e), is_error=True)
-            finished.append(entry)
-            async with lock:
-                if not finished:
-                    return  # appended with another call's result
-                batch = finished[:]
-                finished.clear()
-                await self._append(batch)
-                crash_point("after-tool-finished")
-
-        if len(runs) == 1 and not inspect.iscoroutinefunction(tools[runs[0][0].name].fn):
-            await run_one(*runs[0])  # the common case: no task to make (a stop lets a
-            return  # sync call finish, so nothing watches for one)
-        tasks = [asyncio.create_task(run_one(c, attempt)) for c, attempt in runs]
-        cutter = asyncio.create_task(self._cancel_async_calls_on_stop(calls))
-        try:
-            await asyncio.gather(*tasks)
-        finally:  # replaced (Fenced) or stopped: nothing more of this step runs
-            for t in [cutter, *tasks]:
-                t.cancel()
-            await asyncio.gather(cutter, *tasks, return_exceptions=True)
-
-    async def _call_model(self, prompt: int, turn: str) -> None:
-        if self.tool_specs is None:
-            self.tool_specs = tuple(t.spec for t in self.agent.tools.values())
-        request = ModelRequest(
-            instructions=self.agent.instructions,
-            messages=self.state.conversation(),
-            tools=self.tool_specs,
-        )
-        attempt = 0
-        while True:
-            attempt += 1
-            call = uuid.uuid4().hex[:16]
-            wrote_text = False
-            try:
-                runs, wrote_text = await self._stream_model(request, call)
-            except _Cut:
-                return  # its saved text stays; the step loop ends the turn
-            except _Handover:
-                if self._call_open(call):
-                    await self._append(
-                        [log.entry(log.TEXT_DISCARDED, call=call, reason="handover")]
-                    )
-                return  # the loop sees the stop flag and yields
-            except ModelError as e:
-                message = scrub(str(e))  # the log is streamed to clients
-                if wrote_text or (self._call_open(call)):
-                    await self._append(
-                        [log.entry(log.TEXT_DISCARDED, call=call, reason=f"model error: {message}")]
-                    )
-                if e.retryable and attempt <= self.agent.model_retries:
-                    backoff = min(0.5 * 2 ** (attempt - 1), 8.0)
-                    events = (self.worker.stopping, self.stop_seen)  # SIGTERM, or a stop
-                    waits = [asyncio.ensure_future(e.wait()) for e in events]
-                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
-                    for w in waits:
-                        w.cancel()
-                    if any(e.is_set() for e in events):
-                        return  # the step loop hands the turn over (or ends it)
-                    continue
-                logger.warning("session %s: the model call failed: %s", self.sid, e)
-                await self._append(
-                    [log.entry(log.TURN_FAILED, prompt=prompt, turn=turn, error=message)]
-                )
-                return
-            except (Fenced, _Stop, BackendUnavailable):
-                raise
-            except Exception as e:  # an adapter bug must not crash-loop the session
-                logger.exception("session %s: model call raised", self.sid)
-                if self._call_open(call):
-                    await self._append(
-                        [log.entry(log.TEXT_DISCARDED, call=call, reason="model error")]
-                    )
-                await self._append(
-                    [
-                        log.entry(
-                            log.TURN_FAILED,
-                            prompt=prompt,
-                            turn=turn,
-                            # The exception is in the server's log (above); the
-                            # log, which clients stream, gets a short message.
-                            error=f"the model call failed ({type(e).__name__}); "
-                            "the server's log has the details",
-                        )
-                    ]
-                )
-                return
-            # the reply is saved with its calls started: run them now (also when a
-            # stop was asked meanwhile: a started call left unrun would be reported
-            # as maybe partly run)
-            if self.stop_seen.is_set():
-                return  # no new tool starts: the stopped turn closes the calls
-            await self._run_started(runs)
-            return
-
-    async def _stream_model(
-        self, request: ModelRequest, call: str
-    ) -> tuple[list[tuple[CallState, int]], bool]:
-        """Stream one model call, saving its text in chunks: whenever
-        ``text_chunk_chars`` have gathered, or ``text_chunk_interval`` seconds have
-        passed since the oldest unsaved text arrived (also while the model is
-        silent). A stop request (SIGTERM) aborts the call at once."""
-        queue: asyncio.Queue[ModelEvent | BaseException | None] = asyncio.Queue()
-        pump = asyncio.create_task(self._pump(request, queue))
-        # made when the model keeps us waiting: SIGTERM, and a stop of this turn
-        stopping: asyncio.Task[bool] | None = None
-        cut: asyncio.Task[bool] | None = None
-        buf: list[str] = []
-        size = 0
-        oldest = 0.0  # when the oldest unsaved text arrived
-        response: ModelResponse | None = None
-        wrote = False
-        interval = self.agent.text_chunk_interval
-
-        async def flush() -> None:
-            nonlocal buf, size, wrote
-            await self._append([log.entry(log.TEXT, call=call, text="".join(buf))])
-            wrote = True
-            buf, size = [], 0
-            crash_point("after-chunk")
-
-        try:
-            while True:
-                if not queue.empty():  # the common case: no task, no wait
-                    item = queue.get_nowait()
-                else:
-                    timeout = None if not buf else max(0.0, oldest + interval - time.monotonic())
-                    if stopping is None or cut is None:
-                        stopping = asyncio.create_task(self.worker.stopping.wait())
-                        cut = asyncio.create_task(self.stop_seen.wait())
-                    get = asyncio.create_task(queue.get())
-                    done, _ = await asyncio.wait(
-                        {get, stopping, cut}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    if get not in done:
-                        get.cancel()
-                        if cut in done:
-                            if buf:
-                                await flush()  # what arrived stays, with what was saved
-                            raise _Cut()
-                        if stopping in done:
-                            raise _Handover()
-                        await flush()  # the interval passed while the model was silent
-                        continue
-                    item = get.result()
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                if self.worker.stopping.is_set():
-                    raise _Handover()
-                if self.stop_seen.is_set():
-                    if buf:
-                        await flush()  # what arrived stays, with what was saved
-                    raise _Cut()
-                if isinstance(item, TextDelta):
-                    if not item.text:
-                        continue
-                    if not buf:
-                        oldest = time.monotonic()
-                    buf.append(item.text)
-                    size += len(item.text)
-                    if size >= self.agent.text_chunk_chars or time.monotonic() - oldest >= interval:
-                        await flush()
-                elif isinstance(item, ModelResponse):
-                    response = item
-        finally:
-            pump.cancel()
-            for waiter in (stopping, cut):
-                if waiter is not None:
-                    waiter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
-        if response is None:
-            raise ModelError("the model's stream ended without a response")
-        crash_point("before-message")
-        entries: list[NewEntry] = []
-        if buf:
-            entries.append(log.entry(log.TEXT, call=call, text="".join(buf)))
-        runs, wake = self._reply_entries(call, response, entries)
-        await self._append(entries, wake=wake)
-        crash_point("after-message")
-        if any(e.kind == log.APPROVAL_REQUESTED for e in entries):
-            crash_point("after-approval-requested")
-        return runs, wrote
-
-    def _reply_entries(
-        self, call: str, response: ModelResponse, entries: list[NewEntry]
-    ) -> tuple[list[tuple[CallState, int]], float | None]:
-        """Add the entries of the model's reply to ``entries``, for ONE append: the
-        ``message``, then either the ``approval.requested`` entries of its calls that
-        need approval and the ``tool.started`` entries of the others (nothing can be
-        lost between the reply and the start of its calls, so they are saved
-        together), or, for a reply without calls, ``turn.finished``. Returns the
-        calls to run once that append has landed, and the delay of the wake that
-        lands with it (an approval's timeout), if any."""
-        cur = self.state.current
-        assert cur is not None
-        calls = [
-            CallState(tc.id, tc.name, tc.input, uuid.uuid4().hex) for tc in response.tool_calls
-        ]
-        usage = response.usage
-        entries.append(
-            log.entry(
-                log.MESSAGE,
-                call=call,
-                model=getattr(self.agent.model, "name", ""),
-                text=response.text,
-                tool_calls=[
-                    {"id": c.id, "name": c.name, "input": c.input, "execution_id": c.execution_id}
-                    for c in calls
-                ],
-                usage=None
-                if usage is None
-                else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-                stop_reason=response.stop_reason,
-            )
-        )
-        if not calls:
-            entries.append(
-                log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=response.text)
-            )
-            return [], None
-        tools = self.agent.tools
-        asks = [c for c in calls if c.name in tools and tools[c.name].needs_approval]
-        wake = None
-        if asks:  # such a call is not started: it waits for its decision
-            requested, wake = self._approval_entries(asks)
-            entries.extend(requested)
-        started, runs = self._start_entries([(c, 1) for c in calls if c not in asks])
-        entries.extend(started)
-        return runs, wake
-
-    async def _pump(
-        self, request: ModelRequest, queue: asyncio.Queue[ModelEvent | BaseException | None]
-    ) -> None:
-        stream = self.agent.model.stream(request)
-        try:
-            async for event in stream:
-                await queue.put(event)
-            await queue.put(None)
-        except Exception as e:
-            await queue.put(e)
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
-
-    # -- the world, carefully ----------------------------------------------------------
-
-    async def _append(self, entries: Sequence[NewEntry], *, wake: float | None = None) -> int:
-        """Append with this run's fence; apply what landed to the state.
-
-        On ``BackendUnavailable`` the outcome is unknown: read the log, and if
-        entries of this fence's epoch are there past what we knew, it landed.
-        """
-        fence = self.fence
-        assert fence is not None
-        started = time.monotonic()
-        delay = _BACKOFF_START
-        while True:
-            try:
-                seq = await self.world.append(self.sid, entries, fence=fence, wake=wake)
-                break
-            except BackendUnavailable as e:
-                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
-                    raise _Stop(f"storage unavailable for too long: {e}") from e
-                logger.warning("session %s: append failed (%s); checking and retrying", self.sid, e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-                # Only this fence writes entries of its epoch: if any is past what we
-                # know, the append landed. Never retry it before knowing.
-                landed = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
-                if any(x.epoch == fence.epoch for x in landed):
-                    await self._catch_up()
-                    return self.state.last_seq
-        if seq == self.state.last_seq + len(entries):
-            now = datetime.now(UTC)
-            first = seq - len(entries) + 1
-            for i, ne in enumerate(entries):
-                self.state.apply(Entry(self.sid, first + i, ne.kind, ne.data, fence.epoch, now))
-        else:  # prompts (or a stop) landed in between: read them in order
-            await self._catch_up()
-            self._note_stop()
-        return seq
-
-    async def _catch_up(self) -> None:
-        while True:
-            batch = await self._retry(partial(self.world.read, self.sid, self.state.last_seq))
-            if not batch:
-                return
-            self.state.apply_all(batch)
-
-    async def _retry(self, op: Callable[[], Awaitable[T]]) -> T:
-        started = time.monotonic()
-        delay = _BACKOFF_START
-        while True:
-            try:
-                return await op()
-            except BackendUnavailable as e:
-                if time.monotonic() - started > _UNAVAILABLE_GIVE_UP:
-                    raise _Stop(f"storage unavailable for too long: {e}") from e
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-
-    async def _renew(self) -> None:
-        interval = max(self.worker.lease / 3, 0.05)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.wake = await self.world.renew_wake(self.wake, lease=self.worker.lease)
-            except LeaseLost:
-                self.lease_lost = True
-                return
-            except BackendUnavailable as e:
-                logger.warning("session %s: lease renewal failed: %s", self.sid, e)
-
-    async def _finish_wake(self) -> None:
-        try:
-            await self._retry(lambda: self.world.finish_wake(self.wake))
-        except LeaseLost:
-            logger.info("session %s: lease already gone at finish; it is delivered again", self.sid)

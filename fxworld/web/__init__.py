@@ -6,8 +6,9 @@
   mount in FastAPI, Starlette or any ASGI server; ``GET /sessions/{id}/approvals``,
   ``POST /sessions/{id}/approvals/{execution_id}`` and ``POST /sessions/{id}/stop``
   for tools that wait for a person and for Stop.
-- :class:`WakeHandler` (``agent.wake_handler(secret=...)``): an endpoint for push
-  queues, cron and serverless functions that runs due turns on a signed request.
+- :func:`wake_handler` (``wake_handler(agent, secret=...)``, a
+  :class:`WakeHandler`): an endpoint for push queues, cron and serverless
+  functions that runs due turns on a signed request.
 - :func:`signed_headers`: the headers that sign a wake request's body.
 
 ``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers.
@@ -43,7 +44,7 @@ from ._signing import (
     verify,
 )
 from ._sse import HEARTBEAT
-from ._wake import SECRET_ENV, WakeHandler
+from ._wake import SECRET_ENV, WakeHandler, wake_handler
 
 __all__ = [
     "create_app",
@@ -56,6 +57,7 @@ __all__ = [
     "Visible",
     "HEARTBEAT",
     "WakeHandler",
+    "wake_handler",
     "SECRET_ENV",
     "sign",
     "signed_headers",

@@ -29,7 +29,6 @@ import asyncio
 import inspect
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -41,7 +40,6 @@ from starlette.routing import BaseRoute, Route
 
 from fxworld import validate
 from fxworld.engine import log
-from fxworld.engine.cursor import encode_cursor
 from fxworld.engine.session import StreamEvent
 from fxworld.errors import (
     AlreadyDecided,
@@ -364,8 +362,8 @@ class _Routes:
             await self._check(request, session.id, "create")
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
-        seq = await session._append_prompt(text, key or uuid.uuid4().hex, new=True)
-        return self._accepted(request, session.id, encode_cursor(session.id, seq))
+        accepted = await session.create(text, key=key)
+        return self._accepted(request, session.id, accepted.cursor)
 
     async def prompt(self, request: Request) -> Response:
         session_id: str = request.path_params["session_id"]

@@ -32,7 +32,7 @@ from ._app import HTTPError, error_response, read_body
 if TYPE_CHECKING:
     from fxworld.engine import Agent
 
-__all__ = ["WakeHandler", "SECRET_ENV", "MAX_BODY_BYTES", "MAX_RUNS"]
+__all__ = ["WakeHandler", "wake_handler", "SECRET_ENV", "MAX_BODY_BYTES", "MAX_RUNS"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -194,16 +194,11 @@ class WakeHandler:
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
-            worker = await self.agent._run_worker(
-                deadline=budget,
-                until_idle=True,
-                lease=self.lease,
-                concurrency=self.concurrency,
-                handle_signals=False,
-                poll_interval=0.25,
+            worked = await self.agent.work(
+                deadline=budget, until_idle=True, lease=self.lease, concurrency=self.concurrency
             )
             ran = time.monotonic() - began
-            hit_deadline = worker.hit_deadline or ran >= budget - 0.01
+            hit_deadline = worked.hit_deadline or ran >= budget - 0.01
         # "deadline": a turn stopped for the time limit (or the budget ran out), and
         # goes on at the next invocation.
         status = "deadline" if hit_deadline else "idle"
@@ -238,6 +233,21 @@ class WakeHandler:
         if isinstance(step, Idle):
             return "done"
         return "waiting" if isinstance(step, WaitForApproval) else None
+
+
+def wake_handler(
+    agent: Agent,
+    secret: str | bytes | None = None,
+    *,
+    time_limit: float = 60.0,
+    margin: float = 5.0,
+    lease: float = 15.0,
+) -> WakeHandler:
+    """An ASGI endpoint that runs ``agent``'s due turns on a signed request (push
+    queues, cron, serverless functions); see :class:`WakeHandler`. ``secret``
+    defaults to ``$FXWORLD_WAKE_SECRET``; an unsigned or stale request gets 401
+    and runs nothing."""
+    return WakeHandler(agent, secret=secret, time_limit=time_limit, margin=margin, lease=lease)
 
 
 def _named_session(body: bytes) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fxworld import Agent, open_world
-from fxworld.errors import Conflict, KeyReused
+from fxworld.errors import Conflict, InvalidArgument, KeyReused
 from fxworld.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,12 +28,30 @@ async def test_prompt_key_reused_with_another_text_raises(engine_world_url: str)
 
         # A create (only as the first entry) of an existing session is a Conflict,
         # unless it is that first prompt again.
-        assert await session._append_prompt("transfer $10", "k-1", new=True) == 1
+        assert await session.create("transfer $10", key="k-1") == first
         with pytest.raises(Conflict):
-            await session._append_prompt("hello", "k-2", new=True)
+            await session.create("hello", key="k-2")
         await session.prompt("later", key="k-3").accepted
         with pytest.raises(Conflict):
-            await session._append_prompt("later", "k-3", new=True)
+            await session.create("later", key="k-3")
         assert len(await session.read(None)) == 2
+    finally:
+        await world.close()
+
+
+async def test_create_refuses_a_prompt_that_is_not_text_and_writes_nothing(
+    engine_world_url: str,
+) -> None:
+    world = open_world(engine_world_url)
+    agent = Agent(ScriptedModel(["ok"]), world=world)
+    try:
+        session = agent.session("s-create")
+        with pytest.raises(InvalidArgument):
+            await session.create(["not", "text"], key="k-1")  # type: ignore[arg-type]
+        assert await session.read(None) == []
+        accepted = await session.create("hello", key="k-1")
+        assert [e.kind for e in await session.read(None)] == ["prompt"]
+        assert accepted.session_id == "s-create"
+        assert await session.create("hello", key="k-1") == accepted  # a client's retry
     finally:
         await world.close()

@@ -18,7 +18,7 @@ from fxworld import Agent, MemoryWorld, tool
 from fxworld.errors import BackendUnavailable, InvalidArgument
 from fxworld.models.base import ModelError, ModelEvent, ModelRequest
 from fxworld.testing import ScriptedModel
-from fxworld.web import HTTPError, create_app
+from fxworld.web import HTTPError, create_app, wake_handler
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -414,7 +414,7 @@ async def test_odd_content_length_is_400() -> None:
     assert await raw_post(app, "/sessions", two, body) == 400
     ok = [ctype, (b"content-length", b"14")]
     assert await raw_post(app, "/sessions", ok, body) == 202
-    wake = agent.wake_handler(secret="s" * 32)
+    wake = wake_handler(agent, secret="s" * 32)
     assert await raw_post(wake, "/", [(b"content-length", b"\xc2\xb2")], body) == 400
 
 

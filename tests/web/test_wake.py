@@ -15,7 +15,14 @@ import pytest
 from fxworld import Agent, MemoryWorld, tool
 from fxworld.errors import ConfigurationError
 from fxworld.testing import Reply, ScriptedModel
-from fxworld.web import SIGNATURE_HEADER, TIMESTAMP_HEADER, WakeHandler, signed_headers, verify
+from fxworld.web import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WakeHandler,
+    signed_headers,
+    verify,
+    wake_handler,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +52,7 @@ async def agent() -> Agent:
 
 @pytest.fixture
 async def client(agent: Agent) -> AsyncIterator[httpx.AsyncClient]:
-    handler = agent.wake_handler(secret=SECRET)
+    handler = wake_handler(agent, secret=SECRET)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=handler), base_url="http://test"
     ) as c:
@@ -115,7 +122,7 @@ async def test_a_session_whose_turn_is_not_over_asks_to_be_delivered_again(
     """A worker died holding the session's lease: nothing can run it yet, so the
     answer is retryable (a push queue redelivers) until the turn is over."""
     sid = (await agent.session().prompt("where is A-1?").accepted).session_id
-    world = await agent._ready_world()
+    world = await agent.ready()
     lease = await world.take_wake(lease=3.0)  # a worker that then died
     assert lease is not None and lease.session_id == sid
     body = json.dumps({"session_id": sid}).encode()
@@ -139,7 +146,7 @@ async def test_a_long_turn_yields_before_the_deadline_and_continues_next_time() 
     agent = make_agent(delay=0.2)
     # Each invocation may run 1.2 s: less than the whole turn (model 0.2 s, tool
     # 0.4 s, text 4 x 0.2 s), so the first one must stop at a step boundary.
-    handler = agent.wake_handler(secret=SECRET, time_limit=1.6, margin=0.4)
+    handler = wake_handler(agent, secret=SECRET, time_limit=1.6, margin=0.4)
     sid = (await agent.session().prompt("where is A-1?").accepted).session_id
     body = json.dumps({"session_id": sid}).encode()
     statuses = []
@@ -167,11 +174,11 @@ def test_a_secret_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
     agent = make_agent()
     monkeypatch.delenv("FXWORLD_WAKE_SECRET", raising=False)
     with pytest.raises(ConfigurationError, match="FXWORLD_WAKE_SECRET"):
-        agent.wake_handler()
+        wake_handler(agent)
     with pytest.raises(ConfigurationError, match="at least 16"):
-        agent.wake_handler(secret="short")
+        wake_handler(agent, secret="short")
     monkeypatch.setenv("FXWORLD_WAKE_SECRET", SECRET)
-    handler = agent.wake_handler()
+    handler = wake_handler(agent)
     assert isinstance(handler, WakeHandler)
     assert SECRET not in repr(handler)
 
@@ -181,18 +188,18 @@ async def test_wake_replays_share_one_run() -> None:
     copy gets the answer of the run that is under way."""
     agent = make_agent(delay=0.1)
     runs = 0
-    real = agent._run_worker
+    real = agent.work
 
     async def counted(**kwargs: Any) -> Any:
         nonlocal runs
         runs += 1
         return await real(**kwargs)
 
-    agent._run_worker = counted  # type: ignore[method-assign]
+    agent.work = counted  # type: ignore[method-assign]
     sid = (await agent.session().prompt("where is A-1?").accepted).session_id
     body = json.dumps({"session_id": sid}).encode()
     headers = signed_headers(SECRET, body)
-    handler = agent.wake_handler(secret=SECRET)
+    handler = wake_handler(agent, secret=SECRET)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=handler), base_url="http://test"
     ) as client:
@@ -256,7 +263,7 @@ async def test_a_session_parked_on_an_approval_is_waiting_not_pending() -> None:
     decided, the next delivery runs the call and answers ``done``."""
     script: list[Reply] = [{"tool": "refund", "input": {"id": "A-1"}}, "Refunded."]
     agent = Agent(ScriptedModel(script), tools=[refund], world=MemoryWorld())
-    handler = agent.wake_handler(secret=SECRET)
+    handler = wake_handler(agent, secret=SECRET)
     sid = (await agent.session().prompt("refund A-1").accepted).session_id
     body = json.dumps({"session_id": sid}).encode()
     async with httpx.AsyncClient(

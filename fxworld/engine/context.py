@@ -1,0 +1,75 @@
+"""What every step handler is handed: :class:`RunContext`.
+
+A run of one session's wake maps each step :func:`~fxworld.engine.replay.next_step`
+decides to one handler (:mod:`fxworld.engine.run`). A handler decides and acts
+through its context: the writer (the only way to the world, holding the state),
+the agent's parts, and the run's signals.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Protocol
+
+from fxworld.models.base import Model, ToolSpec
+from fxworld.protocol import World
+
+from .fenced import FencedWriter
+from .replay import Replay, Step, next_step
+from .signals import Signals
+from .tools import Tool
+
+__all__ = ["AgentParts", "RunContext", "new_id"]
+
+
+class AgentParts(Protocol):
+    """What a worker reads of its agent (an :class:`~fxworld.engine.agent.Agent`
+    has it all): the model, the tools, the instructions, a turn's settings."""
+
+    model: Model
+    tools: dict[str, Tool]
+    instructions: str
+    model_retries: int
+    max_deliveries: int
+    text_chunk_chars: int
+    text_chunk_interval: float
+
+    async def ready(self) -> World: ...
+
+
+def new_id(chars: int = 16) -> str:
+    """A new random id of ``chars`` (even) hex digits: a model call's, a turn's, a
+    call's ``execution_id`` (32)."""
+    return os.urandom(chars // 2).hex()
+
+
+class RunContext:
+    """One run's writer (and through it the state), agent and signals; with what
+    every step asks of the tools, worked out once per run."""
+
+    def __init__(self, writer: FencedWriter, agent: AgentParts, signals: Signals) -> None:
+        self.writer = writer
+        self.agent = agent
+        self.signals = signals
+        tools = agent.tools
+        self.tool_specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
+        """The tools as the model sees them."""
+        self.idempotent: Mapping[str, bool] = {n: t.idempotent for n, t in tools.items()}
+        self.approval_timeouts: Mapping[str, float | None] = {
+            n: t.approval_timeout for n, t in tools.items() if t.needs_approval
+        }
+        """The tools that need approval, each with its timeout."""
+
+    @property
+    def state(self) -> Replay:
+        """The session as far as the log goes (kept by the writer)."""
+        return self.writer.state
+
+    @property
+    def sid(self) -> str:
+        return self.writer.sid
+
+    def next_step(self) -> Step:
+        """What to do next, from the state (:func:`~fxworld.engine.replay.next_step`)."""
+        return next_step(self.writer.state, self.idempotent, self.approval_timeouts)

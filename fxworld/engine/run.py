@@ -1,0 +1,196 @@
+"""One delivery of one session's wake: take the session, replay, steps, hand back.
+
+:class:`SessionRun` ``acquire``\\ s the session through its writer (a new fence;
+any older holder is refused from then on), rebuilds the state by reading the log,
+and then repeats: decide the next step from the state
+(:func:`~fxworld.engine.replay.next_step`), hand it to its handler, which appends
+what happened with the fence before the next step is decided. The handlers:
+
+- the model step (:mod:`fxworld.engine.model_step`) and the tool step
+  (:mod:`fxworld.engine.tool_step`), watched for a stop while slow
+  (:mod:`fxworld.engine.stop_watch`) and timed for the deadline
+  (:mod:`fxworld.engine.deadline`);
+- the approval and stop steps (:mod:`fxworld.engine.approval_step`);
+- the turn's own entries and the yield (:mod:`fxworld.engine.turn_step`).
+
+``Fenced`` means another worker replaced this one: the run stops at once, with no
+further write and no further side effect. A wake that finds nothing to do (e.g.
+the one a stop or a decision left behind, due again once the run it reached
+finished: W13), or only calls still waiting for a decision, is finished without
+taking the session, so it writes no ``fence``; a request that lands meanwhile
+keeps the session due (W13): nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from fxworld.errors import Fenced
+from fxworld.protocol import World
+from fxworld.types import WakeLease
+
+from .approval_step import request_approval, stop_turn, time_out_approval, wait_for_approval
+from .context import AgentParts, RunContext
+from .deadline import Deadline
+from .fenced import FencedWriter, StopRun
+from .model_step import call_model
+from .replay import (
+    CallModel,
+    DiscardText,
+    FinishTurn,
+    Idle,
+    InterruptTool,
+    RequestApproval,
+    RunTools,
+    StartTurn,
+    Step,
+    StopTurn,
+    TimeOutApproval,
+    WaitForApproval,
+)
+from .signals import Signals
+from .stop_watch import StopWatch
+from .tool_step import run_tools
+from .turn_step import (
+    discard_text,
+    finish_turn,
+    give_up_if_redelivered,
+    interrupt_tool,
+    start_turn,
+    yield_turn,
+)
+
+__all__ = ["SessionRun"]
+
+logger = logging.getLogger("fxworld.worker")
+
+
+class SessionRun:
+    """One delivery of wake ``wake`` of ``world``, for ``agent``; see the module.
+    ``signals`` reach it from the worker (handover) and from the log (stop)."""
+
+    def __init__(
+        self,
+        agent: AgentParts,
+        world: World,
+        wake: WakeLease,
+        *,
+        lease: float,
+        deadline: Deadline,
+        signals: Signals,
+    ) -> None:
+        self.writer = FencedWriter(world, wake, lease=lease)
+        self.run = RunContext(self.writer, agent, signals)
+        self.deadline = deadline
+        self.sid = wake.session_id
+        self.writer.on_news = self._note_stop
+
+    def _note_stop(self) -> None:
+        """After an append read entries of other writers: a stop among them is seen."""
+        cur = self.writer.state.current
+        if cur is not None and cur.stop:
+            self.run.signals.see_stop()
+
+    async def go(self) -> None:
+        """The run, with its lease renewed meanwhile; it never raises."""
+        renewer = asyncio.create_task(self.writer.renew())
+        try:
+            await self._go()
+        except StopRun as e:
+            logger.info("session %s: stopped: %s", self.sid, e)
+        except Fenced:
+            logger.info("session %s: replaced by another worker; stopping", self.sid)
+        except Exception:
+            logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    async def _go(self) -> None:
+        if await self._nothing_to_do():
+            return
+        fence = await self.writer.acquire()
+        logger.info(
+            "session %s: taken (delivery %d, epoch %d)",
+            self.sid,
+            self.writer.wake.attempt,
+            fence.epoch,
+        )
+        await self.writer.catch_up()
+        await give_up_if_redelivered(self.run)
+        if await self._steps():
+            await self.writer.finish_wake()
+
+    async def _nothing_to_do(self) -> bool:
+        """Finish a wake with nothing to do without taking the session (see the module)."""
+        await self.writer.catch_up()
+        step = self.run.next_step()
+        if isinstance(step, WaitForApproval):
+            await wait_for_approval(self.run, step)
+        elif isinstance(step, Idle):
+            logger.info("session %s: nothing to do; wake finished", self.sid)
+        else:
+            return False
+        await self.writer.finish_wake()
+        return True
+
+    async def _steps(self) -> bool:
+        """The steps, until none is left (True) or the turn yielded (False)."""
+        run = self.run
+        while True:
+            if self.writer.lease_lost:
+                raise StopRun("lease lost")
+            if run.signals.stop:  # read the stop: the next step ends the turn
+                run.signals.clear_stop()
+                await self.writer.catch_up()
+            step = run.next_step()
+            if isinstance(step, Idle):
+                return True
+            if isinstance(step, WaitForApproval):
+                await wait_for_approval(run, step)
+                return True
+            reason = self._must_yield(step)
+            if reason is not None:
+                self.deadline.hit = self.deadline.hit or reason == "deadline"
+                await yield_turn(run, reason)
+                return False
+            await self._do(step)
+            # Take turns with the rest of the loop at each boundary, also on a world
+            # that answers without waiting (MemoryWorld): a stop can land meanwhile.
+            await asyncio.sleep(0)
+
+    def _must_yield(self, step: Step) -> str | None:
+        if self.run.signals.handover:
+            return "handover"
+        return None if self.deadline.fits(step) else "deadline"
+
+    async def _do(self, step: Step) -> None:
+        """Hand ``step`` to its handler."""
+        run = self.run
+        match step:
+            case CallModel() | RunTools():
+                started = time.monotonic()
+                async with StopWatch(run):
+                    if isinstance(step, CallModel):
+                        await call_model(run, step)
+                    else:
+                        await run_tools(run, step)
+                self.deadline.note_step(started)
+            case StartTurn():
+                await start_turn(run, step)
+            case DiscardText():
+                await discard_text(run, step)
+            case InterruptTool():
+                await interrupt_tool(run, step)
+            case FinishTurn():
+                await finish_turn(run, step)
+            case RequestApproval():
+                await request_approval(run, step)
+            case TimeOutApproval():
+                await time_out_approval(run, step)
+            case StopTurn():
+                await stop_turn(run, step)

@@ -1,0 +1,166 @@
+"""The import graph of the fxworld packages has no circle, and the engine never
+imports the web layer.
+
+The graph is read from the source (the AST), not from running it: every
+``import`` and ``from ... import`` counts, at module level or inside a function,
+under ``if TYPE_CHECKING:`` too, since each is an arrow a reader has to follow
+(and a lazy import only hides a circle until the day it runs first). An edge
+goes from a module to each fxworld module it names; ``from pkg import name``
+goes to ``pkg.name`` when that is a module, else to ``pkg``. A package's
+``__init__`` is the package's own node, and ``from . import x`` in it points at
+its submodule ``x``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("fxworld", "fxworld_postgres", "fxworld_redis", "fxworld_s3", "fxworld_conformance")
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the packages: dotted name -> file."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name ``from <node.module>`` names, relative imports resolved."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base.pop()
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _targets(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The fxworld modules ``module`` imports anywhere in its file."""
+    is_package = path.name == "__init__.py"
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = _absolute(module, is_package, node)
+            for alias in node.names:
+                sub = f"{origin}.{alias.name}"
+                named.add(sub if sub in modules else origin)
+    targets = set()
+    for name in named:  # `import a.b.c` names a.b.c (and, through it, its packages)
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            targets.add(name)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: _targets(m, p, modules) for m, p in modules.items()}
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module: each holds a
+    circle (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.add(top)
+                        if top == node:
+                            break
+                    if len(component) > 1:
+                        components.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return components
+
+
+def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest circle from the component's first module back to itself."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node] & component):
+                if child == start:
+                    return [*paths[node], start]
+                if child not in paths:
+                    paths[child] = [*paths[node], child]
+                    following.append(child)
+        frontier = following
+    raise AssertionError("a component of more than one module has a circle")
+
+
+def test_the_reader_finds_a_circle_and_a_lazy_import() -> None:
+    """The checker itself: a circle through a function-level and a TYPE_CHECKING import."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _components(graph) == [{"a", "b", "c"}]
+    assert _circle(graph, {"a", "b", "c"}) == ["a", "b", "c", "a"]
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n"
+    source += "def f():\n    from fxworld.web import y\n"
+    path = REPO / "tests" / "unit" / "_probe_module.py"
+    try:
+        path.write_text(source)
+        modules = {"fxworld.engine.a": path, "fxworld.engine.b": path, "fxworld.web": path}
+        assert _targets("fxworld.engine.a", path, modules) == {"fxworld.engine.b", "fxworld.web"}
+    finally:
+        path.unlink()
+
+
+def test_no_import_circle() -> None:
+    graph = _graph()
+    found = [
+        f"{' -> '.join(_circle(graph, c))}  (modules in circles with it: {', '.join(sorted(c))})"
+        for c in _components(graph)
+    ]
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_the_engine_never_imports_the_web_layer() -> None:
+    graph = _graph()
+    up = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if m == "fxworld.engine" or m.startswith("fxworld.engine.")
+        for t in targets
+        if t == "fxworld.web" or t.startswith("fxworld.web.")
+    )
+    assert not up, "the engine imports the web layer: " + ", ".join(up)
