@@ -47,6 +47,8 @@ from typing import Any
 from fxworld.errors import BackendUnavailable
 from fxworld.protocol import World
 from fxworld.types import WakeLease
+from fxworld.validate import MAX_WAKE_BATCH
+from fxworld.wakes import take_wakes
 
 from .context import AgentParts
 from .deadline import Deadline
@@ -135,17 +137,14 @@ class Worker:
             wait = min(wait * 2, self.poll_interval)
 
     async def _take(self, world: World, limit: int) -> list[WakeLease]:
-        """The one place wakes are taken: up to ``limit`` due wakes in one call to
-        the world's ``take_wakes`` when it has one, else one ``take_wake``."""
-        take_wakes = getattr(world, "take_wakes", None)
+        """The one place wakes are taken: up to ``limit`` due wakes in one batch
+        (:func:`fxworld.take_wakes`: native where the world has one, else built
+        from ``take_wake``)."""
         try:
-            if take_wakes is not None:
-                return list(await take_wakes(lease=self.lease, limit=limit))
-            wake = await world.take_wake(lease=self.lease)
+            return await take_wakes(world, lease=self.lease, limit=min(limit, MAX_WAKE_BATCH))
         except BackendUnavailable as e:
-            logger.warning("take_wake failed, retrying: %s", e)
+            logger.warning("take_wakes failed, retrying: %s", e)
             return []
-        return [] if wake is None else [wake]
 
     def _start(self, world: World, wake: WakeLease) -> None:
         signals = Signals(handover=self.stopping.is_set())

@@ -1,6 +1,6 @@
 """A worker takes as many due wakes per look as it has room for, on every engine
-world: one ``take_wakes`` call when the world has one, else one ``take_wake``
-per look (looking again at once while wakes come)."""
+world: one native ``take_wakes`` call when the world has one (every first-party
+world does), else a batch that ``fxworld.take_wakes`` builds from ``take_wake``."""
 
 from __future__ import annotations
 
