@@ -3,6 +3,7 @@
 Public so that third-party backends reject exactly what first-party ones reject,
 with the same error type. Each World method has its whole check here:
 :func:`append` (session, entries and keywords), :func:`read_args`,
+:func:`list_args` (``list_sessions``),
 :func:`delay` (``wake``), :func:`lease` (``take_wake``/``renew_wake``),
 :func:`wake_batch` (the ``limit`` of ``take_wakes``), :func:`held` (the lease
 given to ``renew_wake``/``finish_wake``), and the constructor and URL options
@@ -40,6 +41,7 @@ __all__ = [
     "encode_data",
     "append_args",
     "read_args",
+    "list_args",
     "delay",
     "lease",
     "MAX_WAKE_BATCH",
@@ -265,6 +267,16 @@ def read_args(after: object, limit: object) -> None:
         raise InvalidArgument(f"after must be an integer from 0 to 2**63-1, not {after!r}")
     if not _is_int(limit) or not 1 <= limit <= MAX_SEQ:  # type: ignore[operator]
         raise InvalidArgument(f"limit must be an integer from 1 to 2**63-1, not {limit!r}")
+
+
+def list_args(after: object, limit: object) -> str:
+    """Check ``list_sessions``'s cursor and limit: ``after`` is a string (the last
+    id of the page before) and ``limit`` an integer from 1 to 2**63-1, else
+    ``InvalidArgument``. Returns ``after``."""
+    if not isinstance(after, str):
+        raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+    read_args(0, limit)
+    return after
 
 
 def delay(value: object) -> float:

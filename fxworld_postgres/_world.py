@@ -21,7 +21,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, InvalidArgument
+from fxworld.errors import ConfigurationError
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query, unparseable
@@ -322,9 +322,7 @@ class PostgresWorld:
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, ascending, greater than ``after``."""
-        if not isinstance(after, str):
-            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
-        validate.read_args(0, limit)
+        validate.list_args(after, limit)
         rows = await self._call(
             "list_sessions", "all", self._sql.sessions, after, limit, idempotent=True
         )

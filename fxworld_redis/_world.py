@@ -22,7 +22,6 @@ from fxworld.errors import (
     ConfigurationError,
     Conflict,
     Fenced,
-    InvalidArgument,
     LeaseLost,
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
@@ -402,9 +401,7 @@ class RedisWorld:
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, ascending, greater than ``after``
         (one script on one server; one per partition, at once, on a Cluster)."""
-        if not isinstance(after, str):
-            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
-        validate.read_args(0, limit)
+        validate.list_args(after, limit)
         await self._ensure_ready()
         lists = [k.sessions for k in self._parts]
         args: list[str | bytes] = [after, str(min(limit, validate.MAX_SEQ))]

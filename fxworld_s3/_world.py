@@ -15,7 +15,7 @@ from typing import Any
 from aiobotocore.session import AioSession
 
 from fxworld import validate
-from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument
+from fxworld.errors import ConfigurationError, Conflict, Fenced
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
@@ -376,13 +376,13 @@ class S3World:
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         seconds = validate.lease(lease)
-        _check_lease(wake)
+        validate.held(wake)
         await self._here()
         until = await self.wakes.renew(wake.session_id, wake.token, seconds)
         return WakeLease(wake.session_id, wake.token, wake.attempt, _time(until))
 
     async def finish_wake(self, wake: WakeLease) -> None:
-        _check_lease(wake)
+        validate.held(wake)
         await self._here()
         await self.wakes.finish(wake.session_id, wake.token)
 
@@ -429,11 +429,3 @@ def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Ent
 
 def _time(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def _check_lease(wake: WakeLease) -> None:
-    if not isinstance(wake, WakeLease):
-        raise InvalidArgument(f"expected a WakeLease, not {type(wake).__name__}")
-    validate.session_id(wake.session_id)
-    if not isinstance(wake.token, str) or not wake.token:
-        raise InvalidArgument(f"a WakeLease token is a non-empty string, not {wake.token!r}")

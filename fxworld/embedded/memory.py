@@ -185,7 +185,7 @@ class MemoryWorld:
         self._notify(session_id)
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
-        validate.read_args(0, limit)
+        validate.list_args(after, limit)
         return sorted(sid for sid, log in self._logs.items() if log.entries and sid > after)[:limit]
 
     # -- internals ----------------------------------------------------------------

@@ -73,7 +73,7 @@ from urllib.parse import quote, urlsplit
 
 from fxworld import validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
-from fxworld.errors import ConfigurationError, Conflict, Fenced, InvalidArgument, LeaseLost
+from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.urls import mask, split_query
 
@@ -528,9 +528,7 @@ class SqliteWorld:
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of the sessions with a non-empty log, ascending, ``> after``."""
-        validate.read_args(0, limit)
-        if not isinstance(after, str):
-            raise InvalidArgument(f"after must be a string, not {type(after).__name__}")
+        validate.list_args(after, limit)
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> list[str]:

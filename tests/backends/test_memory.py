@@ -4,10 +4,12 @@ whole kit and its example tests, plus what is MemoryWorld's own."""
 from __future__ import annotations
 
 import asyncio
+import pathlib
 
 import pytest
 
 from fxworld import MemoryWorld, NewEntry, open_world, take_wakes
+from fxworld.errors import InvalidArgument
 from fxworld_conformance import Target, WorldSuite
 
 
@@ -55,3 +57,22 @@ async def test_take_wakes_takes_the_earliest_due_first() -> None:
     first = await take_wakes(w, lease=30, limit=2)
     assert sorted(x.session_id for x in first) == ["a", "c"]
     assert sorted(x.session_id for x in await take_wakes(w, lease=30, limit=5)) == ["b", "d"]
+
+
+@pytest.mark.parametrize("after", [5, None, b"a"])
+async def test_memory_list_sessions_refuses_a_non_string_after(
+    after: object, tmp_path: pathlib.Path
+) -> None:
+    """``list_sessions(after=5)`` on memory raised a bare ``TypeError`` from
+    comparing ids with it; now it is the ``InvalidArgument`` SQLite (and every
+    backend) raises, from the one check in ``validate.list_args``."""
+    memory, sqlite = MemoryWorld(), open_world(f"sqlite:///{tmp_path / 'w.db'}")
+    await memory.append("s", [NewEntry("m", {})])
+    errors = []
+    for w in (memory, sqlite):
+        with pytest.raises(InvalidArgument) as caught:
+            await w.list_sessions(after=after)  # type: ignore[attr-defined]
+        errors.append(str(caught.value))
+    await sqlite.close()
+    assert errors[0] == errors[1] == f"after must be a string, not {type(after).__name__}"
+    assert await memory.list_sessions() == ["s"]
