@@ -9,7 +9,13 @@ engine and the embedded worlds only when one of their names is first used.
 import importlib
 from typing import TYPE_CHECKING
 
-from fxworld._select import open_world, world
+from fxworld._select import (
+    open_world,
+    register_scheme,
+    registered_schemes,
+    unregister_scheme,
+    world,
+)
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.wakes import take_wakes
@@ -39,6 +45,9 @@ __all__ = [
     "WakeLease",
     "world",
     "open_world",
+    "register_scheme",
+    "unregister_scheme",
+    "registered_schemes",
     "take_wakes",
     "MemoryWorld",
     "SqliteWorld",

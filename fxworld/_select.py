@@ -13,7 +13,15 @@ from fxworld.errors import ConfigurationError, WorldError
 from fxworld.protocol import World
 from fxworld.urls import mask, unparseable
 
-__all__ = ["world", "open_world", "DEFAULT_URL", "ENV_VAR"]
+__all__ = [
+    "world",
+    "open_world",
+    "register_scheme",
+    "unregister_scheme",
+    "registered_schemes",
+    "DEFAULT_URL",
+    "ENV_VAR",
+]
 
 ENV_VAR = "FXWORLD_URL"
 DEFAULT_URL = "sqlite:///.fxworld/world.db"
@@ -36,6 +44,8 @@ _SCHEMES: dict[str, _Backend] = {
     "rediss": _Backend("fxworld_redis:RedisWorld", "redis"),
     "s3": _Backend("fxworld_s3:S3World", "s3"),
 }
+
+_ADDED: dict[str, str] = {}  # scheme -> "module:attribute", from register_scheme
 
 _current: World | None = None
 _current_from: str | None = None  # the URL read from the environment, if it chose _current
@@ -100,7 +110,37 @@ def world(obj_or_url: World | str | None = None) -> World:
     return _current
 
 
+def register_scheme(scheme: str, target: str) -> None:
+    """Make ``open_world`` build ``scheme://`` URLs in this process with ``target``,
+    ``"module:attribute"`` (a class with ``from_url(url)`` or a function of the URL).
+
+    For tests and tools that need a scheme for a while without installing a
+    package (the kit's own broken worlds); a backend for users registers through
+    the entry-point group ``fxworld.worlds`` instead. The kit's process tier hands
+    these registrations to its child processes (:func:`registered_schemes`).
+    """
+    if not isinstance(scheme, str) or "://" in scheme or not scheme.strip():
+        raise ConfigurationError(f"a URL scheme is a word like 'mydb', not {scheme!r}")
+    module, sep, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (module and sep and attr):
+        raise ConfigurationError(f"a scheme's target is 'module:attribute', not {target!r}")
+    _ADDED[scheme.lower()] = target
+
+
+def unregister_scheme(scheme: str) -> None:
+    """Forget a scheme given to :func:`register_scheme` (no-op if it was not)."""
+    _ADDED.pop(scheme.lower(), None)
+
+
+def registered_schemes() -> dict[str, str]:
+    """The schemes given to :func:`register_scheme` in this process, with their targets."""
+    return dict(_ADDED)
+
+
 def _registered(scheme: str) -> Any:
+    added = _ADDED.get(scheme)
+    if added is not None:
+        return _load(_Backend(added, None), f"{scheme}://")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name.lower() == scheme:
             try:
@@ -125,7 +165,8 @@ def _load(backend: _Backend, url: str) -> Any:
 
 
 def _unknown_scheme(scheme: str, url: str) -> str:
-    known = sorted(set(_SCHEMES) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    installed = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    known = sorted(set(_SCHEMES) | set(_ADDED) | installed)
     close = difflib.get_close_matches(scheme, known, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]}://?" if close else ""
     return f"unknown world URL scheme {scheme!r} in {mask(url)}{hint} (known: {', '.join(known)})"

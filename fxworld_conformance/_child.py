@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from fxworld import open_world
+from fxworld import open_world, register_scheme
 from fxworld.errors import Conflict, Fenced
 from fxworld.protocol import World
 from fxworld.types import Fence, WakeLease
@@ -377,6 +377,8 @@ SETUP_TIMEOUT = 60.0
 async def _main(spec: Spec) -> int:
     assert spec.url is not None and spec.records is not None
     sink = FileSink(spec.records)
+    for scheme, target in spec.extra.get("schemes", {}).items():
+        register_scheme(scheme, target)
     world = open_world(spec.url)
     give_up = time.time() + SETUP_TIMEOUT
     try:

@@ -4,9 +4,10 @@ reachable by URL so that the process tier's children can open them.
 ``broken+sqlite:///path/world.db?defect=wake_two_steps`` opens a
 :class:`~fxworld.embedded.sqlite.SqliteWorld` on that file whose one defect is
 named by ``defect`` (a key of :data:`DEFECTS`); every other URL parameter is the
-``sqlite://`` one. The kit registers the scheme (entry-point group
-``fxworld.worlds``) for its own tests; the kit must fail every one of them, and
-the kit's tests prove it.
+``sqlite://`` one. The scheme is known only where :func:`register` was called
+(the kit's own tests, through :func:`fxworld.register_scheme`; the process tier
+hands it on to its children), never to a user's ``world()``; the kit must fail
+every one of these worlds, and the kit's tests prove it.
 
 Each defect is a step that a correct world does in one atomic write, split in
 two with a window of :data:`WINDOW` seconds between: a crash or a freeze that
@@ -25,13 +26,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from fxworld import validate
+from fxworld import register_scheme, unregister_scheme, validate
 from fxworld.embedded.sqlite import SqliteWorld
 from fxworld.errors import ConfigurationError, Fenced
 from fxworld.types import Fence, NewEntry, WakeLease
 from fxworld.urls import split_query
 
-__all__ = ["DEFECTS", "BrokenSqlite", "SCHEME", "open_broken", "url"]
+__all__ = ["DEFECTS", "BrokenSqlite", "SCHEME", "open_broken", "register", "unregister", "url"]
 
 SCHEME = "broken+sqlite"
 
@@ -183,8 +184,19 @@ class LeaseUnitSlip(BrokenSqlite):
         return WakeLease(got.session_id, got.token, got.attempt, until)
 
 
+def register() -> None:
+    """Make ``broken+sqlite://`` URLs open in this process (and in the process
+    tier's children)."""
+    register_scheme(SCHEME, f"{__name__}:open_broken")
+
+
+def unregister() -> None:
+    """Undo :func:`register`."""
+    unregister_scheme(SCHEME)
+
+
 def open_broken(url: str) -> BrokenSqlite:
-    """Open ``broken+sqlite:///path?defect=NAME&...`` (the entry point of the scheme)."""
+    """Open ``broken+sqlite:///path?defect=NAME&...`` (what the scheme is registered to)."""
     base, params = split_query(url)
     defect = params.pop("defect", "")
     world_class = DEFECTS.get(defect)

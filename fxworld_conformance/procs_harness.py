@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fxworld import registered_schemes
 from fxworld.protocol import World
 from fxworld_conformance._child import Gate, Spec, run_role
 from fxworld_conformance.history import Finding, History, ListSink, Op, Recorder
@@ -280,6 +281,7 @@ class _ProcessHarness(_Harness):
     async def spawn(self, spec: Spec) -> None:
         spec.extra["go"] = self.go_file
         spec.extra["parent"] = os.getpid()
+        spec.extra["schemes"] = registered_schemes()  # the child opens what we can
         player = _Player(spec)
         self.players.append(player)
         self._launch(player)

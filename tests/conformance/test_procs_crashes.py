@@ -11,10 +11,12 @@ and freezes inside their calls.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fxworld_conformance import broken_url
 from fxworld_conformance.broken_url import DEFECTS, url
 from fxworld_conformance.procs import run_process_checks
 from fxworld_conformance.report import CheckResult
@@ -23,6 +25,14 @@ from fxworld_conformance.target import Target
 SEED = 4242
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL and SIGSTOP")
+
+
+@pytest.fixture(autouse=True)
+def broken_scheme() -> Iterator[None]:
+    """``broken+sqlite://`` is known here (and in the tier's children) only."""
+    broken_url.register()
+    yield
+    broken_url.unregister()
 
 
 def violated(rows: list[CheckResult]) -> set[str]:

@@ -4,6 +4,7 @@ the ``fxworld.worlds`` entry-point group, masked credentials, namespaces."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -262,3 +263,52 @@ def test_mask_keeps_a_path_url_as_written() -> None:
     assert (
         mask("sqlite:///.fxworld/world.db?namespace=n") == "sqlite:///.fxworld/world.db?namespace=n"
     )
+
+
+# -- schemes registered in one process (register_scheme) ------------------------------
+
+
+def test_broken_sqlite_is_unknown_to_a_plain_process(tmp_path: Path) -> None:
+    """The kit's broken worlds were registered in the product's entry-point group,
+    so every user's ``world()`` could open ``broken+sqlite://``; now only a process
+    that registers the scheme (the kit's tests) knows it."""
+    code = (
+        "from fxworld import open_world\n"
+        "from fxworld.errors import ConfigurationError\n"
+        "try:\n"
+        f"    open_world('broken+sqlite:///{tmp_path}/w.db?defect=wake_two_steps')\n"
+        "except ConfigurationError as e:\n"
+        "    print('refused:', e)\n"
+        "else:\n"
+        "    print('opened')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.startswith("refused: unknown world URL scheme 'broken+sqlite'"), out.stdout
+    assert not (tmp_path / "w.db").exists()
+
+
+def test_a_registered_scheme_opens_until_it_is_unregistered(tmp_path: Path) -> None:
+    url = f"broken+sqlite:///{tmp_path}/w.db?defect=wake_two_steps"
+    fxworld.register_scheme("broken+sqlite", "fxworld_conformance.broken_url:open_broken")
+    try:
+        assert fxworld.registered_schemes() == {
+            "broken+sqlite": "fxworld_conformance.broken_url:open_broken"
+        }
+        assert type(open_world(url)).__name__ == "WakeTwoSteps"
+    finally:
+        fxworld.unregister_scheme("broken+sqlite")
+    assert fxworld.registered_schemes() == {}
+    with pytest.raises(ConfigurationError, match="unknown world URL scheme"):
+        open_world(url)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "target"),
+    [("", "m:a"), ("a://", "m:a"), ("ok", "module"), ("ok", ":attr"), ("ok", None)],
+)
+def test_register_scheme_refuses_bad_input(scheme: str, target: object) -> None:
+    with pytest.raises(ConfigurationError):
+        fxworld.register_scheme(scheme, target)  # type: ignore[arg-type]
+    assert fxworld.registered_schemes() == {}
