@@ -18,9 +18,14 @@ status; an unexpected exception is logged here and answered with a bare 500, so 
 client never sees a stack trace or an internal message.
 
 Every route starts with :meth:`_Routes._check` (the ``Origin`` check, JSON-only
-``POST``, then ``authorize``, before any byte of the body is read) and reads its
-body with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
-routes added here get the same protection by calling both.
+``POST``, then ``authorize``, before any byte of the body is read; the routes of
+one session through :meth:`_Routes._allowed` and :meth:`_Routes._session`, which
+check the session id first and look the session up after) and reads its body
+with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
+routes added here get the same protection by calling them.
+
+The options of :func:`routes` and :func:`create_app` are one frozen
+:class:`RouteOptions`, checked once when it is made and passed whole.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -65,6 +71,8 @@ __all__ = [
     "Action",
     "Authorize",
     "MAX_PROMPT_BYTES",
+    "RouteOptions",
+    "RouteOptionArgs",
     "STREAM_LIFETIME",
     "Visible",
     "create_app",
@@ -223,27 +231,70 @@ _STATUS_CODES = {
 }
 
 
+@dataclass(frozen=True)
+class RouteOptions:
+    """The options of the session routes (:func:`routes`, :func:`create_app`),
+    checked when made (``ConfigurationError``) and passed whole."""
+
+    authorize: Authorize | None = None
+    """``authorize(request, session_id, action)``: see :data:`Authorize`."""
+    allow_anyone: bool = False
+    """Without ``authorize``, the routes refuse to be built unless this is ``True``:
+    serving sessions to anyone must be a decision, not a default."""
+    max_prompt_bytes: int = MAX_PROMPT_BYTES
+    """The limit on a prompt request's body, in bytes (else 413)."""
+    heartbeat: float = _sse.HEARTBEAT
+    """The seconds of silence after which a stream sends a comment."""
+    retry_ms: int = _sse.RETRY_MS
+    """The reconnection delay a stream tells the client (its ``retry:`` field)."""
+    allowed_origins: Collection[str] | None = None
+    """The origins (``"https://app.example"``) a request with an ``Origin`` header
+    may come from (others: 403); ``None`` checks none. Kept as a frozenset."""
+    visible: Visible | None = None
+    """``visible(request, event)``: see :data:`Visible`."""
+    stream_lifetime: float = STREAM_LIFETIME
+    """See :data:`STREAM_LIFETIME`."""
+
+    def __post_init__(self) -> None:
+        if self.authorize is None and not self.allow_anyone:
+            raise ConfigurationError(
+                "the session routes need authorize=callable(request, session_id, action), "
+                "or allow_anyone=True to serve every session to anyone who asks"
+            )
+        if self.authorize is not None and not callable(self.authorize):
+            raise ConfigurationError("authorize must be callable(request, session_id, action)")
+        if self.visible is not None and not callable(self.visible):
+            raise ConfigurationError("visible must be callable(request, event)")
+        if isinstance(self.allowed_origins, str):
+            raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
+        if not isinstance(self.max_prompt_bytes, int) or self.max_prompt_bytes < 1:
+            raise ConfigurationError("max_prompt_bytes must be a positive integer")
+        if not self.heartbeat > 0:
+            raise ConfigurationError("heartbeat must be a positive number of seconds")
+        if not self.stream_lifetime > 0:
+            raise ConfigurationError("stream_lifetime must be a positive number of seconds")
+        if self.allowed_origins is not None:
+            object.__setattr__(self, "allowed_origins", frozenset(self.allowed_origins))
+
+
+class RouteOptionArgs(TypedDict, total=False):
+    """:class:`RouteOptions`' fields as the keyword arguments of :func:`routes` and
+    :func:`create_app` (documented there)."""
+
+    authorize: Authorize | None
+    allow_anyone: bool
+    max_prompt_bytes: int
+    heartbeat: float
+    retry_ms: int
+    allowed_origins: Collection[str] | None
+    visible: Visible | None
+    stream_lifetime: float
+
+
 class _Routes:
-    def __init__(
-        self,
-        agent: Agent,
-        *,
-        authorize: Authorize | None,
-        max_prompt_bytes: int,
-        heartbeat: float,
-        retry_ms: int,
-        allowed_origins: Collection[str] | None = None,
-        visible: Visible | None = None,
-        stream_lifetime: float = STREAM_LIFETIME,
-    ) -> None:
+    def __init__(self, agent: Agent, options: RouteOptions) -> None:
         self.agent = agent
-        self.authorize = authorize
-        self.max_prompt_bytes = max_prompt_bytes
-        self.heartbeat = heartbeat
-        self.retry_ms = retry_ms
-        self.allowed_origins = None if allowed_origins is None else frozenset(allowed_origins)
-        self.visible = visible
-        self.stream_lifetime = stream_lifetime
+        self.options = options
         self.closing = asyncio.Event()
 
     def close_streams(self) -> None:
@@ -258,8 +309,9 @@ class _Routes:
         body is JSON (so a cross-site page cannot send it without a CORS
         preflight), and ``authorize`` answers ``True``. Reads no byte of the body."""
         origin = request.headers.get("origin")
-        if self.allowed_origins is not None and origin is not None:
-            if origin not in self.allowed_origins:
+        allowed_origins = self.options.allowed_origins
+        if allowed_origins is not None and origin is not None:
+            if origin not in allowed_origins:
                 raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
         if request.method == "POST":
             # Also for an empty body: a cross-site page sends a POST with no
@@ -271,9 +323,10 @@ class _Routes:
                     "unsupported_media_type",
                     "send the body as Content-Type: application/json (an empty body too)",
                 )
-        if self.authorize is None:  # allow_anyone=True
+        authorize = self.options.authorize
+        if authorize is None:  # allow_anyone=True
             return
-        allowed: Any = self.authorize(request, session_id, action)  # type: ignore[arg-type]
+        allowed: Any = authorize(request, session_id, action)  # type: ignore[arg-type]
         if inspect.isawaitable(allowed):
             allowed = await allowed
         if allowed is True:
@@ -292,18 +345,20 @@ class _Routes:
 
     async def _shown(self, request: Request, event: StreamEvent) -> StreamEvent | None:
         """``event`` as ``visible`` lets this client see it (``None``: not at all)."""
-        if self.visible is None:
+        visible = self.options.visible
+        if visible is None:
             return event
-        shown: Any = self.visible(request, event)
+        shown: Any = visible(request, event)
         if inspect.isawaitable(shown):
             shown = await shown
         return cast("StreamEvent | None", shown)
 
     async def _json_body(self, request: Request) -> dict[str, Any]:
         """The body as a JSON object, within ``max_prompt_bytes`` (else 413)."""
-        raw = await read_body(request, self.max_prompt_bytes)
+        limit = self.options.max_prompt_bytes
+        raw = await read_body(request, limit)
         if raw is None:
-            raise HTTPError(413, "too_large", f"the body is over {self.max_prompt_bytes} bytes")
+            raise HTTPError(413, "too_large", f"the body is over {limit} bytes")
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -311,6 +366,16 @@ class _Routes:
         if not isinstance(body, dict):
             raise HTTPError(400, "invalid_request", "the body must be a JSON object")
         return body
+
+    async def _allowed(self, request: Request, action: Action) -> str:
+        """The path's session id, checked (400), then :meth:`_check` for ``action``."""
+        session_id: str = validate.session_id(request.path_params["session_id"])
+        await self._check(request, session_id, action)
+        return session_id
+
+    async def _session(self, request: Request, action: Action) -> Session:
+        """:meth:`_allowed`, then the path's session, which must exist (404)."""
+        return await self._existing(await self._allowed(request, action))
 
     async def _existing(self, session_id: str) -> Session:
         session = self.agent.session(validate.session_id(session_id))
@@ -366,17 +431,12 @@ class _Routes:
         return self._accepted(request, session.id, accepted.cursor)
 
     async def prompt(self, request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
-        validate.session_id(session_id)
-        await self._check(request, session_id, "prompt")
-        session = await self._existing(session_id)
+        session = await self._session(request, "prompt")
         text, key, _ = await self._prompt_body(request)
         return await self._send(request, session, text, key)
 
     async def stream(self, request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
-        validate.session_id(session_id)
-        await self._check(request, session_id, "stream")
+        session_id = await self._allowed(request, "stream")
         until_arg = request.query_params.get("until")
         if until_arg not in (None, "", "turn"):
             raise HTTPError(400, "invalid_request", "until must be 'turn' or absent")
@@ -388,9 +448,9 @@ class _Routes:
         await session.read(cursor, limit=1)  # InvalidCursor -> 400, before any byte is sent
         frames = _sse.heartbeats(
             self._frames(request, session, cursor, until),
-            every=self.heartbeat,
+            every=self.options.heartbeat,
             stop=self.closing,
-            lifetime=self.stream_lifetime,
+            lifetime=self.options.stream_lifetime,
         )
         return StreamingResponse(
             frames,
@@ -419,10 +479,7 @@ class _Routes:
         return body
 
     async def approvals(self, request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
-        validate.session_id(session_id)
-        await self._check(request, session_id, "approve")
-        session = await self._existing(session_id)
+        session = await self._session(request, "approve")
         waiting = []
         for a in await session.pending_approvals():
             # as the stream shows the call's approval.requested event, or not at all
@@ -443,11 +500,8 @@ class _Routes:
         return JSONResponse({"approvals": waiting})
 
     async def decide(self, request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
         execution_id: str = request.path_params["execution_id"]
-        validate.session_id(session_id)
-        await self._check(request, session_id, "approve")
-        session = await self._existing(session_id)
+        session = await self._session(request, "approve")
         body = await self._small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
@@ -459,13 +513,10 @@ class _Routes:
         return JSONResponse({"execution_id": execution_id, "approved": approve})
 
     async def stop(self, request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
-        validate.session_id(session_id)
-        await self._check(request, session_id, "stop")
-        session = await self._existing(session_id)
+        session = await self._session(request, "stop")
         body = await self._small_body(request)
         await session.stop(reason=body.get("reason"))
-        return JSONResponse({"session_id": session_id}, status_code=202)
+        return JSONResponse({"session_id": session.id}, status_code=202)
 
     async def _frames(
         self,
@@ -474,7 +525,7 @@ class _Routes:
         cursor: str | None,
         until: Literal["turn"] | None,
     ) -> AsyncIterator[bytes]:
-        yield _sse.retry(self.retry_ms)
+        yield _sse.retry(self.options.retry_ms)
         events = session.stream(cursor, until=until)
         try:
             async for event in events:
@@ -489,81 +540,23 @@ class _Routes:
             await events.aclose()
 
 
-def routes(
-    agent: Agent,
-    *,
-    authorize: Authorize | None = None,
-    allow_anyone: bool = False,
-    max_prompt_bytes: int = MAX_PROMPT_BYTES,
-    heartbeat: float = _sse.HEARTBEAT,
-    retry_ms: int = _sse.RETRY_MS,
-    allowed_origins: Collection[str] | None = None,
-    visible: Visible | None = None,
-    stream_lifetime: float = STREAM_LIFETIME,
-) -> list[BaseRoute]:
+def routes(agent: Agent, **options: Unpack[RouteOptionArgs]) -> list[BaseRoute]:
     """The session routes, to add to a Starlette or FastAPI app's routes (or mount
     :func:`create_app`'s app). Each route answers its own errors.
 
-    Without ``authorize`` they refuse to be built unless ``allow_anyone=True``:
-    serving sessions to anyone must be a decision, not a default.
-    ``allowed_origins``: the origins (``"https://app.example"``) a request with an
-    ``Origin`` header may come from (others: 403); ``None`` checks none.
-    ``visible``: see :data:`Visible`. ``stream_lifetime``: see
-    :data:`STREAM_LIFETIME`.
+    The options are :class:`RouteOptions`' fields. Without ``authorize`` they
+    refuse to be built unless ``allow_anyone=True``: serving sessions to anyone
+    must be a decision, not a default. ``allowed_origins``: the origins
+    (``"https://app.example"``) a request with an ``Origin`` header may come from
+    (others: 403); ``None`` checks none. ``visible``: see :data:`Visible`.
+    ``stream_lifetime``: see :data:`STREAM_LIFETIME`.
     """
-    built, _ = _build(
-        agent,
-        authorize=authorize,
-        allow_anyone=allow_anyone,
-        max_prompt_bytes=max_prompt_bytes,
-        heartbeat=heartbeat,
-        retry_ms=retry_ms,
-        allowed_origins=allowed_origins,
-        visible=visible,
-        stream_lifetime=stream_lifetime,
-    )
+    built, _ = _build(agent, RouteOptions(**options))
     return built
 
 
-def _build(
-    agent: Agent,
-    *,
-    authorize: Authorize | None,
-    allow_anyone: bool,
-    max_prompt_bytes: int,
-    heartbeat: float,
-    retry_ms: int,
-    allowed_origins: Collection[str] | None,
-    visible: Visible | None,
-    stream_lifetime: float,
-) -> tuple[list[BaseRoute], _Routes]:
-    if authorize is None and not allow_anyone:
-        raise ConfigurationError(
-            "the session routes need authorize=callable(request, session_id, action), "
-            "or allow_anyone=True to serve every session to anyone who asks"
-        )
-    if authorize is not None and not callable(authorize):
-        raise ConfigurationError("authorize must be callable(request, session_id, action)")
-    if visible is not None and not callable(visible):
-        raise ConfigurationError("visible must be callable(request, event)")
-    if isinstance(allowed_origins, str):
-        raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
-    if not isinstance(max_prompt_bytes, int) or max_prompt_bytes < 1:
-        raise ConfigurationError("max_prompt_bytes must be a positive integer")
-    if not heartbeat > 0:
-        raise ConfigurationError("heartbeat must be a positive number of seconds")
-    if not stream_lifetime > 0:
-        raise ConfigurationError("stream_lifetime must be a positive number of seconds")
-    r = _Routes(
-        agent,
-        authorize=authorize,
-        max_prompt_bytes=max_prompt_bytes,
-        heartbeat=heartbeat,
-        retry_ms=retry_ms,
-        allowed_origins=allowed_origins,
-        visible=visible,
-        stream_lifetime=stream_lifetime,
-    )
+def _build(agent: Agent, options: RouteOptions) -> tuple[list[BaseRoute], _Routes]:
+    r = _Routes(agent, options)
     built: list[BaseRoute] = [
         Route("/sessions", _guard(r.create), methods=["POST"]),
         Route("/sessions/{session_id}/prompts", _guard(r.prompt), methods=["POST"]),
@@ -620,15 +613,8 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
 def create_app(
     agent: Agent,
     *,
-    authorize: Authorize | None = None,
-    allow_anyone: bool = False,
-    max_prompt_bytes: int = MAX_PROMPT_BYTES,
-    heartbeat: float = _sse.HEARTBEAT,
-    retry_ms: int = _sse.RETRY_MS,
-    allowed_origins: Collection[str] | None = None,
-    visible: Visible | None = None,
-    stream_lifetime: float = STREAM_LIFETIME,
     extra_routes: list[BaseRoute] | None = None,
+    **options: Unpack[RouteOptionArgs],
 ) -> Starlette:
     """An ASGI app serving ``agent``'s sessions; mount it anywhere::
 
@@ -638,17 +624,7 @@ def create_app(
     See :func:`routes` for the options. ``heartbeat`` is the seconds of silence
     after which a stream sends a comment (15 by default).
     """
-    built, r = _build(
-        agent,
-        authorize=authorize,
-        allow_anyone=allow_anyone,
-        max_prompt_bytes=max_prompt_bytes,
-        heartbeat=heartbeat,
-        retry_ms=retry_ms,
-        allowed_origins=allowed_origins,
-        visible=visible,
-        stream_lifetime=stream_lifetime,
-    )
+    built, r = _build(agent, RouteOptions(**options))
     app = Starlette(
         routes=built + list(extra_routes or []),
         exception_handlers=exception_handlers(),
