@@ -56,6 +56,7 @@ network file system: SQLite's locking is not reliable there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -210,6 +211,8 @@ class SqliteWorld:
         self.mode = mode
         # Only the worker thread touches the connection.
         self._conn: sqlite3.Connection | None = None
+        # The connection as the finalizer sees it (it must not hold the world).
+        self._held: list[sqlite3.Connection] = []
         self._worker: _Worker | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         # Change notification for follow(), per followed session: its generation is
@@ -546,8 +549,10 @@ class SqliteWorld:
     async def _call(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._worker is None:
             self._worker = _Worker()
-            # A world that is never closed still frees its thread when collected.
-            self._finalizer = weakref.finalize(self, self._worker.stop)
+            # A world that is never closed still frees its thread and closes its
+            # connection when collected or at exit (Python 3.13 warns of an
+            # unclosed sqlite3 connection).
+            self._finalizer = weakref.finalize(self, _release, self._worker, self._held)
         return await self._worker.submit(asyncio.get_running_loop(), lambda: self._run(doing, fn))
 
     def _run(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -601,6 +606,7 @@ class SqliteWorld:
             conn.close()
             raise
         self._conn = conn
+        self._held[:] = [conn]
         return conn
 
     def _rollback_quietly(self) -> None:
@@ -827,6 +833,15 @@ def _data_version(conn: sqlite3.Connection) -> int:
 
 def _lease_arg(wake: object) -> WakeLease:
     return validate.held(wake)  # W15: before any I/O
+
+
+def _release(worker: _Worker, held: list[sqlite3.Connection]) -> None:
+    """A world's finalizer: stop its thread, close its connection (closing a closed
+    one is a no-op; the connection is not tied to a thread)."""
+    worker.stop()
+    for conn in held:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
