@@ -14,12 +14,14 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxworld import NewEntry
 
 if TYPE_CHECKING:
     from fxworld.protocol import World
+
+T = TypeVar("T")
 
 
 async def timed(workers: int, seconds: float, step: Callable[[int], Awaitable[int]]) -> float:
@@ -120,3 +122,20 @@ def pct(values: list[float], p: float) -> float:
     """The ``p``th percentile of ``values`` (seconds), in milliseconds."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+def run_on_s3(args: Any, bench: Callable[[Any], Awaitable[T]]) -> T:
+    """``asyncio.run(bench(args))`` against ``args.endpoint``; without one, against a
+    throwaway ``weed mini`` started here and stopped by its pid afterwards."""
+    server = None
+    if args.endpoint is None:
+        from tests.support.s3_server import start_s3
+
+        server = start_s3()
+        args.endpoint = server.endpoint
+        print(f"server: {server.name} at {args.endpoint}")
+    try:
+        return asyncio.run(bench(args))
+    finally:
+        if server is not None:
+            server.stop()

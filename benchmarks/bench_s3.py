@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _measure import run_on_s3  # (this script's folder is on the path)
+
 from fxworld import NewEntry
 from fxworld_s3 import S3World
 
@@ -141,18 +143,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--follows", type=int, default=30)
     args = parser.parse_args()
-    server = None
-    if args.endpoint is None:
-        from tests.support.s3_server import start_s3
-
-        server = start_s3()
-        args.endpoint = server.endpoint
-        print(f"server: {server.name} at {args.endpoint}")
-    try:
-        rows = asyncio.run(bench(args))
-    finally:
-        if server is not None:
-            server.stop()
+    rows = run_on_s3(args, bench)
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>16}  {note}")

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _measure import run_on_s3  # (this script's folder is on the path)
+
 from fxworld_s3 import S3World
 
 
@@ -74,18 +76,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--cache-size", type=int, default=0, help="default: the world's")
     args = parser.parse_args()
-    server = None
-    if args.endpoint is None:
-        from tests.support.s3_server import start_s3
-
-        server = start_s3()
-        args.endpoint = server.endpoint
-        print(f"server: {server.name} at {args.endpoint}")
-    try:
-        rows = asyncio.run(bench(args))
-    finally:
-        if server is not None:
-            server.stop()
+    rows = run_on_s3(args, bench)
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
