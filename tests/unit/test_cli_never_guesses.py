@@ -36,9 +36,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _commands(url: str) -> list[list[str]]:
-    """Every command that takes a world, each on ``url``."""
-    world = ["--world", url]
+def _never_creating(world: list[str]) -> list[list[str]]:
+    """The commands that must never create a world's file, each with ``world``."""
     return [
         ["sessions", "list", *world],
         ["sessions", "show", "s1", *world],
@@ -46,8 +45,16 @@ def _commands(url: str) -> list[list[str]]:
         ["sessions", "approve", "s1", "x1", *world],
         ["sessions", "deny", "s1", "x1", *world],
         ["sessions", "stop", "s1", *world],
-        ["setup", *world],
         ["bench", *world, "--seconds", "0.1", "--processes", "1"],
+    ]
+
+
+def _commands(url: str) -> list[list[str]]:
+    """Every command that takes a world, each on ``url``."""
+    world = ["--world", url]
+    return [
+        *_never_creating(world),
+        ["setup", *world],
         ["worker", "agent.py:agent", *world, "--until-idle"],
         ["serve", "agent.py:agent", *world, "--allow-anyone", "--port", str(_free_port())],
         ["conformance", "--world", url, "--quiet"],
@@ -134,15 +141,7 @@ def test_read_only_commands_never_create_a_sqlite_file(
     missing_dir = f"sqlite:///{tmp_path}/no/such/dir/w.db"
     for url in (typo, missing_dir, None):  # None: the default ./.fxworld/world.db
         world = ["--world", url] if url else []
-        for argv in (
-            ["sessions", "list", *world],
-            ["sessions", "show", "s1", *world],
-            ["sessions", "approvals", "s1", *world],
-            ["sessions", "approve", "s1", "x1", *world],
-            ["sessions", "deny", "s1", "x1", *world],
-            ["sessions", "stop", "s1", *world],
-            ["bench", *world, "--seconds", "0.1", "--processes", "1"],
-        ):
+        for argv in _never_creating(world):
             assert main(argv) == 2, argv
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and "does not exist" in err, (argv, err)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from fxworld import Entry, MemoryWorld
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -76,3 +78,16 @@ class ServeProcess:
             return self.log.read_text(errors="replace")[-4000:]
         except OSError:
             return ""
+
+
+class CountingWorld(MemoryWorld):
+    """Counts the entries its reads hand out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_out = 0
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        batch = await super().read(session_id, after, limit=limit)
+        self.handed_out += len(batch)
+        return batch

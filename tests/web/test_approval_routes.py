@@ -15,8 +15,8 @@ from starlette.requests import Request
 from fxworld import Agent, MemoryWorld, StreamEvent, tool
 from fxworld.engine import log
 from fxworld.testing import ScriptedModel
-from fxworld.types import Entry
 from fxworld.web import create_app
+from tests.web._server import CountingWorld
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -210,19 +210,6 @@ async def test_the_approval_list_passes_through_visible() -> None:
     # the hook saw the very event the stream shows for the call, cursor and all
     [requested] = [e for e in await agent.session(sid).read() if e.kind == "approval.requested"]
     assert shown_events[0] == requested
-
-
-class CountingWorld(MemoryWorld):
-    """Counts the entries its reads hand out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.handed_out = 0
-
-    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
-        batch = await super().read(session_id, after, limit=limit)
-        self.handed_out += len(batch)
-        return batch
 
 
 async def long_session(world: MemoryWorld, sid: str, turns: int) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from fxworld import Entry, MemoryWorld, NewEntry, open_world
+from fxworld import NewEntry, open_world
 from fxworld.follow import PAGE_BYTES, bounded_follow
-from tests.web._server import ServeProcess, free_port
+from tests.web._server import CountingWorld, ServeProcess, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -91,17 +91,6 @@ def test_idle_streams_pin_bounded_memory(tmp_path: Path) -> None:
         for s in socks:
             s.close()
         server.stop()
-
-
-class CountingWorld(MemoryWorld):
-    def __init__(self) -> None:
-        super().__init__()
-        self.handed_out = 0
-
-    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
-        batch = await super().read(session_id, after, limit=limit)
-        self.handed_out += len(batch)
-        return batch
 
 
 async def test_a_stalled_stream_holds_one_page_in_bytes() -> None:
