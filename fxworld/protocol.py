@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 
-__all__ = ["World", "WakeBatcher", "SessionLister", "CAPABILITIES"]
+__all__ = ["World", "WakeBatcher", "SessionLister", "WakeLister", "CAPABILITIES"]
 
 CAPABILITIES: dict[str, str] = {
     "durable": "acknowledged appends and wakes survive a crash of the process or server",
@@ -274,4 +274,26 @@ class SessionLister(Protocol):
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, in ascending order, greater than
         ``after``, at most ``limit``: page with the last id returned."""
+        ...
+
+
+@runtime_checkable
+class WakeLister(Protocol):
+    """Optional: a world that can say which wakes are pending, and who holds them.
+
+    Read-only: neither method takes, renews or finishes a wake, so W11-W13 are
+    untouched. The inspector shows these; ``fxworld.prune`` keeps a session whose
+    wake is due or leased. Not part of W1-W17; the kit checks it where a world has it.
+    A third-party world satisfies it by having both methods.
+    """
+
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        """The session's pending wake, or ``None`` if it has none (finished, never
+        woken, or deleted). Bad ids raise ``InvalidSessionId`` (W15)."""
+        ...
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        """Pending wakes (due or not, leased or not), by ascending session id greater
+        than ``after``, at most ``limit``: page with the last id returned. Arguments
+        are checked as for ``list_sessions`` (``validate.list_args``)."""
         ...

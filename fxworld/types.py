@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeAlias
 
-__all__ = ["JSON", "JSONObject", "NewEntry", "Entry", "Fence", "WakeLease"]
+__all__ = ["JSON", "JSONObject", "NewEntry", "Entry", "Fence", "WakeLease", "WakeState"]
 
 JSON: TypeAlias = Any
 """Any value that ``json.dumps`` encodes and ``json.loads`` gives back unchanged."""
@@ -75,3 +75,22 @@ class WakeLease:
     token: str
     attempt: int
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class WakeState:
+    """What a world can say of one session's pending wake (:class:`~fxworld.protocol.WakeLister`).
+
+    A read-only view, for operators (the inspector) and for retention (``prune`` keeps
+    a session whose wake is due or leased). It takes nothing and changes nothing.
+    """
+
+    session_id: str
+    """The session the wake is for."""
+    due_at: datetime
+    """When the wake is (or was) due, on the world's clock (W11)."""
+    leased_until: datetime | None
+    """When the current holder's lease ends, or ``None`` if nobody holds it now (W12).
+    A lease whose time has passed is reported as ``None``: it no longer holds."""
+    attempt: int
+    """Deliveries so far: 0 while never taken, then as :attr:`WakeLease.attempt`."""
