@@ -1,33 +1,39 @@
 """fxworld_conformance: the kit that proves a World keeps W1-W17.
 
-Three tiers: directed checks and Hypothesis state machines against a reference
-model; real OS processes racing with crashes and cut connections, checked by
-history checkers; and deliberately broken worlds the kit must fail. Beside them,
-the capacity check (:mod:`fxworld_conformance.capacity`): hundreds of idle
-followers must leave the world's other calls at their usual speed. Run it from
-pytest (subclass :class:`WorldConformance`, or ``--fxworld-world=...``) or from
-the command line (``fxworld conformance --world URL|module:factory``).
-:class:`WorldSuite` adds the example tests of every guarantee
-(:mod:`fxworld_conformance.examples`). See docs/conformance.md.
+Two names at the door:
+
+- :class:`WorldSuite`, for pytest: subclass it, give it your world (override the
+  ``fxworld_target`` fixture, or pass ``--fxworld-world=...``), run pytest. Every
+  check and every example test of every guarantee is one test.
+- :func:`run_kit`, for code and the CLI (``fxworld conformance --world
+  URL|module:factory``): runs the kit and returns one :class:`CheckResult` per check.
+
+Inside, a subpackage per tier, each readable alone (see docs/conformance.md):
+``directed/`` (a short scenario per guarantee), ``stateful/`` (Hypothesis state
+machines beside the reference model in ``model.py``), ``procs/`` (real OS processes
+racing, crashed and cut off), ``checkers/`` (the history checkers the process tier
+ends with), ``broken/`` (worlds the kit must fail: its teeth), ``examples/``
+(example-based tests of every guarantee). Beside them, ``capacity.py``: hundreds of
+idle followers must leave the world's other calls at their usual speed.
 
 Importing this package imports neither Hypothesis nor pytest: the pytest plugin
-loads it in every pytest run. :class:`WorldConformance` and :func:`run_kit` load
-them on first use.
+loads it in every pytest run. :class:`WorldSuite` and :func:`run_kit` load them on
+first use. The names and module paths of the kit's first release still import, with
+a ``DeprecationWarning`` (:mod:`fxworld_conformance.deprecated`).
 """
 
 from typing import Any
 
+from fxworld_conformance import deprecated
 from fxworld_conformance.report import CheckResult, Status
 from fxworld_conformance.target import Target
 
-__all__ = ["CheckResult", "Status", "Target", "WorldConformance", "WorldSuite", "run_kit"]
+__all__ = ["WorldSuite", "run_kit", "Target", "CheckResult", "Status"]
+
+deprecated.install()
 
 
 def __getattr__(name: str) -> Any:
-    if name == "WorldConformance":
-        from fxworld_conformance.suite import WorldConformance
-
-        return WorldConformance
     if name == "WorldSuite":
         from fxworld_conformance.suite import WorldSuite
 
@@ -36,4 +42,4 @@ def __getattr__(name: str) -> Any:
         from fxworld_conformance.runner import run_kit
 
         return run_kit
-    raise AttributeError(f"module 'fxworld_conformance' has no attribute {name!r}")
+    return deprecated.old_name(__name__, name)

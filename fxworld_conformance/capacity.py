@@ -37,7 +37,7 @@ from typing import TypeVar
 from fxworld.errors import WorldError
 from fxworld.types import Entry, NewEntry
 from fxworld_conformance.directed import Directed
-from fxworld_conformance.directed_probe import Probe, check
+from fxworld_conformance.directed.probe import Probe, check
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import CapacityProfile
 from fxworld_conformance.profiles import profile as kit_profile

@@ -41,7 +41,7 @@ LATER = 1
 class Violation(AssertionError):
     """A guarantee broken, with the evidence, raised by a directed check or a state
     machine. ``guarantee`` is ``"W1"`` .. ``"W17"``. (What a history checker of the
-    process tier returns is a :class:`~fxworld_conformance.history.Finding`.)"""
+    process tier returns is a :class:`~fxworld_conformance.checkers.history.Finding`.)"""
 
     def __init__(self, guarantee: str, message: str) -> None:
         self.guarantee = guarantee

@@ -6,7 +6,7 @@ markers ``fxworld`` (a kit test) and ``fxworld_slow`` (a kit test that takes mor
 than a few seconds), and the
 fixture ``fxworld_target``: the :class:`~fxworld_conformance.target.Target` named by
 the option, or a skip when there is none. A kit test class
-(:class:`fxworld_conformance.WorldConformance`) uses that fixture unless a
+(:class:`fxworld_conformance.WorldSuite`) uses that fixture unless a
 subclass overrides it.
 
 This module is loaded by every pytest run where fxworld is installed, so it

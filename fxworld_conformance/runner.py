@@ -156,8 +156,8 @@ def raised_by_kit(e: BaseException) -> bool:
     if last is None or _is_world_error(e):
         return False
     kit = os.path.dirname(os.path.abspath(__file__))
-    name = os.path.basename(last)
-    return os.path.dirname(os.path.abspath(last)) == kit and not name.startswith("broken")
+    where = os.path.relpath(os.path.abspath(last), kit)  # the broken worlds are worlds
+    return not where.startswith(("..", "broken" + os.sep))
 
 
 def _is_world_error(e: BaseException) -> bool:

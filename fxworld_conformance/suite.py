@@ -1,11 +1,11 @@
-"""The kit as pytest test classes: subclass one, give it your world, run pytest.
+"""The kit as a pytest test class: subclass :class:`WorldSuite`, give it your world, run pytest.
 
 ::
 
     import pytest
-    from fxworld_conformance import Target, WorldConformance
+    from fxworld_conformance import Target, WorldSuite
 
-    class TestMyWorld(WorldConformance):
+    class TestMyWorld(WorldSuite):
         @pytest.fixture
         def fxworld_target(self):
             return Target(url="mydb://localhost/test")   # or Target(factory=make_world)
@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import pytest
 
+from fxworld_conformance import deprecated
 from fxworld_conformance.capacity import NAME as CAPACITY
 from fxworld_conformance.directed import DIRECTED
-from fxworld_conformance.examples import WorldExamples
+from fxworld_conformance.examples import ExampleTests
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.stateful import MACHINES
 from fxworld_conformance.target import Target
 
 __all__ = [
-    "WorldConformance",
     "WorldSuite",
+    "KitChecks",
     "assert_results",
     "DIRECTED_CHECKS",
     "MACHINE_CHECKS",
@@ -67,10 +68,11 @@ MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name
 
 
 @pytest.mark.fxworld
-class WorldConformance:
-    """All of the kit's checks, one test each: ``test_directed[w02-fenced-append]``,
-    ``test_capacity``, ``test_stateful[log]``, ``test_processes``. Override the ``fxworld_target``
-    fixture (or pass ``--fxworld-world``). A subclass may override a tier's test
+class KitChecks:
+    """The kit's half of :class:`WorldSuite`: all of its checks, one test each:
+    ``test_directed[w02-fenced-append]``, ``test_capacity``, ``test_stateful[log]``,
+    ``test_processes``. Override the ``fxworld_target`` fixture (or pass
+    ``--fxworld-world``). A subclass may override a tier's test
     (to assert more about its results, or run it at another size); an override of
     ``test_directed`` or ``test_stateful`` parametrizes over
     :data:`DIRECTED_CHECKS` or :data:`MACHINE_CHECKS` again."""
@@ -111,8 +113,12 @@ class WorldConformance:
         )
 
 
-class WorldSuite(WorldConformance, WorldExamples):
+class WorldSuite(KitChecks, ExampleTests):
     """Everything a backend is tested with: the kit's checks (directed, state
     machines, process tier) and the example tests of every guarantee
     (:mod:`fxworld_conformance.examples`), on worlds from ``fxworld_target``.
     A backend's test file subclasses it and adds only what is its own."""
+
+
+def __getattr__(name: str) -> object:
+    return deprecated.old_name(__name__, name)

@@ -6,9 +6,10 @@ Two shapes of the same tests:
 - :class:`fxworld_conformance.WorldSuite` (the usual one): the whole kit plus these
   examples, each a plain (synchronous) pytest test on a fresh world opened from the
   ``fxworld_target`` fixture. Needs nothing beyond pytest.
-- :class:`GuaranteeTests`: the examples alone, as ``async`` tests taking a
+- :class:`AsyncExamples`: the examples alone, as ``async`` tests taking a
   ``world`` fixture (a fresh, set-up, empty world) that the subclass provides;
-  needs pytest-asyncio in auto mode.
+  needs pytest-asyncio in auto mode. :class:`ExampleTests` is built from it: it is
+  the examples' half of ``WorldSuite``.
 
 The groups: :class:`LogExamples` (W1-W6, W8, W9), :class:`FollowExamples` (W10),
 :class:`WakeExamples` (W7, W11-W13), :class:`DeleteExamples` (W14, listing),
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from fxworld import World
+from fxworld_conformance import deprecated
 from fxworld_conformance.examples.bad_input import BadInputExamples
 from fxworld_conformance.examples.delete import DeleteExamples
 from fxworld_conformance.examples.errors import ErrorExamples
@@ -34,8 +36,8 @@ from fxworld_conformance.examples.wakes import WakeExamples
 from fxworld_conformance.target import Target
 
 __all__ = [
-    "GuaranteeTests",
-    "WorldExamples",
+    "AsyncExamples",
+    "ExampleTests",
     "LogExamples",
     "FollowExamples",
     "WakeExamples",
@@ -54,7 +56,7 @@ GROUPS: tuple[type, ...] = (
 )
 
 
-class GuaranteeTests(*GROUPS):  # type: ignore[misc]
+class AsyncExamples(*GROUPS):  # type: ignore[misc]
     """W1-W17, example-based, as async tests. Override the ``world`` fixture."""
 
     @pytest.fixture
@@ -93,16 +95,20 @@ def _sync(name: str, example: Example) -> Callable[..., None]:
     return test
 
 
-class WorldExamples:
-    """The examples of :class:`GuaranteeTests` as synchronous tests on worlds opened
+class ExampleTests:
+    """The examples of :class:`AsyncExamples` as synchronous tests on worlds opened
     from the ``fxworld_target`` fixture."""
 
     secrets: tuple[str, ...] = ()
     secret_url: str | None = None
 
 
-for _name in dir(GuaranteeTests):
-    _value = getattr(GuaranteeTests, _name)
+for _name in dir(AsyncExamples):
+    _value = getattr(AsyncExamples, _name)
     if _name.startswith("test") and inspect.iscoroutinefunction(_value):
-        setattr(WorldExamples, _name, _sync(_name, _value))
+        setattr(ExampleTests, _name, _sync(_name, _value))
 del _name, _value
+
+
+def __getattr__(name: str) -> object:
+    return deprecated.old_name(__name__, name)

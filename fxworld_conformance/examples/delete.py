@@ -1,6 +1,6 @@
 """W14: delete; and the optional session listing.
 
-A mixin of :class:`fxworld_conformance.examples.GuaranteeTests`: each test takes
+A mixin of :class:`fxworld_conformance.examples.AsyncExamples`: each test takes
 the ``world`` fixture (a fresh, set-up, empty world)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """W16, W17: one error hierarchy, no credentials shown, declared capabilities.
 
-A mixin of :class:`fxworld_conformance.examples.GuaranteeTests`: each test takes
+A mixin of :class:`fxworld_conformance.examples.AsyncExamples`: each test takes
 the ``world`` fixture (a fresh, set-up, empty world)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """W10: follow, reconnects, concurrent writers.
 
-A mixin of :class:`fxworld_conformance.examples.GuaranteeTests`: each test takes
+A mixin of :class:`fxworld_conformance.examples.AsyncExamples`: each test takes
 the ``world`` fixture (a fresh, set-up, empty world)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """W1-W6, W8, W9: acquire, fenced and unfenced appends, batches, expect, keys, epochs, reads.
 
-A mixin of :class:`fxworld_conformance.examples.GuaranteeTests`: each test takes
+A mixin of :class:`fxworld_conformance.examples.AsyncExamples`: each test takes
 the ``world`` fixture (a fresh, set-up, empty world)."""
 
 from __future__ import annotations

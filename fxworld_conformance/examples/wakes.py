@@ -1,6 +1,6 @@
 """W7, W11-W13: append + wake, coalescing and due times, leases, finish.
 
-A mixin of :class:`fxworld_conformance.examples.GuaranteeTests`: each test takes
+A mixin of :class:`fxworld_conformance.examples.AsyncExamples`: each test takes
 the ``world`` fixture (a fresh, set-up, empty world)."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from fxworld.errors import (
     LeaseLost,
 )
 from fxworld_conformance import Target, WorldSuite
-from fxworld_conformance.proxy import TcpProxy
+from fxworld_conformance.procs.proxy import TcpProxy
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import assert_results
 from fxworld_redis import RedisWorld

@@ -16,9 +16,9 @@ import pytest
 
 from fxworld.errors import BackendUnavailable, Fenced
 from fxworld_conformance import checkers as chk
-from fxworld_conformance import history as hist
 from fxworld_conformance.checkers import CHECKS
-from fxworld_conformance.history import (
+from fxworld_conformance.checkers import history as hist
+from fxworld_conformance.checkers.history import (
     FileSink,
     Finding,
     History,

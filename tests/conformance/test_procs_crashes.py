@@ -3,7 +3,7 @@ crash or a freeze inside a call shows (a write split in two steps, an append
 acknowledged before it is written) fails a ci-profile run, naming the guarantee.
 
 The worlds are SqliteWorlds with one defect each
-(:mod:`fxworld_conformance.broken_url`), opened by URL
+(:mod:`fxworld_conformance.broken.url`), opened by URL
 (``broken+sqlite:///path?defect=NAME``) by real OS processes that the tier kills
 and freezes inside their calls.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fxworld_conformance import broken_url
-from fxworld_conformance.broken_url import DEFECTS, url
+from fxworld_conformance.broken import url as broken_url
+from fxworld_conformance.broken.url import DEFECTS, url
 from fxworld_conformance.procs import run_process_checks
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.target import Target

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fxworld_conformance.proxy import TcpProxy, proxied_url, upstream_of
+from fxworld_conformance.procs.proxy import TcpProxy, proxied_url, upstream_of
 
 
 async def echo_server() -> tuple[asyncio.Server, int]:

@@ -80,8 +80,7 @@ def test_cli_url(tmp_path: Path) -> None:
 
 def test_pytest_plugin_option(author_dir: Path) -> None:
     (author_dir / "test_my_backend.py").write_text(
-        "from fxworld_conformance import WorldConformance\n\n"
-        "class TestMine(WorldConformance):\n    pass\n"
+        "from fxworld_conformance import WorldSuite\n\nclass TestMine(WorldSuite):\n    pass\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run(

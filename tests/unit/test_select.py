@@ -291,10 +291,10 @@ def test_broken_sqlite_is_unknown_to_a_plain_process(tmp_path: Path) -> None:
 
 def test_a_registered_scheme_opens_until_it_is_unregistered(tmp_path: Path) -> None:
     url = f"broken+sqlite:///{tmp_path}/w.db?defect=wake_two_steps"
-    fxworld.register_scheme("broken+sqlite", "fxworld_conformance.broken_url:open_broken")
+    fxworld.register_scheme("broken+sqlite", "fxworld_conformance.broken.url:open_broken")
     try:
         assert fxworld.registered_schemes() == {
-            "broken+sqlite": "fxworld_conformance.broken_url:open_broken"
+            "broken+sqlite": "fxworld_conformance.broken.url:open_broken"
         }
         assert type(open_world(url)).__name__ == "WakeTwoSteps"
     finally:

@@ -8,8 +8,8 @@ import bisect
 import math
 from collections import defaultdict
 
-from fxworld_conformance.checkers_log import _final_op, _landed
-from fxworld_conformance.history import CLOCK_TOLERANCE, Finding, History, Op
+from fxworld_conformance.checkers.history import CLOCK_TOLERANCE, Finding, History, Op
+from fxworld_conformance.checkers.log import _final_op, _landed
 
 __all__ = ["check_wakes_never_early", "check_wakes_never_lost", "check_lease_redelivery"]
 

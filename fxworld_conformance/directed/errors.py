@@ -24,7 +24,7 @@ from fxworld.protocol import CAPABILITIES
 from fxworld.types import Fence, NewEntry
 from fxworld_conformance.bad_values import BAD_SESSION_IDS
 from fxworld_conformance.credentials import leak, password_of
-from fxworld_conformance.directed_probe import Probe, check, msgs, show
+from fxworld_conformance.directed.probe import Probe, check, msgs, show
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import Target
 

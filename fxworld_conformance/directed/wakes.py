@@ -10,7 +10,7 @@ from fxworld import take_wakes
 from fxworld.errors import Fenced, InvalidArgument, LeaseLost
 from fxworld.types import WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
-from fxworld_conformance.directed_probe import Probe, check, drain_wakes, msgs
+from fxworld_conformance.directed.probe import Probe, check, drain_wakes, msgs
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import Target
 

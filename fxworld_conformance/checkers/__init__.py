@@ -1,15 +1,15 @@
 """The checkers of docs/contract.md section 5: each judges a whole
-:class:`~fxworld_conformance.history.History` of one process-tier run and returns
-the :class:`~fxworld_conformance.history.Finding` s it proves, each naming the
+:class:`~fxworld_conformance.checkers.history.History` of one process-tier run and returns
+the :class:`~fxworld_conformance.checkers.history.Finding` s it proves, each naming the
 guarantee (W-number) broken and carrying the operations that prove it.
 
 A call whose outcome is unknown (killed, cut, timed out) is judged by what
 landed: if its entries are in the final log it owes all of them (W4), its wake
 (W7) and its key (W6).
 
-The checkers live by guarantee family in :mod:`~fxworld_conformance.checkers_log`,
-:mod:`~fxworld_conformance.checkers_fences` and
-:mod:`~fxworld_conformance.checkers_wakes`; this module holds their table
+The checkers live by guarantee family in :mod:`~fxworld_conformance.checkers.log`,
+:mod:`~fxworld_conformance.checkers.fences` and
+:mod:`~fxworld_conformance.checkers.wakes`; this module holds their table
 (:data:`CHECKS`) and exports every one of them.
 """
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fxworld_conformance.checkers_fences import (
+from fxworld_conformance.checkers.fences import (
     check_epochs,
     check_fenced_stays_out,
     check_new_epoch_refuses_old,
 )
-from fxworld_conformance.checkers_log import (
+from fxworld_conformance.checkers.history import Finding, History
+from fxworld_conformance.checkers.log import (
     check_batches_atomic,
     check_dense,
     check_follow,
@@ -34,12 +35,11 @@ from fxworld_conformance.checkers_log import (
     check_reads_monotone,
     check_refused_no_trace,
 )
-from fxworld_conformance.checkers_wakes import (
+from fxworld_conformance.checkers.wakes import (
     check_lease_redelivery,
     check_wakes_never_early,
     check_wakes_never_lost,
 )
-from fxworld_conformance.history import Finding, History
 
 __all__ = [
     "Check",

@@ -9,7 +9,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
-from fxworld_conformance.history import (
+from fxworld_conformance.checkers.history import (
     EntryDict,
     Finding,
     History,

@@ -21,10 +21,10 @@ from typing import Any
 
 from fxworld import registered_schemes
 from fxworld.protocol import World
-from fxworld_conformance._child import Gate, Spec, run_role
-from fxworld_conformance.history import Finding, History, ListSink, Op, Recorder
+from fxworld_conformance.checkers.history import Finding, History, ListSink, Op, Recorder
+from fxworld_conformance.procs.child import Gate, Spec, run_role
+from fxworld_conformance.procs.proxy import TcpProxy
 from fxworld_conformance.profiles import ProcessProfile as Profile
-from fxworld_conformance.proxy import TcpProxy
 from fxworld_conformance.target import Target
 
 __all__ = ["ProcessRun", "FAULTS", "INSIDE_ROLES", "INSIDE_WAIT", "inside_call"]
@@ -268,7 +268,7 @@ class _ProcessHarness(_Harness):
         err_path = os.path.join(self.tmp, f"{spec.name}.err")
         with open(err_path, "wb") as err:
             player.handle = subprocess.Popen(
-                [sys.executable, "-m", "fxworld_conformance._child", spec_path],
+                [sys.executable, "-m", "fxworld_conformance.procs.child", spec_path],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,

@@ -1,7 +1,7 @@
 """Tier 2: real OS processes race on shared sessions under crashes and cut connections.
 
 :func:`run_process_checks` runs a seeded workload (see
-:mod:`fxworld_conformance._child` for the roles: writers taking sessions over and
+:mod:`fxworld_conformance.procs.child` for the roles: writers taking sessions over and
 appending fenced batches, prompters appending keyed prompts, followers that
 reconnect, readers, wake workers with short leases, pokers) against the world under
 test while it injects faults at seeded moments:
@@ -22,7 +22,7 @@ test while it injects faults at seeded moments:
     zombie's write land after its successor's takeover.
 ``cut`` / ``stall``
     abort every connection (refusing new ones for a moment) or hold every byte for
-    a while, through :class:`~fxworld_conformance.proxy.TcpProxy`, for worlds
+    a while, through :class:`~fxworld_conformance.procs.proxy.TcpProxy`, for worlds
     reached over TCP (a URL with ``host:port``, or an ``endpoint_url`` with one).
 ``restart``
     crash-restart the server through ``Target.restart`` (capability
@@ -50,11 +50,11 @@ Repeatable: the seed fixes the fault schedule and every process's choices (roles
 sessions, batch sizes, pauses); the operating system still chooses the exact
 interleaving, which is why every operation is recorded and judged afterwards.
 Failures print the seed. Assumes the world's clock (a server's) and the kit's
-agree within :data:`~fxworld_conformance.history.CLOCK_TOLERANCE`.
+agree within :data:`~fxworld_conformance.checkers.history.CLOCK_TOLERANCE`.
 
 The harness (players, faults, :class:`ProcessRun`) is in
-:mod:`~fxworld_conformance.procs_harness`, the kit's own calls after the workload
-(drain, retries, probes, final read) in :mod:`~fxworld_conformance.procs_probes`;
+:mod:`~fxworld_conformance.procs.harness`, the kit's own calls after the workload
+(drain, retries, probes, final read) in :mod:`~fxworld_conformance.procs.probes`;
 this module runs the workload and the restart check and makes the report rows.
 """
 
@@ -74,9 +74,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from fxworld.types import Fence
-from fxworld_conformance._child import Spec
 from fxworld_conformance.checkers import CHECKS, check_errors_typed
-from fxworld_conformance.history import (
+from fxworld_conformance.checkers.history import (
     EntryDict,
     Finding,
     History,
@@ -85,7 +84,8 @@ from fxworld_conformance.history import (
     load_records,
     read_record_file,
 )
-from fxworld_conformance.procs_harness import (
+from fxworld_conformance.procs.child import Spec
+from fxworld_conformance.procs.harness import (
     FAULTS,
     ProcessRun,
     _apply_faults,
@@ -94,7 +94,7 @@ from fxworld_conformance.procs_harness import (
     _schedule,
     _TaskHarness,
 )
-from fxworld_conformance.procs_probes import (
+from fxworld_conformance.procs.probes import (
     _PROBE_SESSIONS,
     Unopenable,
     _acquire,
@@ -106,10 +106,10 @@ from fxworld_conformance.procs_probes import (
     _retry_interrupted,
     _wake,
 )
+from fxworld_conformance.procs.proxy import TcpProxy, proxied_url, upstream_of
 from fxworld_conformance.profiles import PROFILES as KIT_PROFILES
 from fxworld_conformance.profiles import ProcessProfile as Profile
 from fxworld_conformance.profiles import profile as kit_profile
-from fxworld_conformance.proxy import TcpProxy, proxied_url, upstream_of
 from fxworld_conformance.report import CheckResult, kit_error
 from fxworld_conformance.target import Target, with_namespace
 

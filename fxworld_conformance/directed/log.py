@@ -9,7 +9,7 @@ from typing import Any
 
 from fxworld.errors import Conflict, Fenced, InvalidEntry
 from fxworld.types import Entry, Fence, NewEntry
-from fxworld_conformance.directed_probe import Probe, check, drain_wakes, msgs, show
+from fxworld_conformance.directed.probe import Probe, check, drain_wakes, msgs, show
 from fxworld_conformance.model import Violation
 from fxworld_conformance.target import Target
 

@@ -21,10 +21,10 @@ delete) run one at a time and are predicted exactly (W7, W11-W14). A failure
 raises :class:`~fxworld_conformance.model.Violation` naming the guarantee;
 Hypothesis shrinks it and prints the steps that replay it.
 
-The machines' rules are in :mod:`~fxworld_conformance.stateful_log` and
-:mod:`~fxworld_conformance.stateful_wakes`, what they share in
-:mod:`~fxworld_conformance.stateful_base`, the linearizability check in
-:mod:`~fxworld_conformance.linearizable`; this module runs them.
+The machines' rules are in :mod:`~fxworld_conformance.stateful.log` and
+:mod:`~fxworld_conformance.stateful.wakes`, what they share in
+:mod:`~fxworld_conformance.stateful.base`, the linearizability check in
+:mod:`~fxworld_conformance.stateful.linearizable`; this module runs them.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from fxworld_conformance.model import (
 )
 from fxworld_conformance.profiles import profile as kit_profile
 from fxworld_conformance.report import CheckResult, kit_error
-from fxworld_conformance.stateful_base import Stats, _KitMachine
-from fxworld_conformance.stateful_log import LogMachine
-from fxworld_conformance.stateful_wakes import WakeMachine
+from fxworld_conformance.stateful.base import Stats, _KitMachine
+from fxworld_conformance.stateful.log import LogMachine
+from fxworld_conformance.stateful.wakes import WakeMachine
 from fxworld_conformance.target import Target
 
 __all__ = ["LogMachine", "WakeMachine", "Stats", "run_machine", "machine_settings", "MACHINES"]

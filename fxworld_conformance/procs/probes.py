@@ -14,8 +14,8 @@ from typing import Any
 from fxworld.errors import ConfigurationError, WorldError
 from fxworld.protocol import World
 from fxworld.types import Fence, WakeLease
-from fxworld_conformance import history as hist
-from fxworld_conformance.history import (
+from fxworld_conformance.checkers import history as hist
+from fxworld_conformance.checkers.history import (
     Done,
     EntryDict,
     Finding,

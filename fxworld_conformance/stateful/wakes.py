@@ -14,7 +14,7 @@ from fxworld import take_wakes
 from fxworld.errors import LeaseLost
 from fxworld.types import WakeLease
 from fxworld_conformance.model import LATER, NOW, Violation
-from fxworld_conformance.stateful_base import (
+from fxworld_conformance.stateful.base import (
     LATER_DELAY,
     LONG_LEASE,
     SESSIONS,

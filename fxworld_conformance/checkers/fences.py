@@ -8,8 +8,8 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
-from fxworld_conformance.checkers_log import _final_op, _landed, _writers
-from fxworld_conformance.history import EntryDict, Finding, History, Op, entry_tag
+from fxworld_conformance.checkers.history import EntryDict, Finding, History, Op, entry_tag
+from fxworld_conformance.checkers.log import _final_op, _landed, _writers
 
 __all__ = ["check_epochs", "check_fenced_stays_out", "check_new_epoch_refuses_old"]
 

@@ -1,6 +1,6 @@
 """What the kit's state machines share: one event loop and one fresh world per
 example, the reference model, the log calls in flight and their immediate checks,
-the linearizability check at quiescence (:mod:`fxworld_conformance.linearizable`)
+the linearizability check at quiescence (:mod:`fxworld_conformance.stateful.linearizable`)
 and the followers."""
 
 from __future__ import annotations
@@ -18,8 +18,14 @@ from hypothesis.stateful import RuleBasedStateMachine
 from fxworld import World
 from fxworld.errors import WorldError
 from fxworld.types import Entry, Fence, NewEntry
-from fxworld_conformance.linearizable import Call, Linearizable, _guarantee_of, _is_int, _same
 from fxworld_conformance.model import SessionModel, Violation, WakeModel
+from fxworld_conformance.stateful.linearizable import (
+    Call,
+    Linearizable,
+    _guarantee_of,
+    _is_int,
+    _same,
+)
 from fxworld_conformance.target import CALL_TIMEOUT, Target, call_world
 
 T = TypeVar("T")

@@ -7,10 +7,10 @@ many concurrent writers on one session. Each raises
 :class:`~fxworld_conformance.model.Violation` naming the guarantee it proves
 broken.
 
-The checks live by concern in :mod:`~fxworld_conformance.directed_log` (W1-W10),
-:mod:`~fxworld_conformance.directed_wakes` (W11-W14) and
-:mod:`~fxworld_conformance.directed_errors` (W15-W17), all working through the
-:class:`~fxworld_conformance.directed_probe.Probe`; this module holds their table
+The checks live by concern in :mod:`~fxworld_conformance.directed.log` (W1-W10),
+:mod:`~fxworld_conformance.directed.wakes` (W11-W14) and
+:mod:`~fxworld_conformance.directed.errors` (W15-W17), all working through the
+:class:`~fxworld_conformance.directed.probe.Probe`; this module holds their table
 and runs one.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fxworld_conformance.directed_errors import w15_bad_input, w16_errors, w17_capabilities
-from fxworld_conformance.directed_log import (
+from fxworld_conformance.directed.errors import w15_bad_input, w16_errors, w17_capabilities
+from fxworld_conformance.directed.log import (
     w1_acquire,
     w2_fenced_append,
     w3_unfenced,
@@ -36,8 +36,8 @@ from fxworld_conformance.directed_log import (
     w10_follow,
     w10_follow_cancel,
 )
-from fxworld_conformance.directed_probe import Probe
-from fxworld_conformance.directed_wakes import (
+from fxworld_conformance.directed.probe import Probe
+from fxworld_conformance.directed.wakes import (
     w11_coalesce,
     w12_lease,
     w12_take_wakes,

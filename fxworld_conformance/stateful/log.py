@@ -8,9 +8,8 @@ import asyncio
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from fxworld_conformance.linearizable import Call, _show
 from fxworld_conformance.model import Violation
-from fxworld_conformance.stateful_base import (
+from fxworld_conformance.stateful.base import (
     KEYS,
     MAX_INFLIGHT,
     READERS,
@@ -18,6 +17,7 @@ from fxworld_conformance.stateful_base import (
     WRITERS,
     _KitMachine,
 )
+from fxworld_conformance.stateful.linearizable import Call, _show
 
 __all__ = ["LogMachine"]
 

@@ -1,8 +1,8 @@
 """The workload of the process tier: one role per OS process (or per task).
 
-Run as ``python -m fxworld_conformance._child SPEC.json``: the child opens the world
+Run as ``python -m fxworld_conformance.procs.child SPEC.json``: the child opens the world
 by URL, plays its role until the spec's deadline and records every operation to
-its own JSON-lines file (see :mod:`fxworld_conformance.history`). The same role
+its own JSON-lines file (see :mod:`fxworld_conformance.checkers.history`). The same role
 coroutines run as asyncio tasks in one process when the world cannot be shared.
 
 Roles:
@@ -47,7 +47,7 @@ from fxworld import open_world, register_scheme
 from fxworld.errors import Conflict, Fenced
 from fxworld.protocol import World
 from fxworld.types import Fence, WakeLease
-from fxworld_conformance.history import (
+from fxworld_conformance.checkers.history import (
     Done,
     FileSink,
     Outcome,
