@@ -9,14 +9,14 @@ engine and the embedded worlds only when one of their names is first used.
 import importlib
 from typing import TYPE_CHECKING
 
-from fxworld._select import (
+from fxworld.protocol import World
+from fxworld.selection import (
     open_world,
     register_scheme,
     registered_schemes,
     unregister_scheme,
     world,
 )
-from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 from fxworld.wakes import take_wakes
 

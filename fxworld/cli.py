@@ -88,7 +88,7 @@ def add_world_option(parser: argparse.ArgumentParser) -> None:
 def world_url(args: argparse.Namespace) -> str:
     """The world URL a command was given: ``--world``, else ``$FXWORLD_URL``, else
     the embedded SQLite world."""
-    from fxworld._select import DEFAULT_URL, ENV_VAR
+    from fxworld.selection import DEFAULT_URL, ENV_VAR
 
     return str(getattr(args, "world", None) or os.environ.get(ENV_VAR) or DEFAULT_URL)
 

@@ -20,10 +20,11 @@ import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from fxworld.engine._faults import crash_point
+from fxworld.engine.faults import crash_point
 from fxworld.models.base import (
     ModelError,
     ModelEvent,
@@ -37,6 +38,9 @@ from fxworld.models.base import (
 __all__ = ["ScriptedModel", "Reply", "crash_point", "read_recording"]
 
 Reply = str | dict[str, Any] | list[dict[str, Any]]
+
+_ROLE = attrgetter("role")
+_TEXT = attrgetter("text")
 
 
 class ScriptedModel:
@@ -68,7 +72,9 @@ class ScriptedModel:
         return f"ScriptedModel({len(self.replies)} replies)"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        n = sum(1 for m in request.messages if m.role == "assistant")
+        # O(len(messages)) per call either way, but in C: a long turn asks many times
+        roles = list(map(_ROLE, request.messages))
+        n = roles.count("assistant")
         if self.record_to is not None:
             line = json.dumps(
                 {
@@ -85,7 +91,7 @@ class ScriptedModel:
                 f"ScriptedModel has {len(self.replies)} replies; asked for reply {n + 1}"
             )
         reply = self.replies[n]
-        usage = Usage(input_tokens=sum(len(m.text) for m in request.messages), output_tokens=0)
+        usage = Usage(input_tokens=sum(map(len, map(_TEXT, request.messages))), output_tokens=0)
         if isinstance(reply, str):
             for piece in _split(reply, self.pieces):
                 if self.delay:

@@ -194,8 +194,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
     """The ASGI app ``fxworld serve`` runs, from its parsed arguments."""
     from starlette.routing import BaseRoute, Mount, Route
 
-    from fxworld.web import create_app, wake_handler
-    from fxworld.web._static import static_files
+    from fxworld.web import create_app, static_files, wake_handler
 
     authorize = load_object(args.authorize) if args.authorize else None
     if authorize is None and not args.allow_anyone:

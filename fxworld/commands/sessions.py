@@ -213,8 +213,8 @@ async def _show(args: argparse.Namespace) -> int:
 async def _approvals(args: argparse.Namespace) -> int:
     """One line per waiting call; its input passes through the one scrubber (a
     key, a card number are masked), since the terminal may be shared or logged."""
-    from fxworld._scrub import scrub
     from fxworld.engine.approvals import pending_approvals
+    from fxworld.scrub import scrub
 
     world = open_world_for(args, "read")
     try:

@@ -94,12 +94,12 @@ class Agent:
     def world(self) -> World:
         """The world this agent uses: the one given, else :func:`fxworld.world()`."""
         if isinstance(self._world, str):
-            from fxworld._select import open_world
+            from fxworld.selection import open_world
 
             self._world = open_world(self._world)
         if self._world is not None:
             return self._world
-        from fxworld._select import world
+        from fxworld.selection import world
 
         return world()
 

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 from fxworld.types import NewEntry
 
 from . import log
-from ._faults import crash_point
 from .approvals import decision_key, expired_decision, requested_entry
 from .context import RunContext
+from .faults import crash_point
 from .replay import CallState, RequestApproval, StopTurn, TimeOutApproval, WaitForApproval
 from .tools import Tool
 

@@ -25,15 +25,15 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from fxworld._scrub import scrub
 from fxworld.errors import BackendUnavailable, Fenced
 from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
+from fxworld.scrub import scrub
 from fxworld.types import NewEntry
 
 from . import log
-from ._faults import crash_point
 from .approval_step import approval_entries
 from .context import RunContext, new_id
+from .faults import crash_point
 from .fenced import StopRun
 from .replay import CallModel, CallState
 from .signals import Cut

@@ -21,12 +21,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fxworld._scrub import error_text
+from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
 from . import log
-from ._faults import crash_point
 from .context import RunContext
+from .faults import crash_point
 from .replay import CallState, RunTools, stopped_message
 from .signals import Cut
 from .tools import Tool, ToolContext, render_output

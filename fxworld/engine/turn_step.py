@@ -18,8 +18,8 @@ open, finish it, give it up, or yield it to another worker.
 from __future__ import annotations
 
 from . import log
-from ._faults import crash_point
 from .context import RunContext, new_id
+from .faults import crash_point
 from .replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
 from .tool_step import tool_entry
 

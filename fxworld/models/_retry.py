@@ -16,7 +16,7 @@ Each adapter turns its SDK's exceptions into :class:`ModelError` in one function
   engine, which saved that text, can mark it discarded and call again.
 
 Every message that leaves an adapter passes through :func:`scrub` (the one
-scrubber, :mod:`fxworld._scrub`), so an API key never appears in an exception
+scrubber, :mod:`fxworld.scrub`), so an API key never appears in an exception
 message, a log entry or a repr.
 """
 
@@ -30,8 +30,8 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fxworld._scrub import scrub
 from fxworld.models.base import ModelError, ModelEvent, TextDelta
+from fxworld.scrub import scrub
 
 __all__ = ["RetryPolicy", "retry_after_seconds", "scrub", "provider_message", "stream_with_retries"]
 

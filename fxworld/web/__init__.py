@@ -10,6 +10,8 @@
   :class:`WakeHandler`): an endpoint for push queues, cron and serverless
   functions that runs due turns on a signed request.
 - :func:`signed_headers`: the headers that sign a wake request's body.
+- :func:`static_files`: the app serving a page's directory beside the routes (never
+  the world's own files).
 
 ``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers.
 """
@@ -44,6 +46,7 @@ from ._signing import (
     verify,
 )
 from ._sse import HEARTBEAT
+from ._static import static_files
 from ._wake import SECRET_ENV, WakeHandler, wake_handler
 
 __all__ = [
@@ -65,4 +68,5 @@ __all__ = [
     "REPLAY_WINDOW",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "static_files",
 ]

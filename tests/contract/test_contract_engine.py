@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _fresh_process_world(monkeypatch: pytest.MonkeyPatch) -> None:
     # hygiene: these tests set the process's world; put it back afterwards
-    monkeypatch.setattr("fxworld._select._current", None)
+    monkeypatch.setattr("fxworld.selection._current", None)
 
 
 @contextlib.asynccontextmanager

@@ -50,7 +50,7 @@ async def test_typed_constructor_and_from_url(dsn: str) -> None:
 
 
 async def test_world_uses_the_object_as_is(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fxworld._select._current", None)
+    monkeypatch.setattr("fxworld.selection._current", None)
     mine = PostgresWorld(dsn, namespace=ns())
     assert world(mine) is mine and world() is mine
     await mine.close()

@@ -88,7 +88,7 @@ def test_credentials_never_in_repr() -> None:
 @pytest.fixture(autouse=True)
 def _restore_process_world(monkeypatch: pytest.MonkeyPatch) -> None:
     # hygiene only: these tests set the process's world; put it back afterwards
-    monkeypatch.setattr("fxworld._select._current", None)
+    monkeypatch.setattr("fxworld.selection._current", None)
 
 
 def test_open_world_does_not_set_process_world(tmp_path: Path) -> None:

@@ -101,8 +101,8 @@ class DocRun:
         document.namespace["monkeypatch"] = self.monkeypatch
         self.examples = list(document.examples())
         # the process's world is the document's own while it runs (restored after)
-        self.monkeypatch.setattr("fxworld._select._current", None)
-        self.monkeypatch.setattr("fxworld._select._current_from", None)
+        self.monkeypatch.setattr("fxworld.selection._current", None)
+        self.monkeypatch.setattr("fxworld.selection._current_from", None)
 
     def run_through(self, line: int) -> None:
         """Run every example up to the Python block at ``line``, that one last."""

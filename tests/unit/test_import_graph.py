@@ -164,3 +164,32 @@ def test_the_engine_never_imports_the_web_layer() -> None:
         if t == "fxworld.web" or t.startswith("fxworld.web.")
     )
     assert not up, "the engine imports the web layer: " + ", ".join(up)
+
+
+def _private_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a private module (a ``_name`` part) from outside the package that
+    holds it: ``fxworld.engine.faults`` may be imported anywhere, ``fxworld.web._app``
+    only from inside ``fxworld.web``."""
+    found = []
+    for module, targets in graph.items():
+        for target in targets:
+            parts = target.split(".")
+            private = [i for i, part in enumerate(parts) if part.startswith("_")]
+            if not private:
+                continue
+            home = ".".join(parts[: private[0]])  # the package the private part lives in
+            if module != home and not module.startswith(home + "."):
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_the_private_crossing_reader_finds_one() -> None:
+    graph = {"fxworld.web._app": set(), "fxworld.web": {"fxworld.web._app"}}
+    graph["fxworld.commands.serve"] = {"fxworld.web._app", "fxworld.web"}
+    assert _private_crossings(graph) == ["fxworld.commands.serve -> fxworld.web._app"]
+
+
+def test_no_private_module_is_imported_from_outside_its_package() -> None:
+    """A part that needs another's internals gets a public seam instead."""
+    crossings = _private_crossings(_graph())
+    assert not crossings, "private modules imported across packages: " + ", ".join(crossings)

@@ -1,12 +1,12 @@
-"""The one scrubber (``fxworld._scrub``): what looks like a secret is masked, the
+"""The one scrubber (``fxworld.scrub``): what looks like a secret is masked, the
 rest of the text is kept, so an error stays useful and shows no credential."""
 
 from __future__ import annotations
 
 import pytest
 
-from fxworld._scrub import error_text, scrub
 from fxworld.models import _retry
+from fxworld.scrub import error_text, scrub
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fxworld
-from fxworld import MemoryWorld, NewEntry, SqliteWorld, World, _select, open_world, world
+from fxworld import MemoryWorld, NewEntry, SqliteWorld, World, open_world, selection, world
 from fxworld.errors import ConfigurationError, InvalidArgument, WorldError
 from fxworld.urls import mask
 
@@ -23,8 +23,8 @@ SECRET = "s3cretpw"
 @pytest.fixture(autouse=True)
 def fresh_selection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No process world set and no FXWORLD_URL, before and after each test."""
-    monkeypatch.setattr(_select, "_current", None)
-    monkeypatch.setattr(_select, "_current_from", None)
+    monkeypatch.setattr(selection, "_current", None)
+    monkeypatch.setattr(selection, "_current_from", None)
     monkeypatch.delenv("FXWORLD_URL", raising=False)
     yield
 
@@ -32,7 +32,7 @@ def fresh_selection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_open_world_builds_without_setting_the_process_world() -> None:
     made = open_world("memory://")
     assert isinstance(made, MemoryWorld)
-    assert _select._current is None
+    assert selection._current is None
     assert open_world("memory://") is not made
 
 
