@@ -11,7 +11,8 @@ Two shapes of the same tests:
   needs pytest-asyncio in auto mode.
 
 The groups: :class:`LogExamples` (W1-W6, W8, W9), :class:`FollowExamples` (W10),
-:class:`WakeExamples` (W7, W11-W13), :class:`DeleteExamples` (W14, listing),
+:class:`WakeExamples` (W7, W11-W13), :class:`WakeStateExamples` (the optional
+``WakeLister``, against the reference model), :class:`DeleteExamples` (W14, listing),
 :class:`BadInputExamples` (W15), :class:`ErrorExamples` (W16, W17).
 """
 
@@ -30,6 +31,7 @@ from fxworld_conformance.examples.delete import DeleteExamples
 from fxworld_conformance.examples.errors import ErrorExamples
 from fxworld_conformance.examples.follow import FollowExamples
 from fxworld_conformance.examples.log import LogExamples
+from fxworld_conformance.examples.wake_states import WakeStateExamples
 from fxworld_conformance.examples.wakes import WakeExamples
 from fxworld_conformance.target import Target
 
@@ -39,6 +41,7 @@ __all__ = [
     "LogExamples",
     "FollowExamples",
     "WakeExamples",
+    "WakeStateExamples",
     "DeleteExamples",
     "BadInputExamples",
     "ErrorExamples",
@@ -48,6 +51,7 @@ GROUPS: tuple[type, ...] = (
     LogExamples,
     FollowExamples,
     WakeExamples,
+    WakeStateExamples,
     DeleteExamples,
     BadInputExamples,
     ErrorExamples,
