@@ -11,7 +11,11 @@
   functions that runs due turns on a signed request.
 - :func:`signed_headers`: the headers that sign a wake request's body.
 
-``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers.
+- :func:`create_inspector` (``create_inspector(world, authorize=...)``): the
+  inspector, pages that show a world's sessions live, with Approve, Deny and Stop.
+
+``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers;
+``fxworld inspect --world URL`` runs the inspector.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ._app import (
     create_app,
     routes,
 )
+from ._inspector import InspectAction, InspectorOptions, create_inspector
 from ._signing import (
     REPLAY_WINDOW,
     SIGNATURE_HEADER,
@@ -48,6 +53,9 @@ from ._wake import SECRET_ENV, WakeHandler, wake_handler
 
 __all__ = [
     "create_app",
+    "create_inspector",
+    "InspectAction",
+    "InspectorOptions",
     "routes",
     "Authorize",
     "Action",
