@@ -128,7 +128,8 @@ def wake_text(state: WakeState | None, now: datetime) -> str:
         return "none pending"
     due = "due" if state.due_at <= now else f"due at {clock(state.due_at)}"
     if state.leased_until is not None:
-        return f"{due}, leased until {clock(state.leased_until)} (attempt {state.attempt})"
+        lease = f"leased until {clock(state.leased_until)} (attempt {state.attempt})"
+        return lease if state.due_at == state.leased_until else f"{due}, {lease}"
     return f"{due} (attempt {state.attempt})" if state.attempt else due
 
 

@@ -78,6 +78,7 @@ class Timeline:
         self._previous: datetime | None = None
         self._boundary: datetime | None = None
         self._in_turn = False
+        self._parked = False
 
     def rows(self, items: Sequence[Shown]) -> list[Row]:
         """The rows of ``items`` (in log order), the text chunks of one model call
@@ -104,6 +105,8 @@ class Timeline:
             self._boundary = at
         if kind == log.TURN_STARTED or kind in log.TURN_END_KINDS:
             self._in_turn = kind == log.TURN_STARTED
+        if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.FENCE):
+            self._parked = kind != log.FENCE  # the turn waits, held by no worker
         body, note = self._body(kind, data, took)
         eid = data.get("execution_id")
         head = (
@@ -198,14 +201,14 @@ def _tool_started(d: dict[str, Any]) -> tuple[str, str]:
 
 _SHORT: dict[str, tuple[str, str]] = {
     # kind: (what the row says, the field it shows)
-    log.TURN_STARTED: ("turn started, answering the prompt at #", "prompt"),
-    log.TEXT_DISCARDED: ("the call's streamed text was discarded: ", "reason"),
-    log.TOOL_INTERRUPTED: ("not run again: ", "message"),
-    log.STOP_REQUESTED: ("stop requested; reason: ", "reason"),
+    log.TURN_STARTED: ("turn started, answering the prompt", "prompt"),
+    log.TEXT_DISCARDED: ("the call's streamed text was discarded", "reason"),
+    log.TOOL_INTERRUPTED: ("not run again", "message"),
+    log.STOP_REQUESTED: ("stop requested", "reason"),
     log.TURN_FINISHED: ("the turn finished", ""),
-    log.TURN_FAILED: ("the turn failed: ", "error"),
-    log.TURN_STOPPED: ("the turn was stopped; reason: ", "reason"),
-    log.TURN_YIELDED: ("handed on to another worker: ", "reason"),
+    log.TURN_FAILED: ("the turn failed", "error"),
+    log.TURN_STOPPED: ("the turn was stopped", "reason"),
+    log.TURN_YIELDED: ("handed on to another worker", "reason"),
 }
 
 
@@ -215,15 +218,17 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         why = d.get("note") if ok else d.get("reason")
         badge = "ok" if ok else "bad"
         word = "approved" if ok else ("denied (expired)" if d.get("expired") else "denied")
-        return f"{esc(d.get('execution_id'))}: {esc(why or '')}", (
-            f' <span class="badge {badge}">{word}</span>'
-        )
+        text = f"execution {esc(d.get('execution_id'))}" + (f": {esc(why)}" if why else "")
+        return text, f' <span class="badge {badge}">{word}</span>'
     if kind in _SHORT:
         what, name = _SHORT[kind]
         bad = kind in (log.TURN_FAILED, log.TURN_STOPPED)
         note = f' <span class="badge {"bad" if bad else "ok"}">{esc(kind)}</span>'
         if kind in (log.TURN_STARTED, log.TURN_YIELDED, log.TEXT_DISCARDED, log.STOP_REQUESTED):
             note = ""
-        shown = d.get(name) if name else ""
-        return f'<div class="text">{esc(what)}{esc(shown or "")}</div>', note
+        shown = d.get(name) if name else None
+        if kind == log.TURN_STARTED:
+            shown = f"#{shown}"
+        tail = f": {esc(shown)}" if shown else ""
+        return f'<div class="text">{esc(what)}{tail}</div>', note
     return _json(d), ""
