@@ -61,6 +61,7 @@ ASSETS = Path(__file__).with_name("assets")
 """The inspector's stylesheet and script, shipped in the package."""
 
 _SMALL_BODY = 16 * 1024
+_PRIME = 50  # entries read before a stream's first one: the times its rows show
 _FIRST_PASS_WAIT = 1.5  # seconds a sessions page waits for the index's first pass
 
 
@@ -168,7 +169,8 @@ class _Inspector:
             note = "This world cannot list its sessions: search for one by its whole id."
         root = _root(request)
         if request.query_params.get("rows") == "1":
-            return HTMLResponse(_pages.sessions_table(root, rows))
+            known = len(self.index.summaries)
+            return HTMLResponse(_pages.sessions_table(root, rows, known))
         body = _pages.sessions_body(
             root,
             rows,
@@ -260,8 +262,8 @@ class _Inspector:
     ) -> AsyncIterator[bytes]:
         yield _sse.retry(1000)
         timeline = Timeline(sid)
-        if after:  # the time since the entry before the first one streamed
-            before = await _window(self.world, sid, after - 1, after)
+        if after:  # times since the entries before the first one streamed
+            before = await _window(self.world, sid, max(0, after - _PRIME), after)
             timeline.rows(await self._shown(request, sid, before))
         entries = bounded_follow(self.world, sid, after)
         try:
@@ -283,6 +285,7 @@ class _Inspector:
                     "state": summary.state,
                     "turns": summary.turns,
                     "tokens": summary.tokens,
+                    "epoch": summary.epoch,
                 }
                 yield _sse.frame(str(e.seq), "entry", data)
         finally:

@@ -44,7 +44,7 @@ def _state(state: str) -> str:
     return f'<span class="state st-{esc(state.replace(" ", "-"))}">{esc(state)}</span>'
 
 
-def sessions_table(root: str, rows: Sequence[Summary]) -> str:
+def sessions_table(root: str, rows: Sequence[Summary], known: int) -> str:
     """The ``<tbody>`` of the sessions page (the page's script swaps it to refresh)."""
     cells = "".join(
         f'<tr data-sid="{esc(s.session_id)}"><td><a href="{esc(root)}/sessions/'
@@ -54,7 +54,7 @@ def sessions_table(root: str, rows: Sequence[Summary]) -> str:
         f"<td class=num>{s.seq}</td></tr>"
         for s in rows
     )
-    return f'<tbody id="sessions">{cells}</tbody>'
+    return f'<tbody id="sessions" data-known="{known}">{cells}</tbody>'
 
 
 def sessions_body(
@@ -78,11 +78,11 @@ def sessions_body(
         f'<h1>Sessions</h1><form class="search" method="get" action="{r}/">'
         f'<input id="q" name="q" value="{esc(query)}" placeholder="session id prefix" '
         'autocomplete="off"> <button>Search</button></form>'
-        f'<p class="note">{esc(note)} {known} session{"" if known == 1 else "s"} known;'
+        f'<p class="note">{esc(note)} Sessions known: <b id="known">{known}</b>;'
         " newest activity first.</p>"
         f'<table class="sessions"{live}><thead><tr><th>session</th><th>state</th>'
         "<th>last activity (UTC)</th><th>turns</th><th>tokens</th><th>entries</th></tr></thead>"
-        f'{sessions_table(root, rows)}</table><p class="pager">{pager}</p>'
+        f'{sessions_table(root, rows, known)}</table><p class="pager">{pager}</p>'
     )
 
 
@@ -114,7 +114,8 @@ def session_body(
         f'state <span id="state">{_state(summary.state)}</span>'
         f' · turns <b id="turns">{summary.turns}</b>'
         f' · tokens <b id="tokens">{summary.tokens}</b> · entries <b id="entries">{last}</b>'
-        f" · worker epoch <b>{summary.epoch or '-'}</b> · wake: <span>{wake}</span>"
+        f' · worker epoch <b id="epoch">{summary.epoch or "-"}</b>'
+        f' · wake (when loaded): <span id="wake">{wake}</span>'
         f' <button id="stop" class="stop"{stop}>Stop</button></div>'
         f'<div id="waiting">{waiting}</div><p id="flash" class="note"></p>'
         f'<p class="pager">{older} {newer}</p>'

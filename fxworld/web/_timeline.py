@@ -103,11 +103,11 @@ class Timeline:
         self._previous = at
         if kind != log.TEXT:
             self._boundary = at
+        body, note = self._body(kind, data, took)
         if kind == log.TURN_STARTED or kind in log.TURN_END_KINDS:
             self._in_turn = kind == log.TURN_STARTED
         if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.FENCE):
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
-        body, note = self._body(kind, data, took)
         eid = data.get("execution_id")
         head = (
             f'<span class="seq">#{seq}</span> <span class="at" title="UTC">{clock(at)}</span>'
@@ -132,13 +132,13 @@ class Timeline:
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
-            if self._in_turn:  # a fence inside a running turn: the last worker stopped
+            epoch = esc(d.get("epoch"))
+            if self._in_turn and not self._parked:  # its worker crashed, or lost its lease
                 note = ' <span class="badge warn">takeover</span>'
-                return (
-                    f"another worker (epoch {esc(d.get('epoch'))}) took the running turn over",
-                    note,
-                )
-            return f"a worker (epoch {esc(d.get('epoch'))}) took the session", ""
+                return f"another worker (epoch {epoch}) took the running turn over", note
+            if self._in_turn:
+                return f"a worker (epoch {epoch}) took the waiting turn up again", ""
+            return f"a worker (epoch {epoch}) took the session", ""
         if kind == log.MESSAGE:
             return _message(d, took), ""
         if kind == log.TOOL_STARTED:

@@ -61,7 +61,7 @@ def _inspect(url: str, tmp_path: Path) -> ServeProcess:
     server = ServeProcess(
         ["--world", url], free_port(), tmp_path / "inspect.log", command="inspect"
     )
-    server.start()
+    server.start(probe="/assets/inspector.css")  # no page yet: the index is not started
     return server
 
 

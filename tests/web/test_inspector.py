@@ -229,3 +229,34 @@ async def test_the_loopback_inspector_refuses_other_host_names(tmp_path: Any) ->
         ok = await client.get("/")
         rebound = await client.get("/", headers={"Host": "attacker.example"})
     assert ok.status_code == 200 and rebound.status_code == 400
+
+
+async def test_a_crash_shows_as_a_takeover_and_a_run_again(world: MemoryWorld) -> None:
+    """A fence inside a running turn is a takeover, and an idempotent call started
+    again is marked; a fence that takes up a turn parked for approval is neither."""
+    call = {"id": "c1", "name": "lookup", "input": {}, "execution_id": "x1"}
+    started = {"execution_id": "x1", "call_id": "c1", "name": "lookup", "input": {}}
+    await world.append("s", [log.entry(log.PROMPT, text="hi", key="k")])
+    first = await world.acquire("s")
+    await world.append(
+        "s",
+        [
+            log.entry(log.TURN_STARTED, prompt=1, turn="t"),
+            log.entry(log.MESSAGE, call="m", model="m", text="", tool_calls=[call], usage=None),
+            log.entry(log.TOOL_STARTED, **started, attempt=1),
+        ],
+        fence=first,
+    )
+    second = await world.acquire("s")  # the first worker died mid-tool
+    await world.append("s", [log.entry(log.TOOL_STARTED, **started, attempt=2)], fence=second)
+    ask = log.entry(log.APPROVAL_REQUESTED, execution_id="x2", call_id="c2", name="refund")
+    await world.append("s", [ask], fence=second)
+    await world.acquire("s")  # a worker takes the parked turn up after the decision
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = await client.get("/sessions/s")
+    await app.state.close()
+    fences = [row for row in page.text.split("<li ") if "k-fence" in row]
+    assert ["takeover" in row for row in fences] == [False, True, False]
+    assert "took the waiting turn up again" in fences[2]
+    assert page.text.count("ran again after a crash (attempt 2)") == 1

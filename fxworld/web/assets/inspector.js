@@ -37,6 +37,8 @@
           var rows = holder.querySelector("tbody");
           var old = document.getElementById("sessions");
           if (rows && old) old.replaceWith(rows);
+          var known = document.getElementById("known");
+          if (rows && known) known.textContent = rows.dataset.known;
         })
         .catch(function () {});
     }, 2000);
@@ -96,6 +98,7 @@
     document.getElementById("turns").textContent = d.turns;
     document.getElementById("tokens").textContent = d.tokens;
     document.getElementById("entries").textContent = d.seq;
+    if (d.epoch) document.getElementById("epoch").textContent = d.epoch;
     timeline.dataset.last = d.seq;
     var active = d.state === "running" || d.state === "waiting for approval";
     stop.hidden = !active;
@@ -104,6 +107,7 @@
   }
 
   if (timeline.dataset.live === "1") {
+    window.scrollTo(0, document.body.scrollHeight); // the latest entries
     var source = new EventSource(root + base + "/follow?after=" + timeline.dataset.last);
     source.addEventListener("entry", function (event) { show(JSON.parse(event.data)); });
   }
