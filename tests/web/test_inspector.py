@@ -260,3 +260,13 @@ async def test_a_crash_shows_as_a_takeover_and_a_run_again(world: MemoryWorld) -
     assert ["takeover" in row for row in fences] == [False, True, False]
     assert "took the waiting turn up again" in fences[2]
     assert page.text.count("ran again after a crash (attempt 2)") == 1
+
+
+def test_a_missing_sqlite_world_is_one_line_and_creates_nothing(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/typo.db"
+    assert main(["inspect", "--world", url, "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
+    assert list(tmp_path.iterdir()) == []
