@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from fxworld import validate
@@ -82,6 +82,7 @@ __all__ = [
     "ask_authorize",
     "guard",
     "handle_error",
+    "small_body",
 ]
 
 logger = logging.getLogger("fxworld.web")
@@ -220,6 +221,26 @@ async def ask_authorize(
         request.url.path,
     )
     raise HTTPError(500, "internal", "internal server error")
+
+
+async def small_body(request: Request) -> dict[str, Any]:
+    """A small JSON object body (an empty body is ``{}``): a decision or a stop,
+    whose ``note`` and ``reason`` must be strings."""
+    raw = await read_body(request, _MAX_SMALL_BODY)
+    if raw is None:
+        raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HTTPError(400, "invalid_json", "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPError(400, "invalid_request", "the body must be a JSON object")
+    for name in ("note", "reason"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise HTTPError(400, "invalid_request", f"{name} must be a string")
+    return body
 
 
 def _translate(exc: BaseException) -> HTTPError | None:
@@ -469,31 +490,9 @@ class _Routes:
             stop=self.closing,
             lifetime=self.options.stream_lifetime,
         )
-        return StreamingResponse(
-            frames,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
-        )
+        return _sse.response(frames)
 
     # -- approvals and stop -------------------------------------------------------
-
-    async def _small_body(self, request: Request) -> dict[str, Any]:
-        """A small JSON object body (an empty body is ``{}``)."""
-        raw = await read_body(request, _MAX_SMALL_BODY)
-        if raw is None:
-            raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
-        if not raw.strip():
-            return {}
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise HTTPError(400, "invalid_json", "the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise HTTPError(400, "invalid_request", "the body must be a JSON object")
-        for name in ("note", "reason"):
-            if body.get(name) is not None and not isinstance(body[name], str):
-                raise HTTPError(400, "invalid_request", f"{name} must be a string")
-        return body
 
     async def approvals(self, request: Request) -> Response:
         session = await self._session(request, "approve")
@@ -519,7 +518,7 @@ class _Routes:
     async def decide(self, request: Request) -> Response:
         execution_id: str = request.path_params["execution_id"]
         session = await self._session(request, "approve")
-        body = await self._small_body(request)
+        body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
@@ -531,7 +530,7 @@ class _Routes:
 
     async def stop(self, request: Request) -> Response:
         session = await self._session(request, "stop")
-        body = await self._small_body(request)
+        body = await small_body(request)
         await session.stop(reason=body.get("reason"))
         return JSONResponse({"session_id": session.id}, status_code=202)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,12 +30,13 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor
+from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
 from fxworld.protocol import SessionLister, WakeLister, World
@@ -49,7 +49,7 @@ from ._app import (
     check_request,
     exception_handlers,
     guard,
-    read_body,
+    small_body,
 )
 from ._summary import ActivityIndex, Summary
 from ._timeline import Shown, Timeline, esc
@@ -60,7 +60,6 @@ InspectAction = Literal["list", "view", "approve", "stop"]
 ASSETS = Path(__file__).with_name("assets")
 """The inspector's stylesheet and script, shipped in the package."""
 
-_SMALL_BODY = 16 * 1024
 _PRIME = 50  # entries read before a stream's first one: the times its rows show
 _FIRST_PASS_WAIT = 1.5  # seconds a sessions page waits for the index's first pass
 
@@ -222,7 +221,7 @@ class _Inspector:
         last = summary.seq
         before = _before(request.query_params.get("before"), last)
         start = max(0, before - 1 - self.options.page_entries)
-        entries = await _window(self.world, sid, start, before - 1)
+        entries = await window(self.world, sid, start, before - 1)
         timeline = Timeline(sid, waiting=summary.waiting)
         rows = timeline.rows(await self._shown(request, sid, entries))
         wake = "unknown (this world cannot say)"
@@ -251,11 +250,7 @@ class _Inspector:
             stop=self.closing,
             lifetime=self.options.stream_lifetime,
         )
-        return StreamingResponse(
-            frames,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
-        )
+        return _sse.response(frames)
 
     async def _frames(
         self, request: Request, sid: str, after: int, summary: Summary
@@ -263,7 +258,7 @@ class _Inspector:
         yield _sse.retry(1000)
         timeline = Timeline(sid)
         if after:  # times since the entries before the first one streamed
-            before = await _window(self.world, sid, max(0, after - _PRIME), after)
+            before = await window(self.world, sid, max(0, after - _PRIME), after)
             timeline.rows(await self._shown(request, sid, before))
         entries = bounded_follow(self.world, sid, after)
         try:
@@ -296,7 +291,7 @@ class _Inspector:
     async def decide(self, request: Request) -> Response:
         sid = await self._session(request, "approve")
         execution_id: str = request.path_params["execution_id"]
-        body = await _small_body(request)
+        body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
@@ -306,37 +301,9 @@ class _Inspector:
 
     async def stop(self, request: Request) -> Response:
         sid = await self._session(request, "stop")
-        body = await _small_body(request)
+        body = await small_body(request)
         stopped = await approvals.request_stop(self.world, sid, body.get("reason"))
         return JSONResponse({"session_id": sid, "stopped": stopped}, status_code=202)
-
-
-async def _small_body(request: Request) -> dict[str, Any]:
-    raw = await read_body(request, _SMALL_BODY)
-    if raw is None:
-        raise HTTPError(413, "too_large", f"the body is over {_SMALL_BODY} bytes")
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):
-        raise HTTPError(400, "invalid_json", "the body is not JSON") from None
-    if not isinstance(body, dict):
-        raise HTTPError(400, "invalid_request", "the body must be a JSON object")
-    for name in ("note", "reason"):
-        if body.get(name) is not None and not isinstance(body[name], str):
-            raise HTTPError(400, "invalid_request", f"{name} must be a string")
-    return body
-
-
-async def _window(world: World, sid: str, after: int, upto: int) -> list[Any]:
-    """The entries ``after < seq <= upto`` (a world may answer a read in parts)."""
-    got: list[Any] = []
-    while after < upto:
-        part = await world.read(sid, after, limit=upto - after)
-        if not part:
-            break
-        got.extend(e for e in part if e.seq <= upto)
-        after = part[-1].seq
-    return got
 
 
 def _int_arg(value: str | None, name: str) -> int | None:

@@ -39,6 +39,19 @@ async def _turn(world: MemoryWorld, sid: str, *ending: NewEntry, tokens: int = 5
     await world.append(sid, entries, fence=fence)
 
 
+def _ask(execution_id: str, call_id: str) -> NewEntry:
+    """The ``approval.requested`` entry of a call of ``refund`` that waits forever."""
+    return log.entry(
+        log.APPROVAL_REQUESTED,
+        execution_id=execution_id,
+        call_id=call_id,
+        name="refund",
+        input={},
+        timeout=None,
+        expires_at=None,
+    )
+
+
 def _client(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inspect")
 
@@ -69,15 +82,7 @@ async def test_each_state_shows_on_the_sessions_page(world: MemoryWorld) -> None
     await _turn(world, "s-failed", log.entry(log.TURN_FAILED, prompt=1, turn="t", error="x"))
     await _turn(world, "s-stopped", log.entry(log.TURN_STOPPED, prompt=1, turn="t", reason=""))
     await _turn(world, "s-running")
-    ask = log.entry(
-        log.APPROVAL_REQUESTED,
-        execution_id="e1",
-        call_id="c1",
-        name="refund",
-        input={},
-        timeout=None,
-        expires_at=None,
-    )
+    ask = _ask("e1", "c1")
     await _turn(world, "s-waiting", ask, tokens=40)
     app = create_inspector(world, allow_anyone=True)
     async with _client(app) as client:
@@ -152,15 +157,7 @@ async def test_a_long_session_is_paged(world: MemoryWorld) -> None:
 
 
 async def test_actions_are_authorized_and_json_only(world: MemoryWorld) -> None:
-    ask = log.entry(
-        log.APPROVAL_REQUESTED,
-        execution_id="e1",
-        call_id="c1",
-        name="refund",
-        input={},
-        timeout=None,
-        expires_at=None,
-    )
+    ask = _ask("e1", "c1")
     await _turn(world, "s", ask)
     asked: list[tuple[str, str]] = []
 
@@ -249,7 +246,7 @@ async def test_a_crash_shows_as_a_takeover_and_a_run_again(world: MemoryWorld) -
     )
     second = await world.acquire("s")  # the first worker died mid-tool
     await world.append("s", [log.entry(log.TOOL_STARTED, **started, attempt=2)], fence=second)
-    ask = log.entry(log.APPROVAL_REQUESTED, execution_id="x2", call_id="c2", name="refund")
+    ask = _ask("x2", "c2")
     await world.append("s", [ask], fence=second)
     await world.acquire("s")  # a worker takes the parked turn up after the decision
     app = create_inspector(world, allow_anyone=True)
