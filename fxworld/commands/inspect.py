@@ -91,7 +91,9 @@ async def _run(args: argparse.Namespace) -> int:
     world = open_world_for(args, "write")
     try:
         app = build_app(args, world)
-        await world.setup()  # fail now on a bad world, not at the first page
+        # fail now on a bad world, not at the first page; only reads, as
+        # `fxworld sessions` does (a read-only database role is enough to look)
+        await world.read("fxworld-inspect", 0, limit=1)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", lifespan="off"
         )

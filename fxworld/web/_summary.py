@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, Literal
 
 from fxworld.engine import log
@@ -60,8 +60,19 @@ class Summary:
     #: a turn started and has not ended; how the last one ended
     running: bool = False
     ended: str = ""
-    #: execution id -> tool name of the calls waiting for a decision
-    waiting: dict[str, str] = field(default_factory=dict)
+    #: execution id -> (tool name, expires at) of the calls asked a decision
+    requested: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Execution id -> tool name of the calls that wait for a decision now: past
+        its ``expires_at`` a call is not pending (its timeout denies it)."""
+        now = datetime.now(UTC)
+        return {
+            eid: name
+            for eid, (name, expires) in self.requested.items()
+            if expires is None or expires > now
+        }
 
     @property
     def state(self) -> State:
@@ -90,18 +101,28 @@ class Summary:
             self.epoch = max(self.epoch, _int(d.get("epoch")))
         elif e.kind == log.TURN_STARTED:
             self.turns += 1
-            self.running, self.waiting = True, {}
+            self.running, self.requested = True, {}
             self.answering = max(self.answering, _int(d.get("prompt")))
         elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
             self.input_tokens += _int(d["usage"].get("input_tokens"))
             self.output_tokens += _int(d["usage"].get("output_tokens"))
         elif e.kind == log.APPROVAL_REQUESTED and self.running:
-            self.waiting[str(d.get("execution_id"))] = str(d.get("name"))
+            expires = _time(d.get("expires_at"))
+            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires)
         elif e.kind == log.APPROVAL_DECIDED:
-            self.waiting.pop(str(d.get("execution_id")), None)
+            self.requested.pop(str(d.get("execution_id")), None)
         elif e.kind in log.TURN_END_KINDS:
-            self.running, self.waiting = False, {}
+            self.running, self.requested = False, {}
             self.ended = e.kind.partition(".")[2]
+
+
+def _time(value: object) -> datetime | None:
+    """An ISO 8601 time as the log holds it (``None``: none, or not one)."""
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _int(value: object) -> int:

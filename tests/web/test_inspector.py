@@ -39,16 +39,17 @@ async def _turn(world: MemoryWorld, sid: str, *ending: NewEntry, tokens: int = 5
     await world.append(sid, entries, fence=fence)
 
 
-def _ask(execution_id: str, call_id: str) -> NewEntry:
-    """The ``approval.requested`` entry of a call of ``refund`` that waits forever."""
+def _ask(execution_id: str, call_id: str, expires_at: str | None = None) -> NewEntry:
+    """The ``approval.requested`` entry of a call of ``refund`` (waits forever
+    unless ``expires_at``)."""
     return log.entry(
         log.APPROVAL_REQUESTED,
         execution_id=execution_id,
         call_id=call_id,
         name="refund",
         input={},
-        timeout=None,
-        expires_at=None,
+        timeout=None if expires_at is None else 1.0,
+        expires_at=expires_at,
     )
 
 
@@ -102,6 +103,16 @@ async def test_each_state_shows_on_the_sessions_page(world: MemoryWorld) -> None
         "s-waiting": "waiting for approval",
     }
     assert "<td class=num>1</td>" in rows[0] and ">41</td>" in rows[0]  # turns, tokens
+
+
+async def test_a_call_past_its_approval_timeout_is_not_waiting(world: MemoryWorld) -> None:
+    await _turn(world, "s", _ask("e1", "c1", expires_at="2020-01-01T00:00:00+00:00"))
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = await client.get("/sessions/s")
+    await app.state.close()
+    assert "waits for a decision" in page.text  # the request is in the log...
+    assert "Approve" not in page.text and "st-running" in page.text  # ...but not pending
 
 
 async def test_search_finds_sessions_by_id_prefix(world: MemoryWorld) -> None:
