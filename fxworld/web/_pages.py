@@ -157,8 +157,9 @@ def wakes_body(
     )
     start = f" after {esc(after)}" if after else ""
     return (
-        f"<h1>Wakes</h1><p class=note>Pending wakes{start}, by session id; times are UTC "
-        f"on the world's clock. Now: {clock(now)}.</p><table class=wakes><thead><tr>"
-        "<th>session</th><th></th><th>due at</th><th>leased until</th><th>attempt</th>"
+        f"<h1>Wakes</h1><p class=note>Pending wakes of this namespace{start}, by session id."
+        f" Times are UTC, as the world keeps them; now, on this machine: {clock(now)}.</p>"
+        "<table class=wakes><thead><tr><th>session</th><th>due</th><th>due at</th>"
+        "<th>leased until</th><th>attempt</th>"
         f'</tr></thead><tbody id="wakes">{rows}</tbody></table><p class=pager>{pager}</p>'
     )

@@ -230,7 +230,9 @@ async def _one_turn(url: str) -> None:
     await asyncio.wait_for(turn, 60)
     agent.stop()
     await worker
-    await (await agent.ready()).close()
+    world = await agent.ready()
+    await world.wake("later-1", delay=3600)  # a wake the wakes page shows
+    await world.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
@@ -254,6 +256,9 @@ def test_sessions_and_session_pages_on_each_backend(
         assert page.text_content("#turns") == "1"
         _shot(page, f"session-{backend}")
         page.goto(inspect.base + "/wakes")
-        assert "seen-1" not in page.text_content("#wakes")  # its wake was finished
+        wakes = page.text_content("#wakes")
+        assert "seen-1" not in wakes  # its wake was finished
+        assert "later-1" in wakes and "later" in wakes.replace("later-1", "")
+        _shot(page, f"wakes-{backend}", full_page=False)
     finally:
         inspect.stop()
