@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -54,7 +54,13 @@ from ._app import (
 from ._summary import ActivityIndex, Summary
 from ._timeline import Shown, Timeline, esc
 
-__all__ = ["InspectAction", "InspectorOptions", "create_inspector", "ASSETS"]
+__all__ = [
+    "InspectAction",
+    "InspectorOptions",
+    "InspectorOptionArgs",
+    "create_inspector",
+    "ASSETS",
+]
 
 InspectAction = Literal["list", "view", "approve", "stop"]
 ASSETS = Path(__file__).with_name("assets")
@@ -84,7 +90,10 @@ class InspectorOptions:
     refresh: float = 1.0
     """Seconds between passes of the activity index (see ``_summary``)."""
     heartbeat: float = _sse.HEARTBEAT
+    """Seconds of silence after which a session page's stream sends a comment."""
     stream_lifetime: float = STREAM_LIFETIME
+    """Seconds after which a stream ends and the page reconnects (``authorize`` is
+    asked again)."""
 
     def __post_init__(self) -> None:
         if self.authorize is None and not self.allow_anyone:
@@ -100,6 +109,21 @@ class InspectorOptions:
             raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
         if self.page_entries < 1 or self.page_sessions < 1 or not self.refresh > 0:
             raise ConfigurationError("page sizes and refresh must be positive")
+        if not (self.heartbeat > 0 and self.stream_lifetime > 0):
+            raise ConfigurationError("heartbeat and stream_lifetime must be positive seconds")
+
+
+class InspectorOptionArgs(TypedDict, total=False):
+    """:class:`InspectorOptions`' fields besides ``authorize`` and ``allow_anyone``,
+    as keyword arguments of :func:`create_inspector`."""
+
+    visible: Callable[[Request, StreamEvent], Any] | None
+    allowed_origins: Collection[str] | None
+    page_entries: int
+    page_sessions: int
+    refresh: float
+    heartbeat: float
+    stream_lifetime: float
 
 
 def _root(request: Request) -> str:
@@ -332,7 +356,7 @@ def create_inspector(
     *,
     authorize: Callable[[Request, str, InspectAction], bool | Awaitable[bool]] | None = None,
     allow_anyone: bool = False,
-    **options: Any,
+    **options: Unpack[InspectorOptionArgs],
 ) -> Starlette:
     """The inspector as an ASGI app; mount it anywhere::
 
