@@ -278,3 +278,21 @@ def test_a_missing_sqlite_world_is_one_line_and_creates_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not exist" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_assets_the_pages_load_ship_in_the_wheel() -> None:
+    """Every file the pages link is in the package and matched by package-data (no
+    CDN: the inspector must work on a machine without internet)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from fxworld.web._inspector import ASSETS
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["fxworld.web"]
+    for name in ("inspector.js", "inspector.css"):
+        assert (ASSETS / name).is_file()
+        assert any(fnmatch.fnmatch(f"assets/{name}", p) for p in patterns), name
