@@ -90,6 +90,7 @@ async def test_each_state_shows_on_the_sessions_page(world: MemoryWorld) -> None
         page = await client.get("/")
     await app.state.close()
     assert page.status_code == 200
+    assert "://" not in page.text  # nothing loaded from elsewhere
     rows = page.text.split('<tr data-sid="')[1:]
     assert rows[0].startswith('s-waiting"')  # newest activity first
     states = {
