@@ -240,6 +240,7 @@ class _Inspector:
         await self.index.session(sid)
         summary = self.index.summaries[sid]
         if summary.seq == 0:
+            del self.index.summaries[sid]  # probing ids leaves nothing behind
             body = f"<h1>No session {esc(sid)}</h1><p>Its log is empty.</p>"
             return self._html(request, "Not found", body, status=404)
         last = summary.seq

@@ -113,7 +113,7 @@ def session_body(
         f'<h1>Session <code>{sid}</code></h1><div class="summary" id="summary">'
         f'state <span id="state">{_state(summary.state)}</span>'
         f' · turns <b id="turns">{summary.turns}</b>'
-        f' · tokens <b id="tokens">{summary.tokens}</b> · entries <b id="entries">{last}</b>'
+        f' · tokens <b id="tokens">{summary.tokens}</b> · entries <b id="entries">{summary.seq}</b>'
         f' · worker epoch <b id="epoch">{summary.epoch or "-"}</b>'
         f' · wake (when loaded): <span id="wake">{wake}</span>'
         f' <button id="stop" class="stop"{stop}>Stop</button></div>'
