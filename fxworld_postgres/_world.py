@@ -23,7 +23,7 @@ from sqlalchemy.util import greenlet_spawn
 from fxworld import validate
 from fxworld.errors import ConfigurationError
 from fxworld.follow import poll_follow
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query, unparseable
 from fxworld_postgres import _errors, _schema
 
@@ -328,6 +328,20 @@ class PostgresWorld:
         )
         return [r[0] for r in rows]
 
+    # -- WakeLister: read-only, takes nothing (W11-W13 untouched) --------------------------
+
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        validate.session_id(session_id)
+        row = await self._call(
+            "wake_state", "row", self._sql.wake_state, session_id, idempotent=True
+        )
+        return None if row is None else WakeState(row[0], row[1], row[2], int(row[3]))
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        validate.list_args(after, limit)
+        rows = await self._call("list_wakes", "all", self._sql.wakes, after, limit, idempotent=True)
+        return [WakeState(r[0], r[1], r[2], int(r[3])) for r in rows]
+
     # -- the one way to the server -------------------------------------------------------
 
     async def _call(
@@ -567,6 +581,15 @@ class _Statements:
             f"SELECT session_id FROM {s}.sessions WHERE last_seq > 0 AND session_id > $1 "
             "ORDER BY session_id LIMIT $2"
         )
+        # WakeLister: due is the pending request's time, else (taken, no request since)
+        # the lease's end, when it is delivered again (W12); a lease that ran out holds
+        # nothing, so it is shown as NULL
+        wake_columns = (
+            "SELECT session_id, coalesce(due, lease_until), "
+            f"CASE WHEN lease_until > now() THEN lease_until END, attempt FROM {s}.wakes "
+        )
+        self.wake_state = wake_columns + "WHERE session_id = $1"
+        self.wakes = wake_columns + "WHERE session_id > $1 ORDER BY session_id LIMIT $2"
         self.follow_add = (
             f"INSERT INTO {s}.follows (session_id, pid) SELECT unnest($1::text[]), "
             "pg_backend_pid() ON CONFLICT DO NOTHING"

@@ -319,6 +319,28 @@ end
 return out
 """
 
+# KEYS: due queues (a session's wake HASH is named from its queue's prefix). ARGV: none.
+# Reply: {now µs, sid, due, until, attempt, ...} for every pending wake of the queues
+# ('' for a field not set): read only, so W11-W13 are untouched. The caller sorts
+# and pages: Lua's string order follows the server's locale, Python's does not.
+WAKES = """
+local t = redis.call('TIME')
+local out = {string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))}
+for i = 1, #KEYS do
+  local prefix = string.sub(KEYS[i], 1, -4)  -- '<prefix>due' -> '<prefix>'
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    local w = redis.call('HMGET', prefix .. 'w:' .. sid, 'due', 'until', 'attempt')
+    if w[3] then
+      table.insert(out, sid)
+      table.insert(out, w[1] or '')
+      table.insert(out, w[2] or '')
+      table.insert(out, w[3])
+    end
+  end
+end
+return out
+"""
+
 SCRIPTS: dict[str, str] = {
     "append": APPEND,
     "acquire": ACQUIRE,
@@ -330,6 +352,7 @@ SCRIPTS: dict[str, str] = {
     "finish": FINISH,
     "delete": DELETE,
     "sessions": SESSIONS,
+    "wakes": WAKES,
 }
 """Every script by name; ``setup()`` loads them all, and a call whose script the
 server lost (NOSCRIPT) loads it again and runs once more."""

@@ -24,7 +24,7 @@ from fxworld.errors import (
     Fenced,
     LeaseLost,
 )
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, parse, split_query
 from fxworld_redis import _errors, _scripts, _settings
 from fxworld_redis._deadline import Deadlines
@@ -414,6 +414,31 @@ class RedisWorld:
             found = [sid for part in parts for sid in part]
         return sorted(text(sid) for sid in found)[:limit]
 
+    # -- WakeLister: read-only, takes nothing (W11-W13 untouched) --------------------------
+
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        validate.session_id(session_id)
+        keys = await self._keys(session_id)
+        found = [w for w in await self._wake_states([keys.due]) if w.session_id == session_id]
+        return found[0] if found else None
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        """Pending wakes by session id; reads every pending wake of the namespace
+        (one script on one server; one per partition, at once, on a Cluster), then
+        pages here: a cost in the number of pending wakes, not of sessions."""
+        validate.list_args(after, limit)
+        await self._ensure_ready()
+        queues = [k.due for k in self._parts]
+        states = await self._wake_states(queues)
+        return sorted((w for w in states if w.session_id > after), key=_by_id)[:limit]
+
+    async def _wake_states(self, queues: list[str]) -> list[WakeState]:
+        groups = [queues] if not self.cluster else [[q] for q in queues]
+        replies = await asyncio.gather(
+            *(self._script("wakes", group, [], idempotent=True) for group in groups)
+        )
+        return [state for reply in replies for state in _wake_states(reply)]
+
     # -- the one way to the server -------------------------------------------------------
 
     async def _keys(self, session_id: str) -> Keys:
@@ -605,6 +630,23 @@ def _micros(seconds: float) -> int:
     """Seconds as whole microseconds, rounded up: a wake is never due early (W11)."""
     whole = int(seconds * _US)
     return whole if whole >= seconds * _US else whole + 1
+
+
+def _by_id(state: WakeState) -> str:
+    return state.session_id
+
+
+def _wake_states(reply: list[Any]) -> list[WakeState]:
+    """The ``wakes`` script's reply as states: due is the pending request's time,
+    else (taken, no request since) the lease's end, when it is delivered again
+    (W12); a lease that ran out holds nothing."""
+    now = int(text(reply[0]))
+    out = []
+    for i in range(1, len(reply), 4):
+        sid, due, until, attempt = (text(x) for x in reply[i : i + 4])
+        leased = _time(until) if until and int(until) > now else None
+        out.append(WakeState(sid, _time(due or until or now), leased, int(attempt)))
+    return out
 
 
 def _time(micros: Any) -> datetime:

@@ -168,7 +168,7 @@ def describe_world(world: Any) -> str:
     return f"world {world!r}, namespace {getattr(world, 'namespace', '-')}"
 
 
-def _server_class() -> Any:
+def server_class() -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -236,7 +236,7 @@ async def _run(args: argparse.Namespace) -> int:
         lifespan="off",
         timeout_graceful_shutdown=3,
     )
-    server = _server_class()(config)
+    server = server_class()(config)
     loop = asyncio.get_running_loop()
 
     def on_signal() -> None:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.follow import poll_follow
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import split_query
 
 __all__ = ["MemoryWorld"]
@@ -188,6 +188,19 @@ class MemoryWorld:
         validate.list_args(after, limit)
         return sorted(sid for sid, log in self._logs.items() if log.entries and sid > after)[:limit]
 
+    # -- WakeLister: read-only, takes nothing (W11-W13 untouched) ------------------
+
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        validate.session_id(session_id)
+        w = self._wakes.get(session_id)
+        return None if w is None else _state(session_id, w, time.time())
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        validate.list_args(after, limit)
+        now = time.time()
+        chosen = sorted(sid for sid in self._wakes if sid > after)[:limit]
+        return [_state(sid, self._wakes[sid], now) for sid in chosen]
+
     # -- internals ----------------------------------------------------------------
 
     def _land(self, sid: str, log: _Log, encoded: list[tuple[str, str]], epoch: int | None) -> int:
@@ -269,6 +282,14 @@ def _copy(entry: Entry) -> Entry:
     return Entry(
         entry.session_id, entry.seq, entry.kind, copy.deepcopy(entry.data), entry.epoch, entry.at
     )
+
+
+def _state(sid: str, w: _Wake, now: float) -> WakeState:
+    """The :class:`WakeState` of ``w``: due at its pending request, else (taken, no
+    request since) when its lease ends and it is delivered again (W12)."""
+    lease = w.lease_until if w.lease_until is not None and w.lease_until > now else None
+    due = w.due if w.due is not None else w.lease_until if w.lease_until is not None else now
+    return WakeState(sid, _dt(due), None if lease is None else _dt(lease), w.attempt)
 
 
 def _dt(ts: float) -> datetime:

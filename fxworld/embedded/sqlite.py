@@ -75,7 +75,7 @@ from urllib.parse import quote, urlsplit
 from fxworld import validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
 
 __all__ = ["SqliteWorld"]
@@ -138,6 +138,12 @@ _UPSERT_WAKE = (
     " taken_gen) VALUES (?, ?, ?, 1, 0, NULL, NULL, 0)"
     " ON CONFLICT (namespace, session_id) DO UPDATE SET gen = gen + 1,"
     " due = CASE WHEN due IS NULL THEN excluded.due ELSE MIN(due, excluded.due) END"
+)
+# WakeLister: due is the pending request's time, else (taken, no request since) the
+# lease's end, when it is delivered again (W12); a lease that ran out holds nothing.
+_WAKE_STATE = (
+    "SELECT session_id, COALESCE(due, lease_until), lease_until, attempt FROM fx_wakes"
+    " WHERE namespace = ?"
 )
 _UPSERT_SESSION = (
     "INSERT INTO fx_sessions (namespace, session_id, last_seq, epoch) VALUES (?, ?, ?, ?)"
@@ -543,6 +549,32 @@ class SqliteWorld:
             return [str(r[0]) for r in rows]
 
         return await self._call("listing sessions", run)
+
+    # -- WakeLister: read-only, takes nothing (W11-W13 untouched) ------------------
+
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        sid = validate.session_id(session_id)
+        found = await self._wake_rows(" AND session_id = ?", (sid,))
+        return found[0] if found else None
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        validate.list_args(after, limit)
+        return await self._wake_rows(
+            " AND session_id > ? ORDER BY session_id LIMIT ?", (after, limit)
+        )
+
+    async def _wake_rows(self, where: str, args: tuple[object, ...]) -> list[WakeState]:
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> list[WakeState]:
+            rows = conn.execute(_WAKE_STATE + where, (ns, *args)).fetchall()
+            now = time.time()
+            return [
+                WakeState(str(sid), _dt(due), _dt(lease) if lease and lease > now else None, n)
+                for sid, due, lease, n in rows
+            ]
+
+        return await self._call("listing wakes", run)
 
     # -- the worker thread ---------------------------------------------------------
 

@@ -26,7 +26,7 @@ from fxworld.types import Entry
 from . import log
 from .replay import Replay
 
-__all__ = ["last_seq", "latest_turn_start", "replay_latest_turn"]
+__all__ = ["last_seq", "latest_turn_start", "replay_latest_turn", "window"]
 
 _FIRST_PAGE = 4
 """Entries in the first page read: nothing is known of their size yet."""
@@ -60,7 +60,7 @@ def _fit(page: list[Entry]) -> int:
     return max(1, min(PAGE_ENTRIES, PAGE_BYTES // max(largest, 1)))
 
 
-async def _window(world: World, sid: str, after: int, upto: int) -> list[Entry]:
+async def window(world: World, sid: str, after: int, upto: int) -> list[Entry]:
     """The entries ``after < seq <= upto`` (a world may answer a read in parts)."""
     got: list[Entry] = []
     while after < upto:
@@ -79,7 +79,7 @@ async def latest_turn_start(world: World, sid: str, last: int) -> int:
     upto, limit = last, _FIRST_PAGE
     while upto > 0:
         after = max(0, upto - limit)
-        page = await _window(world, sid, after, upto)
+        page = await window(world, sid, after, upto)
         if not page:
             break
         for e in reversed(page):
@@ -94,7 +94,7 @@ async def _pages(world: World, sid: str, after: int, upto: int) -> AsyncIterator
     """The entries ``after < seq <= upto`` in bounded pages, in order."""
     limit = _FIRST_PAGE
     while after < upto:
-        page = await _window(world, sid, after, min(upto, after + limit))
+        page = await window(world, sid, after, min(upto, after + limit))
         if not page:
             return
         yield page

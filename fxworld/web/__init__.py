@@ -13,7 +13,11 @@
 - :func:`static_files`: the app serving a page's directory beside the routes (never
   the world's own files).
 
-``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers.
+- :func:`create_inspector` (``create_inspector(world, authorize=...)``): the
+  inspector, pages that show a world's sessions live, with Approve, Deny and Stop.
+
+``fxworld serve module:agent`` runs both with uvicorn, plus in-process workers;
+``fxworld inspect --world URL`` runs the inspector.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ._app import (
     create_app,
     routes,
 )
+from ._inspector import InspectAction, InspectorOptions, create_inspector
 from ._signing import (
     REPLAY_WINDOW,
     SIGNATURE_HEADER,
@@ -51,6 +56,9 @@ from ._wake import SECRET_ENV, WakeHandler, wake_handler
 
 __all__ = [
     "create_app",
+    "create_inspector",
+    "InspectAction",
+    "InspectorOptions",
     "routes",
     "Authorize",
     "Action",

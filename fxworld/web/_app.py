@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from fxworld import validate
@@ -78,6 +78,11 @@ __all__ = [
     "create_app",
     "routes",
     "HTTPError",
+    "check_request",
+    "ask_authorize",
+    "guard",
+    "handle_error",
+    "small_body",
 ]
 
 logger = logging.getLogger("fxworld.web")
@@ -170,6 +175,72 @@ async def read_body(request: Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def check_request(request: Request, allowed_origins: Collection[str] | None) -> None:
+    """Refuse the request unless its ``Origin`` is one of ``allowed_origins``
+    (``None``: any) and a ``POST`` says its body is JSON, so a cross-site page
+    cannot send it without a CORS preflight. Reads no byte of the body."""
+    origin = request.headers.get("origin")
+    if allowed_origins is not None and origin is not None:
+        if origin not in allowed_origins:
+            raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
+    if request.method == "POST":
+        # Also for an empty body: a cross-site page sends a POST with no
+        # Content-Type (fetch without a body, sendBeacon) without a preflight.
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            raise HTTPError(
+                415,
+                "unsupported_media_type",
+                "send the body as Content-Type: application/json (an empty body too)",
+            )
+
+
+async def ask_authorize(
+    authorize: Callable[..., Any] | None, request: Request, session_id: str, action: str
+) -> None:
+    """Refuse the request unless ``authorize(request, session_id, action)`` answers
+    ``True`` (``None``: no authorize, everyone is allowed). ``False`` is 403; any
+    other answer is a configuration error: logged, 500, never a grant."""
+    if authorize is None:  # allow_anyone=True
+        return
+    allowed: Any = authorize(request, session_id, action)
+    if inspect.isawaitable(allowed):
+        allowed = await allowed
+    if allowed is True:
+        return
+    if allowed is False:
+        raise HTTPError(403, "forbidden", f"not allowed to {action} this session")
+    if inspect.iscoroutine(allowed):
+        allowed.close()  # never run: no "was never awaited" warning on top
+    logger.error(
+        "authorize returned %s, not True or False: refusing %s %s (a configuration error)",
+        type(allowed).__name__,
+        request.method,
+        request.url.path,
+    )
+    raise HTTPError(500, "internal", "internal server error")
+
+
+async def small_body(request: Request) -> dict[str, Any]:
+    """A small JSON object body (an empty body is ``{}``): a decision or a stop,
+    whose ``note`` and ``reason`` must be strings."""
+    raw = await read_body(request, _MAX_SMALL_BODY)
+    if raw is None:
+        raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HTTPError(400, "invalid_json", "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPError(400, "invalid_request", "the body must be a JSON object")
+    for name in ("note", "reason"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise HTTPError(400, "invalid_request", f"{name} must be a string")
+    return body
 
 
 def _translate(exc: BaseException) -> HTTPError | None:
@@ -305,43 +376,10 @@ class _Routes:
     # -- helpers every route uses ---------------------------------------------------
 
     async def _check(self, request: Request, session_id: str, action: str) -> None:
-        """Refuse the request unless its ``Origin`` is allowed, a ``POST`` says its
-        body is JSON (so a cross-site page cannot send it without a CORS
-        preflight), and ``authorize`` answers ``True``. Reads no byte of the body."""
-        origin = request.headers.get("origin")
-        allowed_origins = self.options.allowed_origins
-        if allowed_origins is not None and origin is not None:
-            if origin not in allowed_origins:
-                raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
-        if request.method == "POST":
-            # Also for an empty body: a cross-site page sends a POST with no
-            # Content-Type (fetch without a body, sendBeacon) without a preflight.
-            media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            if media != "application/json":
-                raise HTTPError(
-                    415,
-                    "unsupported_media_type",
-                    "send the body as Content-Type: application/json (an empty body too)",
-                )
-        authorize = self.options.authorize
-        if authorize is None:  # allow_anyone=True
-            return
-        allowed: Any = authorize(request, session_id, action)  # type: ignore[arg-type]
-        if inspect.isawaitable(allowed):
-            allowed = await allowed
-        if allowed is True:
-            return
-        if allowed is False:
-            raise HTTPError(403, "forbidden", f"not allowed to {action} this session")
-        if inspect.iscoroutine(allowed):
-            allowed.close()  # never run: no "was never awaited" warning on top
-        logger.error(
-            "authorize returned %s, not True or False: refusing %s %s (a configuration error)",
-            type(allowed).__name__,
-            request.method,
-            request.url.path,
-        )
-        raise HTTPError(500, "internal", "internal server error")
+        """Refuse the request unless :func:`check_request` passes and ``authorize``
+        answers ``True`` (:func:`ask_authorize`). Reads no byte of the body."""
+        check_request(request, self.options.allowed_origins)
+        await ask_authorize(self.options.authorize, request, session_id, action)
 
     async def _shown(self, request: Request, event: StreamEvent) -> StreamEvent | None:
         """``event`` as ``visible`` lets this client see it (``None``: not at all)."""
@@ -452,31 +490,9 @@ class _Routes:
             stop=self.closing,
             lifetime=self.options.stream_lifetime,
         )
-        return StreamingResponse(
-            frames,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
-        )
+        return _sse.response(frames)
 
     # -- approvals and stop -------------------------------------------------------
-
-    async def _small_body(self, request: Request) -> dict[str, Any]:
-        """A small JSON object body (an empty body is ``{}``)."""
-        raw = await read_body(request, _MAX_SMALL_BODY)
-        if raw is None:
-            raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
-        if not raw.strip():
-            return {}
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise HTTPError(400, "invalid_json", "the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise HTTPError(400, "invalid_request", "the body must be a JSON object")
-        for name in ("note", "reason"):
-            if body.get(name) is not None and not isinstance(body[name], str):
-                raise HTTPError(400, "invalid_request", f"{name} must be a string")
-        return body
 
     async def approvals(self, request: Request) -> Response:
         session = await self._session(request, "approve")
@@ -502,7 +518,7 @@ class _Routes:
     async def decide(self, request: Request) -> Response:
         execution_id: str = request.path_params["execution_id"]
         session = await self._session(request, "approve")
-        body = await self._small_body(request)
+        body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
@@ -514,7 +530,7 @@ class _Routes:
 
     async def stop(self, request: Request) -> Response:
         session = await self._session(request, "stop")
-        body = await self._small_body(request)
+        body = await small_body(request)
         await session.stop(reason=body.get("reason"))
         return JSONResponse({"session_id": session.id}, status_code=202)
 
@@ -558,21 +574,21 @@ def routes(agent: Agent, **options: Unpack[RouteOptionArgs]) -> list[BaseRoute]:
 def _build(agent: Agent, options: RouteOptions) -> tuple[list[BaseRoute], _Routes]:
     r = _Routes(agent, options)
     built: list[BaseRoute] = [
-        Route("/sessions", _guard(r.create), methods=["POST"]),
-        Route("/sessions/{session_id}/prompts", _guard(r.prompt), methods=["POST"]),
-        Route("/sessions/{session_id}/stream", _guard(r.stream), methods=["GET"]),
-        Route("/sessions/{session_id}/approvals", _guard(r.approvals), methods=["GET"]),
+        Route("/sessions", guard(r.create), methods=["POST"]),
+        Route("/sessions/{session_id}/prompts", guard(r.prompt), methods=["POST"]),
+        Route("/sessions/{session_id}/stream", guard(r.stream), methods=["GET"]),
+        Route("/sessions/{session_id}/approvals", guard(r.approvals), methods=["GET"]),
         Route(
             "/sessions/{session_id}/approvals/{execution_id}",
-            _guard(r.decide),
+            guard(r.decide),
             methods=["POST"],
         ),
-        Route("/sessions/{session_id}/stop", _guard(r.stop), methods=["POST"]),
+        Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
     ]
     return built, r
 
 
-def _guard(
+def guard(
     endpoint: Callable[[Request], Awaitable[Response]],
 ) -> Callable[[Request], Awaitable[Response]]:
     """Answer every exception of ``endpoint`` here, as a JSON refusal or a bare 500,
@@ -582,13 +598,13 @@ def _guard(
         try:
             return await endpoint(request)
         except Exception as exc:
-            return await _handle_error(request, exc)
+            return await handle_error(request, exc)
 
     guarded.__name__ = getattr(endpoint, "__name__", "endpoint")
     return guarded
 
 
-async def _handle_error(request: Request, exc: Exception) -> Response:
+async def handle_error(request: Request, exc: Exception) -> Response:
     mapped = _translate(exc)
     if mapped is not None:
         return error_response(mapped.status, mapped.code, mapped.message, mapped.headers)
@@ -607,7 +623,7 @@ async def _method_not_allowed(request: Request, exc: Exception) -> Response:
 def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:
     """The handlers that map fxworld's errors to statuses, and everything else to a
     bare 500 (logged, never sent)."""
-    return {404: _not_found, 405: _method_not_allowed, Exception: _handle_error}
+    return {404: _not_found, 405: _method_not_allowed, Exception: handle_error}
 
 
 def create_app(

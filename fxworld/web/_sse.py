@@ -17,7 +17,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-__all__ = ["HEARTBEAT", "RETRY_MS", "frame", "comment", "retry", "heartbeats"]
+from starlette.responses import StreamingResponse
+
+__all__ = ["HEARTBEAT", "RETRY_MS", "frame", "comment", "retry", "heartbeats", "response"]
 
 HEARTBEAT = 15.0
 """Seconds of silence after which the stream sends a comment line, so proxies and
@@ -110,3 +112,13 @@ async def heartbeats(
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()
+
+
+def response(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    """The ``text/event-stream`` response sending ``frames``, never cached or
+    buffered on the way (``X-Accel-Buffering: no`` for nginx)."""
+    return StreamingResponse(
+        frames,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+    )

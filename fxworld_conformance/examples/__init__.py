@@ -12,7 +12,8 @@ Two shapes of the same tests:
   the examples' half of ``WorldSuite``.
 
 The groups: :class:`LogExamples` (W1-W6, W8, W9), :class:`FollowExamples` (W10),
-:class:`WakeExamples` (W7, W11-W13), :class:`DeleteExamples` (W14, listing),
+:class:`WakeExamples` (W7, W11-W13), :class:`WakeStateExamples` (the optional
+``WakeLister``, against the reference model), :class:`DeleteExamples` (W14, listing),
 :class:`BadInputExamples` (W15), :class:`ErrorExamples` (W16, W17).
 """
 
@@ -32,6 +33,7 @@ from fxworld_conformance.examples.delete import DeleteExamples
 from fxworld_conformance.examples.errors import ErrorExamples
 from fxworld_conformance.examples.follow import FollowExamples
 from fxworld_conformance.examples.log import LogExamples
+from fxworld_conformance.examples.wake_states import WakeStateExamples
 from fxworld_conformance.examples.wakes import WakeExamples
 from fxworld_conformance.target import Target
 
@@ -41,6 +43,7 @@ __all__ = [
     "LogExamples",
     "FollowExamples",
     "WakeExamples",
+    "WakeStateExamples",
     "DeleteExamples",
     "BadInputExamples",
     "ErrorExamples",
@@ -50,6 +53,7 @@ GROUPS: tuple[type, ...] = (
     LogExamples,
     FollowExamples,
     WakeExamples,
+    WakeStateExamples,
     DeleteExamples,
     BadInputExamples,
     ErrorExamples,

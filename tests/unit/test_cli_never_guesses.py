@@ -199,6 +199,7 @@ def test_a_missing_session_is_exit_1(seeded: str, capsys: pytest.CaptureFixture[
 MISSING_EXTRA = {
     "conformance": (["conformance", "--world", "memory://"], "hypothesis", "conformance"),
     "serve": (["serve", "agent.py:agent", "--allow-anyone"], "uvicorn", "web"),
+    "inspect": (["inspect", "--world", "memory://"], "uvicorn", "web"),
     "postgres": (
         ["sessions", "list", "--world", "postgresql://u@127.0.0.1:1/d"],
         "asyncpg",
@@ -248,7 +249,10 @@ def test_every_extra_module_is_named() -> None:
 
 HELPS = [
     [],
-    *([c] for c in ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve")),
+    *(
+        [c]
+        for c in ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve", "inspect")
+    ),
     *(["sessions", a] for a in ("list", "show", "approvals", "approve", "deny", "stop")),
 ]
 

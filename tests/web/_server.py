@@ -25,13 +25,22 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    """``python -m fxworld.cli serve ARGS --port PORT``, run from the repository root.
+    """``python -m fxworld.cli serve ARGS --port PORT`` (or another ``command``, such
+    as ``inspect``), run from the repository root.
 
     ``start()`` returns once ``GET probe`` answers; ``kill()`` sends SIGKILL (no
     goodbye, no handover); ``stop()`` sends SIGTERM and waits.
     """
 
-    def __init__(self, args: list[str], port: int, log: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        args: list[str],
+        port: int,
+        log: Path,
+        env: dict[str, str] | None = None,
+        command: str = "serve",
+    ):
+        self.command = command
         self.args = args
         self.port = port
         self.log = log
@@ -43,7 +52,8 @@ class ServeProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, probe: str = "/", timeout: float = 60.0) -> None:
-        cmd = [sys.executable, "-m", "fxworld.cli", "serve", *self.args, "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "fxworld.cli", self.command, *self.args]
+        cmd += ["--port", str(self.port)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout

@@ -1,0 +1,393 @@
+"""The inspector: see a world's sessions, follow one live, decide, stop.
+
+``GET  /``                          the sessions, newest activity first (``?page=``,
+                                    ``?q=`` an id prefix; ``?rows=1``: the table's rows)
+``GET  /wakes``                     the pending wakes (``?after=``), where the world can say
+``GET  /sessions/{id}``             the timeline (``?before=N``: the page before seq N)
+``GET  /sessions/{id}/follow``      Server-Sent Events: each new entry as a row (``?after=N``)
+``POST /sessions/{id}/approvals/{execution_id}``  ``{"approve": true|false, "note"|"reason"?}``
+``POST /sessions/{id}/stop``        ``{"reason"?}``
+
+Every route checks, before anything else, the request's ``Origin`` (same origin
+only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
+(:func:`~fxworld.web._app.check_request`, as the agent routes), then asks
+``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
+and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"`` or
+``"stop"``. Decisions and stops are the engine's own calls
+(:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypedDict, Unpack
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from fxworld import validate
+from fxworld.engine import StreamEvent, approvals, encode_cursor
+from fxworld.engine.tail import window
+from fxworld.errors import ConfigurationError, InvalidSessionId
+from fxworld.follow import bounded_follow
+from fxworld.protocol import SessionLister, WakeLister, World
+
+from . import _pages, _sse
+from ._app import (
+    STREAM_LIFETIME,
+    HTTPError,
+    ask_authorize,
+    check_request,
+    exception_handlers,
+    guard,
+    small_body,
+)
+from ._summary import ActivityIndex, Summary
+from ._timeline import Shown, Timeline, esc
+
+__all__ = [
+    "InspectAction",
+    "InspectorOptions",
+    "InspectorOptionArgs",
+    "create_inspector",
+    "ASSETS",
+]
+
+InspectAction = Literal["list", "view", "approve", "stop"]
+ASSETS = Path(__file__).with_name("assets")
+"""The inspector's stylesheet and script, shipped in the package."""
+
+_PRIME = 50  # entries read before a stream's first one: the times its rows show
+_FIRST_PASS_WAIT = 1.5  # seconds a sessions page waits for the index's first pass
+
+
+@dataclass(frozen=True)
+class InspectorOptions:
+    """The options of :func:`create_inspector`, checked when made."""
+
+    authorize: Callable[[Request, str, InspectAction], bool | Awaitable[bool]] | None = None
+    """``authorize(request, session_id, action)`` -> ``True`` to allow (may be async)."""
+    allow_anyone: bool = False
+    """Without ``authorize`` the inspector refuses to be built unless this is ``True``."""
+    visible: Callable[[Request, StreamEvent], Any] | None = None
+    """``visible(request, event)``: the entry as this client may see it, or ``None``
+    to hide it (may be async), as for the agent routes' streams."""
+    allowed_origins: Collection[str] | None = None
+    """Origins allowed besides the inspector's own (a request without ``Origin`` passes)."""
+    page_entries: int = 200
+    """Entries per timeline page."""
+    page_sessions: int = 50
+    """Sessions per sessions page."""
+    refresh: float = 1.0
+    """Seconds between passes of the activity index (see ``_summary``)."""
+    heartbeat: float = _sse.HEARTBEAT
+    """Seconds of silence after which a session page's stream sends a comment."""
+    stream_lifetime: float = STREAM_LIFETIME
+    """Seconds after which a stream ends and the page reconnects (``authorize`` is
+    asked again)."""
+
+    def __post_init__(self) -> None:
+        if self.authorize is None and not self.allow_anyone:
+            raise ConfigurationError(
+                "the inspector needs authorize=callable(request, session_id, action), "
+                "or allow_anyone=True to show and control every session to anyone who asks"
+            )
+        for name in ("authorize", "visible"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ConfigurationError(f"{name} must be callable")
+        if isinstance(self.allowed_origins, str):
+            raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
+        if self.page_entries < 1 or self.page_sessions < 1 or not self.refresh > 0:
+            raise ConfigurationError("page sizes and refresh must be positive")
+        if not (self.heartbeat > 0 and self.stream_lifetime > 0):
+            raise ConfigurationError("heartbeat and stream_lifetime must be positive seconds")
+
+
+class InspectorOptionArgs(TypedDict, total=False):
+    """:class:`InspectorOptions`' fields besides ``authorize`` and ``allow_anyone``,
+    as keyword arguments of :func:`create_inspector`."""
+
+    visible: Callable[[Request, StreamEvent], Any] | None
+    allowed_origins: Collection[str] | None
+    page_entries: int
+    page_sessions: int
+    refresh: float
+    heartbeat: float
+    stream_lifetime: float
+
+
+def _root(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+class _Inspector:
+    def __init__(self, world: World, options: InspectorOptions) -> None:
+        self.world = world
+        self.options = options
+        self.index = ActivityIndex(world, refresh=options.refresh)
+        self.namespace = str(getattr(world, "namespace", "-"))
+        self.closing = asyncio.Event()
+
+    async def _check(self, request: Request, session_id: str, action: InspectAction) -> None:
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        check_request(request, {own, *(self.options.allowed_origins or ())})
+        await ask_authorize(self.options.authorize, request, session_id, action)
+
+    async def _session(self, request: Request, action: InspectAction) -> str:
+        sid: str = validate.session_id(request.path_params["session_id"])
+        await self._check(request, sid, action)
+        return sid
+
+    async def _shown(self, request: Request, sid: str, entries: list[Any]) -> list[Shown]:
+        visible = self.options.visible
+        out = []
+        for e in entries:
+            kind, data = e.kind, e.data
+            if visible is not None:
+                seen = visible(request, StreamEvent(encode_cursor(sid, e.seq), kind, data))
+                if inspect.isawaitable(seen):
+                    seen = await seen
+                if seen is None:
+                    continue
+                kind, data = seen.kind, seen.data
+            out.append(Shown(e.seq, kind, dict(data), e.at, e.epoch))
+        return out
+
+    def _html(self, request: Request, title: str, body: str, status: int = 200) -> HTMLResponse:
+        page = _pages.layout(_root(request), title, body, namespace=self.namespace)
+        return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
+
+    # -- the sessions page ----------------------------------------------------------
+
+    async def sessions(self, request: Request) -> Response:
+        await self._check(request, "", "list")
+        query = request.query_params.get("q", "").strip()
+        page = _page_number(request.query_params.get("page"))
+        size = self.options.page_sessions
+        note = ""
+        if query:
+            rows = await self._search(query, size)
+            more = False
+            note = f"Sessions whose id starts with {query!r}."
+        elif self.index.can_list:
+            try:
+                async with asyncio.timeout(_FIRST_PASS_WAIT):
+                    await self.index.first_pass()
+            except TimeoutError:
+                note = "Still reading the sessions: this list is partial."
+            rows = self.index.page((page - 1) * size, size + 1)
+            more, rows = len(rows) > size, rows[:size]
+        else:
+            rows, more = [], False
+            note = "This world cannot list its sessions: search for one by its whole id."
+        root = _root(request)
+        if request.query_params.get("rows") == "1":
+            known = len(self.index.summaries)
+            return HTMLResponse(_pages.sessions_table(root, rows, known))
+        body = _pages.sessions_body(
+            root,
+            rows,
+            query=query,
+            page=page,
+            more=more,
+            known=len(self.index.summaries),
+            note=note,
+        )
+        return self._html(request, "Sessions", body)
+
+    async def _search(self, prefix: str, size: int) -> list[Summary]:
+        """The sessions whose id starts with ``prefix`` (the first ``size`` by id)."""
+        try:
+            validate.session_id(prefix)
+        except InvalidSessionId:
+            return []
+        ids = [prefix] if await self.world.read(prefix, 0, limit=1) else []
+        if isinstance(self.world, SessionLister):
+            listed = await self.world.list_sessions(after=prefix, limit=size)
+            ids += [sid for sid in listed if sid.startswith(prefix)]
+        for sid in ids:
+            await self.index.session(sid)
+        return self.index.found(ids[:size])
+
+    # -- wakes -----------------------------------------------------------------------
+
+    async def wakes(self, request: Request) -> Response:
+        await self._check(request, "", "list")
+        after = request.query_params.get("after", "")
+        size = self.options.page_sessions
+        wakes = None
+        if isinstance(self.world, WakeLister):
+            wakes = await self.world.list_wakes(after=after, limit=size + 1)
+        more = wakes is not None and len(wakes) > size
+        shown = None if wakes is None else wakes[:size]
+        body = _pages.wakes_body(_root(request), shown, datetime.now(UTC), after=after, more=more)
+        return self._html(request, "Wakes", body)
+
+    # -- one session -----------------------------------------------------------------
+
+    async def session(self, request: Request) -> Response:
+        sid = await self._session(request, "view")
+        await self.index.session(sid)
+        summary = self.index.summaries[sid]
+        if summary.seq == 0:
+            del self.index.summaries[sid]  # probing ids leaves nothing behind
+            body = f"<h1>No session {esc(sid)}</h1><p>Its log is empty.</p>"
+            return self._html(request, "Not found", body, status=404)
+        last = summary.seq
+        before = _before(request.query_params.get("before"), last)
+        start = max(0, before - 1 - self.options.page_entries)
+        entries = await window(self.world, sid, start, before - 1)
+        timeline = Timeline(sid, waiting=summary.waiting)
+        rows = timeline.rows(await self._shown(request, sid, entries))
+        wake = "unknown (this world cannot say)"
+        if isinstance(self.world, WakeLister):
+            wake = _pages.wake_text(await self.world.wake_state(sid), datetime.now(UTC))
+        first = entries[0].seq if entries else before
+        body = _pages.session_body(
+            _root(request),
+            summary,
+            rows,
+            first=first,
+            last=last if before > last else before - 1,
+            live=before > last,
+            wake=wake,
+        )
+        return self._html(request, sid, body)
+
+    async def follow(self, request: Request) -> Response:
+        sid = await self._session(request, "view")
+        after = _after(request.headers.get("last-event-id") or request.query_params.get("after"))
+        await self.index.session(sid)
+        summary = copy.deepcopy(self.index.summaries[sid])
+        frames = _sse.heartbeats(
+            self._frames(request, sid, after, summary),
+            every=self.options.heartbeat,
+            stop=self.closing,
+            lifetime=self.options.stream_lifetime,
+        )
+        return _sse.response(frames)
+
+    async def _frames(
+        self, request: Request, sid: str, after: int, summary: Summary
+    ) -> AsyncIterator[bytes]:
+        yield _sse.retry(1000)
+        timeline = Timeline(sid)
+        if after:  # times since the entries before the first one streamed
+            before = await window(self.world, sid, max(0, after - _PRIME), after)
+            timeline.rows(await self._shown(request, sid, before))
+        entries = bounded_follow(self.world, sid, after)
+        try:
+            async for e in entries:
+                if e.seq > summary.seq:
+                    summary.apply(e)
+                shown = await self._shown(request, sid, [e])
+                if not shown:
+                    continue
+                timeline.waiting = summary.waiting
+                row = timeline.row(shown[0])
+                data = {
+                    "seq": row.seq,
+                    "kind": row.kind,
+                    "call": row.call,
+                    "text": row.text,
+                    "eid": row.execution_id,
+                    "html": row.html,
+                    "state": summary.state,
+                    "turns": summary.turns,
+                    "tokens": summary.tokens,
+                    "epoch": summary.epoch,
+                }
+                yield _sse.frame(str(e.seq), "entry", data)
+        finally:
+            await entries.aclose()  # type: ignore[attr-defined]
+
+    # -- actions ---------------------------------------------------------------------
+
+    async def decide(self, request: Request) -> Response:
+        sid = await self._session(request, "approve")
+        execution_id: str = request.path_params["execution_id"]
+        body = await small_body(request)
+        approve = body.get("approve")
+        if not isinstance(approve, bool):
+            raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
+        text = body.get("note" if approve else "reason")
+        await approvals.decide(self.world, sid, execution_id, approve, text)
+        return JSONResponse({"execution_id": execution_id, "approved": approve})
+
+    async def stop(self, request: Request) -> Response:
+        sid = await self._session(request, "stop")
+        body = await small_body(request)
+        stopped = await approvals.request_stop(self.world, sid, body.get("reason"))
+        return JSONResponse({"session_id": sid, "stopped": stopped}, status_code=202)
+
+
+def _int_arg(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if not (value.isascii() and value.isdigit() and len(value) <= 18):
+        raise HTTPError(400, "invalid_request", f"{name} must be a whole number")
+    return int(value)
+
+
+def _page_number(value: str | None) -> int:
+    return max(1, _int_arg(value, "page") or 1)
+
+
+def _before(value: str | None, last: int) -> int:
+    before = _int_arg(value, "before")
+    return last + 1 if before is None or before > last else max(1, before)
+
+
+def _after(value: str | None) -> int:
+    return _int_arg(value, "after") or 0
+
+
+def create_inspector(
+    world: World,
+    *,
+    authorize: Callable[[Request, str, InspectAction], bool | Awaitable[bool]] | None = None,
+    allow_anyone: bool = False,
+    **options: Unpack[InspectorOptionArgs],
+) -> Starlette:
+    """The inspector as an ASGI app; mount it anywhere::
+
+        app.mount("/inspect", create_inspector(world, authorize=is_operator))
+
+    ``authorize(request, session_id, action)`` is asked before every page and
+    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``);
+    without it the app refuses to be built unless ``allow_anyone=True``. Other
+    options: :class:`InspectorOptions`' fields. ``await app.state.close()`` stops the
+    activity index and ends open streams (``fxworld inspect`` calls it on exit);
+    ``app.state.end_streams()`` ends the streams only.
+    """
+    opts = InspectorOptions(authorize=authorize, allow_anyone=allow_anyone, **options)
+    r = _Inspector(world, opts)
+    routes: list[BaseRoute] = [
+        Route("/", guard(r.sessions), methods=["GET"]),
+        Route("/wakes", guard(r.wakes), methods=["GET"]),
+        Route("/sessions/{session_id}", guard(r.session), methods=["GET"]),
+        Route("/sessions/{session_id}/follow", guard(r.follow), methods=["GET"]),
+        Route("/sessions/{session_id}/approvals/{execution_id}", guard(r.decide), methods=["POST"]),
+        Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
+        Mount("/assets", app=StaticFiles(directory=ASSETS)),
+    ]
+    app = Starlette(routes=routes, exception_handlers=exception_handlers())
+
+    async def close() -> None:
+        r.closing.set()
+        await r.index.close()
+
+    app.state.close = close
+    app.state.end_streams = r.closing.set
+    app.state.index = r.index
+    return app

@@ -1,0 +1,247 @@
+"""What the inspector's sessions page shows of a session, folded from its log.
+
+:class:`Summary` folds a session's entries one at a time (state, last activity,
+turns, tokens, the calls waiting for a decision); :class:`ActivityIndex` keeps
+one per session of a world and orders them by last activity.
+
+Why an index: a world lists its sessions by id (``list_sessions``), and nothing
+in the World protocol says which session moved last. So the index reads each
+session once, whole, then only what was appended since: one pass over the world
+is a ``list_sessions`` call per 500 sessions plus one ``read`` per session (it
+asks for the entries from the last one folded on, so an unchanged session costs
+one read of one entry, a changed one a read more; a session deleted and written
+again is seen, and folded again, because its last folded entry changed). Passes repeat every
+``refresh`` seconds, and never take more than half of the time: on a world of
+100,000 sessions a pass is 100,000 small reads. Pages are then served from
+memory (about 400 bytes per session) in the order of last activity; a session
+appears on the sessions page at the pass after its first entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+from fxworld.engine import log
+from fxworld.protocol import SessionLister, World
+from fxworld.types import Entry
+
+__all__ = ["State", "STATES", "Summary", "ActivityIndex"]
+
+logger = logging.getLogger("fxworld.web")
+
+State = Literal["running", "waiting for approval", "idle", "failed", "stopped"]
+STATES: Final[tuple[State, ...]] = ("running", "waiting for approval", "idle", "failed", "stopped")
+
+_LIST_PAGE = 500
+_READ_PAGE = 1000
+
+
+@dataclass
+class Summary:
+    """One session as its log says so far (``seq``: the last entry folded)."""
+
+    session_id: str
+    seq: int = 0
+    last_at: datetime | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    epoch: int = 0
+    #: the seq of the newest prompt, and of the prompt the newest turn answers
+    last_prompt: int = 0
+    answering: int = 0
+    #: a turn started and has not ended; how the last one ended
+    running: bool = False
+    ended: str = ""
+    #: execution id -> (tool name, expires at) of the calls asked a decision
+    requested: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Execution id -> tool name of the calls that wait for a decision now: past
+        its ``expires_at`` a call is not pending (its timeout denies it)."""
+        now = datetime.now(UTC)
+        return {
+            eid: name
+            for eid, (name, expires) in self.requested.items()
+            if expires is None or expires > now
+        }
+
+    @property
+    def state(self) -> State:
+        """``waiting for approval`` while a call waits; ``running`` while a turn
+        runs or a prompt waits for its turn; else how the last turn ended
+        (``failed``, ``stopped``), or ``idle``."""
+        if self.waiting:
+            return "waiting for approval"
+        if self.running or self.last_prompt > self.answering:
+            return "running"
+        if self.ended in ("failed", "stopped"):
+            return "failed" if self.ended == "failed" else "stopped"
+        return "idle"
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def apply(self, e: Entry) -> None:
+        """Fold entry ``e`` (the next one of the log) in."""
+        self.seq, self.last_at = e.seq, e.at
+        d = e.data
+        if e.kind == log.PROMPT:
+            self.last_prompt = e.seq
+        elif e.kind == log.FENCE:
+            self.epoch = max(self.epoch, _int(d.get("epoch")))
+        elif e.kind == log.TURN_STARTED:
+            self.turns += 1
+            self.running, self.requested = True, {}
+            self.answering = max(self.answering, _int(d.get("prompt")))
+        elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
+            self.input_tokens += _int(d["usage"].get("input_tokens"))
+            self.output_tokens += _int(d["usage"].get("output_tokens"))
+        elif e.kind == log.APPROVAL_REQUESTED and self.running:
+            expires = _time(d.get("expires_at"))
+            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires)
+        elif e.kind == log.APPROVAL_DECIDED:
+            self.requested.pop(str(d.get("execution_id")), None)
+        elif e.kind in log.TURN_END_KINDS:
+            self.running, self.requested = False, {}
+            self.ended = e.kind.partition(".")[2]
+
+
+def _time(value: object) -> datetime | None:
+    """An ISO 8601 time as the log holds it (``None``: none, or not one)."""
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+async def catch_up(world: World, summary: Summary) -> bool:
+    """Fold what was appended to the session since ``summary.seq``; ``True`` if
+    anything was. A log that no longer holds the last entry folded (deleted,
+    then written again) is folded again from its start."""
+    if summary.seq:
+        head = await world.read(summary.session_id, summary.seq - 1, limit=_READ_PAGE)
+        if not head or head[0].seq != summary.seq or head[0].at != summary.last_at:
+            fresh = Summary(summary.session_id)
+            await catch_up(world, fresh)
+            summary.__dict__.update(fresh.__dict__)
+            return True
+        batch = head[1:]
+    else:
+        batch = await world.read(summary.session_id, 0, limit=_READ_PAGE)
+    changed = bool(batch)
+    while batch:  # until an empty read: a world may answer a read in parts
+        for e in batch:
+            summary.apply(e)
+        batch = await world.read(summary.session_id, summary.seq, limit=_READ_PAGE)
+    return changed
+
+
+class ActivityIndex:
+    """Every session of a world (a :class:`SessionLister`), newest activity first.
+
+    See the module for what a pass costs. :meth:`ensure_running` starts the
+    passes (on the caller's event loop); :meth:`close` stops them.
+    """
+
+    def __init__(self, world: World, *, refresh: float = 1.0, concurrency: int = 16) -> None:
+        self.world = world
+        self.refresh = refresh
+        self.summaries: dict[str, Summary] = {}
+        self.passes = 0
+        self.pass_seconds = 0.0
+        self._order: list[Summary] | None = None
+        self._limit = asyncio.Semaphore(concurrency)
+        self._task: asyncio.Task[None] | None = None
+        self._first = asyncio.Event()
+
+    @property
+    def can_list(self) -> bool:
+        return isinstance(self.world, SessionLister)
+
+    def ensure_running(self) -> None:
+        if self._task is None and self.can_list:
+            self._task = asyncio.create_task(self._run(), name="fxworld-inspector-index")
+
+    async def first_pass(self) -> bool:
+        """Wait for the first pass (the caller bounds the wait); whether it is done."""
+        self.ensure_running()
+        if self._task is not None:
+            await self._first.wait()
+        return self._first.is_set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.refresh_once()
+            except Exception:
+                logger.exception("inspector: a pass over the sessions failed; trying again")
+            self.pass_seconds = time.monotonic() - started
+            self._first.set()
+            await asyncio.sleep(max(self.refresh, self.pass_seconds))
+
+    async def refresh_once(self) -> None:
+        """One pass: every listed session caught up; sessions no longer listed dropped."""
+        assert isinstance(self.world, SessionLister)
+        listed: set[str] = set()
+        after = ""
+        while True:
+            ids = await self.world.list_sessions(after=after, limit=_LIST_PAGE)
+            listed.update(ids)
+            changed = await asyncio.gather(*(self.session(sid) for sid in ids))
+            if any(changed):
+                self._order = None
+            if len(ids) < _LIST_PAGE:
+                break
+            after = ids[-1]
+        for gone in set(self.summaries) - listed:
+            del self.summaries[gone]
+            self._order = None
+        self.passes += 1
+
+    async def session(self, sid: str) -> bool:
+        """Catch session ``sid`` up now; ``True`` if it changed."""
+        summary = self.summaries.get(sid)
+        if summary is None:
+            summary = self.summaries[sid] = Summary(sid)
+        async with self._limit:
+            changed = await catch_up(self.world, summary)
+        if changed:
+            self._order = None
+        return changed
+
+    def ordered(self) -> list[Summary]:
+        """Every known session, newest activity first (sorted again only after a change)."""
+        if self._order is None:
+            known = [s for s in self.summaries.values() if s.last_at is not None]
+            known.sort(key=lambda s: (s.last_at, s.session_id), reverse=True)
+            self._order = known
+        return self._order
+
+    def page(self, offset: int, limit: int) -> list[Summary]:
+        return self.ordered()[offset : offset + limit]
+
+    def found(self, ids: Iterable[str]) -> list[Summary]:
+        return [self.summaries[sid] for sid in ids if sid in self.summaries]
