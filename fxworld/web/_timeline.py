@@ -2,7 +2,7 @@
 
 Every piece of text an entry shows (a prompt, model text, a tool's input and
 output, an error, a reason) passes through the one scrubber
-(:func:`fxworld._scrub.scrub`, as the CLI shows waiting calls), then through
+(:func:`fxworld.scrub.scrub`, as the CLI shows waiting calls), then through
 ``html.escape``: a key or a card number in a tool's input is masked, and no entry
 can inject markup. The rows of a page and the rows streamed live are made by the
 same :class:`Timeline`, so both read alike.
@@ -17,8 +17,8 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from fxworld._scrub import scrub
 from fxworld.engine import log
+from fxworld.scrub import scrub
 
 __all__ = ["Row", "Shown", "Timeline", "clock", "esc"]
 
