@@ -34,7 +34,10 @@ __all__ = [
 
 
 async def start_turn(run: RunContext, step: StartTurn) -> None:
-    await run.writer.append([log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id())])
+    span = run.telemetry.span_id()  # a worker that takes the turn over links to it
+    extra = {"span": span} if span else {}
+    entry = log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id(), **extra)
+    await run.writer.append([entry])
     crash_point("after-turn-started")
 
 
