@@ -125,13 +125,14 @@ class SessionRun:
             return
         last = self.writer.last_read
         fence = await self.writer.acquire()
+        await self.writer.catch_up()
+        self._log_turn()  # a turn taken over: its lines carry the turn from here on
         logger.info(
             "session %s: taken (delivery %d, epoch %d)",
             self.sid,
             self.writer.wake.attempt,
             fence.epoch,
         )
-        await self.writer.catch_up()
         self.telemetry.taken(fence, self.run.state, last)
         await give_up_if_redelivered(self.run)
         if await self._steps():
