@@ -64,6 +64,8 @@ async def test_one_trace_across_a_sigkill(
         sid = (await turn.accepted).session_id
     (root,) = exporter.get_finished_spans()
     trace_id = f"0x{root.context.trace_id:032x}"
+    # beside the workers' files: scripts/render_trace.py draws the whole trace
+    (tmp_path / "spans-caller.jsonl").write_text(json.dumps(json.loads(root.to_json())) + "\n")
 
     first = start_worker(env={**OTEL, "FXWORLD_TEST_CRASH_AT": "in-tool:lookup"})
     assert await first.wait() == -signal.SIGKILL, first.text()
