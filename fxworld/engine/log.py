@@ -47,7 +47,7 @@ PROMPT: Final = "prompt"
 prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`)."""
 TURN_STARTED: Final = "turn.started"
 """A worker began answering the prompt at seq ``prompt``: ``{"prompt", "turn",
-"span"?}`` (``span``: the id of its ``invoke_agent`` span, in hex, when traced)."""
+"trace"?}`` (``trace``: the W3C context of its ``invoke_agent`` span, when traced)."""
 TEXT: Final = "text"
 """A chunk of model text as it streamed: ``{"call", "text"}``."""
 TEXT_DISCARDED: Final = "text.discarded"

@@ -130,8 +130,8 @@ class TurnState:
     last_text: str = ""
     stop: bool = False  # stop.requested for this turn
     stop_reason: str | None = None
-    span: str = ""
-    """The id of the span that started the turn (``turn.started``), hex; "" if none."""
+    trace: dict[str, Any] = field(default_factory=dict)
+    """The trace context of the span that started the turn (``turn.started``), if any."""
 
 
 class Conversation(Sequence[Message]):
@@ -222,7 +222,10 @@ class Replay:
 
     def _start_turn(self, d: Mapping[str, Any]) -> None:
         p = int(d["prompt"])
-        self.current = TurnState(prompt=p, turn=str(d.get("turn", "")), span=str(d.get("span", "")))
+        trace = d.get("trace")
+        self.current = TurnState(
+            p, str(d.get("turn", "")), trace=trace if isinstance(trace, dict) else {}
+        )
         text = self.prompts.get(p, "")
         if self.was_stopped:
             text, self.was_stopped = f"{STOPPED_NOTE}\n\n{text}", False

@@ -12,7 +12,9 @@ Spans follow the OpenTelemetry GenAI semantic conventions, version
 the W3C trace context of its caller (:func:`trace_context`), and every run, in any
 process, parents its turn span to it. A run that takes a turn over after its
 previous holder died (the wake delivered again) adds a ``fxworld.takeover`` event
-and links its span to the span that started the turn (kept in ``turn.started``).
+and links its span to the span that started the turn (kept in ``turn.started``);
+for a prompt sent outside any span, that span is the parent instead, so the turn
+is still one trace.
 Content (prompts, tool input and output) is recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 
@@ -50,9 +52,8 @@ SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 CAPTURE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """Set it to ``true`` to record prompts, tool input and tool output on spans."""
 TRACE_FIELD: Final = "trace"
-"""The field of a ``prompt`` entry that keeps its caller's trace context."""
-SPAN_FIELD: Final = "span"
-"""The field of a ``turn.started`` entry that keeps the span that started the turn."""
+"""The field of a ``prompt`` entry that keeps its caller's trace context, and of a
+``turn.started`` entry that keeps the context of the span that started the turn."""
 
 
 def _api() -> Any:
@@ -121,9 +122,10 @@ class RunTelemetry:
     def approvals(self, delta: int) -> None:
         """Calls that began (or stopped) waiting for a person."""
 
-    def span_id(self) -> str:
-        """The open turn span's id, in hex, for ``turn.started`` ("" without one)."""
-        return ""
+    def turn_trace(self) -> dict[str, Any]:
+        """``{"trace": carrier}``: the open turn span's context, for ``turn.started``
+        (``{}`` without one)."""
+        return {}
 
     def end(self, outcome: str) -> None:
         """The run ended (``outcome``: why); the open turn span ends with it."""
@@ -275,11 +277,14 @@ class _Run(RunTelemetry):
     def _start_turn_span(self, state: Replay) -> None:
         from opentelemetry import propagate
 
-        parent = propagate.extract(state.prompt_trace.get(self.prompt) or {})
-        links = []
         cur = state.current
-        if self.takeover and cur is not None and cur.span:
-            links = [self.api.Link(self._remote(parent, cur.span), {"fxworld.link": "turn start"})]
+        first = cur.trace if cur is not None and cur.prompt == self.prompt else {}
+        # the caller's span; without one, the span that started the turn (one trace)
+        parent = propagate.extract(state.prompt_trace.get(self.prompt) or first)
+        links = []
+        if self.takeover and first:
+            started = self.api.get_current_span(propagate.extract(first)).get_span_context()
+            links = [self.api.Link(started, {"fxworld.link": "the span that started the turn"})]
         attrs = {**self.turn_attrs, "gen_ai.operation.name": "invoke_agent"}
         attrs["gen_ai.agent.name"] = self.agent
         if _capture():
@@ -290,18 +295,14 @@ class _Run(RunTelemetry):
         if self.takeover:
             self.span.add_event("fxworld.takeover", {"fxworld.epoch": self.base["fxworld.epoch"]})
 
-    def _remote(self, parent: Any, span_id: str) -> Any:
-        """The span context of span ``span_id`` (hex) of the parent's trace."""
-        ctx = self.api.get_current_span(parent).get_span_context()
-        return self.api.SpanContext(
-            ctx.trace_id, int(span_id, 16), True, ctx.trace_flags, ctx.trace_state
-        )
-
-    def span_id(self) -> str:
-        """The open turn span's id, in hex, for ``turn.started`` ("" without one)."""
+    def turn_trace(self) -> dict[str, Any]:
         if self.span is None:
-            return ""
-        return format(self.span.get_span_context().span_id, "016x")
+            return {}
+        from opentelemetry import propagate
+
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, self.api.set_span_in_context(self.span))
+        return {TRACE_FIELD: carrier}
 
     def stepped(self, step: Step, state: Replay) -> None:
         cur = state.current

@@ -34,9 +34,8 @@ __all__ = [
 
 
 async def start_turn(run: RunContext, step: StartTurn) -> None:
-    span = run.telemetry.span_id()  # a worker that takes the turn over links to it
-    extra = {"span": span} if span else {}
-    entry = log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id(), **extra)
+    trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
+    entry = log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id(), **trace)
     await run.writer.append([entry])
     crash_point("after-turn-started")
 
