@@ -38,6 +38,7 @@ from .deadline import Deadline
 from .fenced import FencedWriter, StopRun
 from .log_fields import LogFields, set_fields
 from .model_step import call_model
+from .otel_run import for_run
 from .replay import (
     CallModel,
     DiscardText,
@@ -54,7 +55,6 @@ from .replay import (
 )
 from .signals import Signals
 from .stop_watch import StopWatch
-from .telemetry import for_run
 from .tool_step import run_tools
 from .turn_step import (
     discard_text,
