@@ -220,7 +220,7 @@ class OtelRun(RunTelemetry):
             span.add_event("fxworld.run.ended", {"fxworld.reason": why})
         if outcome:
             span.set_attribute("fxworld.turn.outcome", outcome)
-        if outcome in ("failed",):
+        if outcome == "failed":
             span.set_status(self.api.StatusCode.ERROR, "turn failed")
         span.end()
 
