@@ -1,6 +1,6 @@
 """Benchmark the turn engine on the embedded SQLite world; prints, never asserts.
 
-    python benchmarks/bench_engine.py [--steps 200] [--long 10000] [--rounds 3]
+    python benchmarks/bench_engine.py [--steps 200] [--long 10000] [--rounds 3] [--otel]
 
 1. Engine overhead per step: a turn of N tool calls (a no-op tool) and a scripted
    model that answers at once, run in-process, next to the time of the same
@@ -19,6 +19,10 @@
    process CPU time, which a shared machine's load moves less than wall time.
 3. SIGTERM -> continuing: the same, with SIGTERM: the worker stops at once, hands
    the session back, and the other continues (target: under 1 s).
+4. ``--otel`` (prints only this): the CPU per tool step of (1), in a fresh process
+   each: OpenTelemetry never imported; imported with no provider set; the SDK's
+   tracer and meter providers set (spans to the in-memory exporter, cleared
+   between rounds): what tracing costs, against the first.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import itertools
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -155,6 +160,63 @@ async def print_engine_cpu(rounds: int) -> None:
               f"  (rounds: {shown})")  # fmt: skip
 
 
+OTEL_MODES = {
+    "off": "OpenTelemetry not imported",
+    "api": "imported, no provider set",
+    "sdk": "SDK providers set (in-memory)",
+}
+
+
+def set_otel(mode: str) -> object | None:
+    """Set up OpenTelemetry as ``mode`` says; the span exporter to clear, if any."""
+    if mode == "off":
+        return None
+    from opentelemetry import metrics, trace
+
+    if mode == "api":
+        return None
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return exporter
+
+
+async def otel_cpu(mode: str, rounds: int) -> None:
+    """In this process (set up as ``mode``): CPU per tool step, each round, in us."""
+    exporter = set_otel(mode)
+    await engine_cpu(1, 50)  # warm up
+    figures = []
+    for _ in range(max(rounds, 3)):
+        figures.append(await engine_cpu(1, 500))
+        if exporter is not None:
+            exporter.clear()  # type: ignore[attr-defined]
+    print(" ".join(f"{f * 1e6:.1f}" for f in figures))
+
+
+def print_otel_overhead(rounds: int) -> None:
+    print("Tracing: engine CPU per tool step (MemoryWorld, 1 flow, a fresh process each,")
+    print("median of rounds; a tool step = 1 chat span + 1 execute_tool span + metrics)")
+    base = 0.0
+    for mode, label in OTEL_MODES.items():
+        out = subprocess.run(
+            [sys.executable, __file__, "--otel-mode", mode, "--rounds", str(rounds)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        figures = [float(x) for x in out.stdout.split()]
+        median = statistics.median(figures)
+        base = base or median
+        shown = ", ".join(f"{f:.0f}" for f in figures)
+        print(f"  {label:<32} {median:8.1f} us  {median / base:5.2f}x  (rounds: {shown})")
+
+
 async def start_worker(url: str, log: Path) -> asyncio.subprocess.Process:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
@@ -221,7 +283,15 @@ async def main() -> None:
     parser.add_argument("--long", type=int, default=10_000, help="tool steps of the long turn")
     parser.add_argument("--rounds", type=int, default=3, help="takeovers measured")
     parser.add_argument("--cpu-only", action="store_true", help="only the engine's CPU per step")
+    parser.add_argument("--otel", action="store_true", help="only what tracing costs per step")
+    parser.add_argument("--otel-mode", choices=list(OTEL_MODES), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.otel_mode:
+        await otel_cpu(args.otel_mode, args.rounds)
+        return
+    if args.otel:
+        print_otel_overhead(args.rounds)
+        return
     await print_engine_cpu(args.rounds)
     if args.cpu_only:
         return

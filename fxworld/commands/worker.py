@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import logging
 import signal
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from fxworld.cli import add_world_option, plain
@@ -47,6 +50,12 @@ def register(sub: Any) -> None:
         "--until-idle", action="store_true", help="return once no wake is due and nothing runs"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each session run")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one JSON object per line, with the session id and turn (text)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -54,15 +63,18 @@ async def _run(args: argparse.Namespace) -> int:
     from fxworld.commands.serve import agent_from_args, describe_world
 
     agent = agent_from_args(args)  # module:agent or path/file.py:agent
+    if args.log_format == "json":
+        logging.getLogger().handlers[0].setFormatter(JsonLines())
     world = await agent.ready()  # a bad world fails here, in one line
     stopped = _stop_on_signals(agent)  # from the ready line on, SIGTERM is graceful
     try:
-        print(
+        ready = (
             f"fxworld worker: ready: {describe_world(world)}, "
-            f"concurrency {args.concurrency}, lease {args.lease:g} s",
-            file=sys.stderr,
-            flush=True,
+            f"concurrency {args.concurrency}, lease {args.lease:g} s"
         )
+        if args.log_format == "json":  # every line a JSON object
+            ready = json.dumps({"level": "INFO", "logger": "fxworld.worker", "message": ready})
+        print(ready, file=sys.stderr, flush=True)
         if not stopped.is_set():
             await agent.work(
                 concurrency=args.concurrency,
@@ -77,6 +89,34 @@ async def _run(args: argparse.Namespace) -> int:
                 asyncio.get_running_loop().remove_signal_handler(sig)
         await world.close()  # no client is left for the interpreter to find unclosed
     return 0
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time, level, logger, pid, message, the
+    session id and turn (extras of the ``fxworld.worker`` logger), and any
+    exception's traceback."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from fxworld.engine.log_fields import FIELDS
+
+        self.fields = FIELDS
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        for name in self.fields:
+            value = getattr(record, name, "")
+            if value:
+                line[name] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)
 
 
 def _stop_on_signals(agent: Any) -> asyncio.Event:

@@ -49,7 +49,8 @@ class Agent:
     on it) fails with ``turn.failed`` instead of crashing workers forever.
     ``text_chunk_chars`` / ``text_chunk_interval``: streamed text is saved whenever
     this many characters have gathered, or this many seconds after the oldest
-    unsaved text arrived.
+    unsaved text arrived. ``name`` names the agent in traces (``invoke_agent <name>``,
+    ``gen_ai.agent.name``: see ``docs/observability.md``).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class Agent:
         max_deliveries: int = 10,
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
+        name: str = "agent",
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -80,6 +82,7 @@ class Agent:
                 raise ConfigurationError(f"two tools are named {made.name!r}")
             self.tools[made.name] = made
         self.instructions = instructions
+        self.name = name
         self._world = world
         self.model_retries = model_retries
         self.max_deliveries = max_deliveries

@@ -58,6 +58,7 @@ def approval_entries(
 async def request_approval(run: RunContext, step: RequestApproval) -> None:
     entries, wake = approval_entries(run.agent.tools, step.calls)
     await run.writer.append(entries, wake=wake)
+    run.telemetry.approvals(len(entries))
     crash_point("after-approval-requested")
 
 
@@ -65,6 +66,7 @@ async def time_out_approval(run: RunContext, step: TimeOutApproval) -> None:
     decided = expired_decision(step.call.execution_id, step.reason)
     # keyed like a person's decision: if one landed first, it stands (W6)
     await run.writer.append_keyed(decided, decision_key(step.call.execution_id))
+    run.telemetry.approvals(-1)
 
 
 async def stop_turn(run: RunContext, step: StopTurn) -> None:

@@ -32,6 +32,7 @@ from fxworld.types import Entry, NewEntry
 
 from . import log
 from .cursor import encode_cursor
+from .otel_run import approvals_waiting
 from .replay import CallState, Replay, expiry_reason
 from .tail import replay_latest_turn
 
@@ -162,6 +163,7 @@ async def decide(
             log.APPROVAL_DECIDED, execution_id=execution_id, approved=approved, **{field: text}
         )
     seq = await world.append(sid, [decision], key=decision_key(execution_id), wake=0.0)
+    approvals_waiting(-1)  # (a worker's timeout racing it may count once more)
     landed = await world.read(sid, seq - 1, limit=1)
     _check_same(sid, execution_id, approved, landed[0])
 

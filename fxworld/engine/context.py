@@ -18,6 +18,7 @@ from fxworld.protocol import World
 from .fenced import FencedWriter
 from .replay import Replay, Step, next_step
 from .signals import Signals
+from .telemetry import OFF, RunTelemetry
 from .tools import Tool
 
 __all__ = ["AgentParts", "RunContext", "new_id"]
@@ -52,6 +53,8 @@ class RunContext:
         self.writer = writer
         self.agent = agent
         self.signals = signals
+        self.telemetry: RunTelemetry = OFF
+        """Its spans and metrics (:mod:`fxworld.engine.telemetry`)."""
         tools = agent.tools
         self.tool_specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
         """The tools as the model sees them."""

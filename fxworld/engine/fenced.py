@@ -68,6 +68,8 @@ class FencedWriter:
         self.fence: Fence | None = None
         self.lease_lost = False
         self.on_news: Callable[[], None] = _nothing
+        self.last_read: Entry | None = None
+        """The newest entry a read brought in."""
 
     async def retry(self, op: Callable[[], Awaitable[T]]) -> T:
         """``op()``, again with backoff while the world is unavailable; an
@@ -94,6 +96,7 @@ class FencedWriter:
             if not batch:
                 return
             self.state.apply_all(batch)
+            self.last_read = batch[-1]
 
     async def acquire(self) -> Fence:
         """Take the session (W1): a new fence, the newest from now on."""

@@ -43,9 +43,11 @@ waits for a person or continue a stopped turn)."""
 
 PROMPT: Final = "prompt"
 """A user prompt, appended unfenced by ``Session.prompt``:
-``{"text", "key"}``."""
+``{"text", "key", "trace"?}`` (``trace``: the caller's W3C trace context, when it
+prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`)."""
 TURN_STARTED: Final = "turn.started"
-"""A worker began answering the prompt at seq ``prompt``: ``{"prompt", "turn"}``."""
+"""A worker began answering the prompt at seq ``prompt``: ``{"prompt", "turn",
+"trace"?}`` (``trace``: the W3C context of its ``invoke_agent`` span, when traced)."""
 TEXT: Final = "text"
 """A chunk of model text as it streamed: ``{"call", "text"}``."""
 TEXT_DISCARDED: Final = "text.discarded"

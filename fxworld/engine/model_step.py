@@ -37,6 +37,7 @@ from .faults import crash_point
 from .fenced import StopRun
 from .replay import CallModel, CallState
 from .signals import Cut
+from .telemetry import Call
 from .tool_step import Run, run_started, start_entries
 
 __all__ = ["call_model", "reply_entries"]
@@ -61,7 +62,7 @@ async def _attempt(run: RunContext, request: ModelRequest, attempt: int) -> bool
     """One model call and the run of its calls; whether to make it again."""
     call = new_id()
     try:
-        runs = await _stream(run, request, call)
+        runs = await _traced(run, request, call)
     except Cut as cut:
         if cut.handover:  # the next worker makes the call again
             await _discard(run, call, "handover")
@@ -120,7 +121,19 @@ async def _adapter_failed(run: RunContext, call: str, e: Exception) -> None:
     )
 
 
-async def _stream(run: RunContext, request: ModelRequest, call: str) -> list[Run]:
+async def _traced(run: RunContext, request: ModelRequest, call: str) -> list[Run]:
+    """:func:`_stream` inside the call's ``chat`` span."""
+    span = run.telemetry.chat(run.agent.model)
+    try:
+        return await _stream(run, request, call, span)
+    except BaseException as e:
+        span.cut(type(e).__name__)
+        raise
+    finally:
+        span.end()
+
+
+async def _stream(run: RunContext, request: ModelRequest, call: str, span: Call) -> list[Run]:
     """Stream one model call, saving its text in chunks; save the reply. The
     calls to run now. A signal cuts the stream at once (:class:`Cut`)."""
     text = _Text(run, call)
@@ -132,12 +145,15 @@ async def _stream(run: RunContext, request: ModelRequest, call: str) -> list[Run
         await _close(stream)
     if response is None:
         raise ModelError("the model's stream ended without a response")
+    span.response(response)
     crash_point("before-message")
     entries = text.rest()
     runs, wake = reply_entries(run, call, response, entries)
     await run.writer.append(entries, wake=wake)
     crash_point("after-message")
-    if any(e.kind == log.APPROVAL_REQUESTED for e in entries):
+    asked = sum(e.kind == log.APPROVAL_REQUESTED for e in entries)
+    if asked:
+        run.telemetry.approvals(asked)
         crash_point("after-approval-requested")
     return runs
 

@@ -130,6 +130,8 @@ class TurnState:
     last_text: str = ""
     stop: bool = False  # stop.requested for this turn
     stop_reason: str | None = None
+    trace: dict[str, Any] = field(default_factory=dict)
+    """The trace context of the span that started the turn (``turn.started``), if any."""
 
 
 class Conversation(Sequence[Message]):
@@ -174,6 +176,10 @@ class Replay:
     messages: list[Message] = field(default_factory=list)
     stops: dict[int, str | None] = field(default_factory=dict)  # for turns not started yet
     was_stopped: bool = False  # the last turn ended with turn.stopped
+    prompt_trace: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The trace context each prompt's caller had, by the prompt's seq (if any)."""
+    last_end: str | None = None
+    """The kind of the entry that ended the latest turn."""
 
     def conversation(self) -> Conversation:
         """The conversation as it stands now (later entries do not change it)."""
@@ -202,6 +208,9 @@ class Replay:
             )
         if e.kind == log.PROMPT:
             self.prompts[e.seq] = str(e.data.get("text", ""))
+            trace = e.data.get("trace")
+            if isinstance(trace, dict):
+                self.prompt_trace[e.seq] = trace
         elif e.kind == log.TURN_STARTED:
             self._start_turn(e.data)
         elif e.kind == log.STOP_REQUESTED:
@@ -213,7 +222,10 @@ class Replay:
 
     def _start_turn(self, d: Mapping[str, Any]) -> None:
         p = int(d["prompt"])
-        self.current = TurnState(prompt=p, turn=str(d.get("turn", "")))
+        trace = d.get("trace")
+        self.current = TurnState(
+            p, str(d.get("turn", "")), trace=trace if isinstance(trace, dict) else {}
+        )
         text = self.prompts.get(p, "")
         if self.was_stopped:
             text, self.was_stopped = f"{STOPPED_NOTE}\n\n{text}", False
@@ -270,6 +282,7 @@ class Replay:
     def _turn_ended(self, cur: TurnState, e: Entry) -> None:
         prompt = int(e.data["prompt"])
         self.answered.add(prompt)
+        self.last_end = e.kind
         if cur.prompt == prompt:
             if e.kind == log.TURN_STOPPED:
                 self._close_stopped(cur)

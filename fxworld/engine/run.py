@@ -36,7 +36,9 @@ from .approval_step import request_approval, stop_turn, time_out_approval, wait_
 from .context import AgentParts, RunContext
 from .deadline import Deadline
 from .fenced import FencedWriter, StopRun
+from .log_fields import LogFields, set_fields
 from .model_step import call_model
+from .otel_run import for_run
 from .replay import (
     CallModel,
     DiscardText,
@@ -66,6 +68,7 @@ from .turn_step import (
 __all__ = ["SessionRun"]
 
 logger = logging.getLogger("fxworld.worker")
+logger.addFilter(LogFields())  # each record: the session id and turn of its run
 
 
 class SessionRun:
@@ -87,6 +90,7 @@ class SessionRun:
         self.deadline = deadline
         self.sid = wake.session_id
         self.writer.on_news = self._note_stop
+        self.telemetry = self.run.telemetry = for_run(getattr(agent, "name", "agent"), wake)
 
     def _note_stop(self) -> None:
         """After an append read entries of other writers: a stop among them is seen."""
@@ -96,16 +100,22 @@ class SessionRun:
 
     async def go(self) -> None:
         """The run, with its lease renewed meanwhile; it never raises."""
+        set_fields(self.sid, "")  # this task's log lines carry the session (and turn)
         renewer = asyncio.create_task(self.writer.renew())
+        outcome = "run ended"
         try:
             await self._go()
         except StopRun as e:
             logger.info("session %s: stopped: %s", self.sid, e)
+            outcome = f"stopped: {e}"
         except Fenced:
             logger.info("session %s: replaced by another worker; stopping", self.sid)
+            outcome = "replaced by another worker"
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
+            outcome = "run failed"
         finally:
+            self.telemetry.end(outcome)
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
@@ -113,14 +123,17 @@ class SessionRun:
     async def _go(self) -> None:
         if await self._nothing_to_do():
             return
+        last = self.writer.last_read
         fence = await self.writer.acquire()
+        await self.writer.catch_up()
+        self._log_turn()  # a turn taken over: its lines carry the turn from here on
         logger.info(
             "session %s: taken (delivery %d, epoch %d)",
             self.sid,
             self.writer.wake.attempt,
             fence.epoch,
         )
-        await self.writer.catch_up()
+        self.telemetry.taken(fence, self.run.state, last)
         await give_up_if_redelivered(self.run)
         if await self._steps():
             await self.writer.finish_wake()
@@ -169,11 +182,22 @@ class SessionRun:
         return None if self.deadline.fits(step) else "deadline"
 
     async def _do(self, step: Step) -> None:
-        """Hand ``step`` to its handler."""
+        """Hand ``step`` to its handler, with its telemetry."""
+        self._log_turn()
+        self.telemetry.step(step, self.run.state)
+        await self._handle(step)
+        self.telemetry.stepped(step, self.run.state)
+        self._log_turn()
+
+    def _log_turn(self) -> None:
+        cur = self.run.state.current
+        set_fields(self.sid, "" if cur is None else cur.turn)
+
+    async def _handle(self, step: Step) -> None:
         run = self.run
         match step:
             case CallModel() | RunTools():
-                started = time.monotonic()
+                started = time.monotonic()  # (a deadline measures these steps)
                 async with StopWatch(run):
                     if isinstance(step, CallModel):
                         await call_model(run, step)

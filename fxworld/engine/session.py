@@ -17,6 +17,7 @@ from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .replay import conversation
+from .telemetry import trace_context
 from .turn import Accepted, Turn
 
 __all__ = ["Session", "StreamEvent"]
@@ -83,7 +84,7 @@ class Session:
         w = await self.agent.ready()
         seq = await w.append(
             self.id,
-            [log.entry(log.PROMPT, text=text, key=key)],
+            [log.entry(log.PROMPT, text=text, key=key, **trace_context())],
             key=f"prompt:{key}",
             wake=0.0,
             expect=0 if new else None,

@@ -112,6 +112,26 @@ async def _together(run: RunContext, runs: Sequence[Run]) -> None:
 
 
 async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
+    """:func:`_run_call` inside its ``execute_tool`` span, current while the tool
+    runs (so the tool's own spans nest under it)."""
+    span = run.telemetry.tool(c, attempt)
+    token = span.attach()
+    try:
+        entry = await _run_call(run, c, attempt)
+        if entry.kind == log.TOOL_INTERRUPTED:
+            span.cut("interrupted")
+        else:
+            span.result(str(entry.data.get("output", "")), entry.data.get("is_error") is True)
+        return entry
+    except BaseException as e:  # cancelled
+        span.cut(type(e).__name__)
+        raise
+    finally:
+        span.detach(token)
+        span.end()
+
+
+async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]

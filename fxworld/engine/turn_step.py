@@ -34,7 +34,9 @@ __all__ = [
 
 
 async def start_turn(run: RunContext, step: StartTurn) -> None:
-    await run.writer.append([log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id())])
+    trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
+    entry = log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id(), **trace)
+    await run.writer.append([entry])
     crash_point("after-turn-started")
 
 

@@ -58,7 +58,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_world_url" in metafunc.fixturenames:
         names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
         chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres", "redis", "s3"]
+        only = metafunc.definition.get_closest_marker("engine_worlds")
+        if only is not None:  # a test that needs no more than these worlds
+            chosen = [n for n in chosen if n in only.args]
         metafunc.parametrize("engine_world_name", chosen)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "engine_worlds(*names): run the test on these engine worlds only"
+    )
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ Configured by environment, so every process builds the same agent:
   ``needs_approval``; ``ENGINE_TEST_OTHER_APPROVAL=1`` adds ``close_account``, a
   tool that needs approval (the model never calls it).
 - ``ENGINE_TEST_SCRIPT=long``: one long answer (stop it while it streams).
+- ``ENGINE_TEST_OTEL=1``: OpenTelemetry's SDK as the global providers, spans and
+  metrics written to files (:mod:`otel_setup`).
 
 The script: look up order A (idempotent), charge it (not idempotent), answer.
 """
@@ -27,6 +29,9 @@ import os
 import threading
 import time
 from pathlib import Path
+
+if os.environ.get("ENGINE_TEST_OTEL") == "1":
+    import otel_setup  # noqa: F401 (sets the global providers, before any run)
 
 from fxworld import Agent, ToolContext, tool
 from fxworld.testing import ScriptedModel, crash_point
