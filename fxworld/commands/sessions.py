@@ -1,4 +1,4 @@
-"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop`.
+"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop | fork ID | prune`.
 
 ``list`` prints the ids of the sessions with a non-empty log, one a line (for
 worlds that can list sessions). ``show ID`` prints a session's log, one entry a
@@ -8,7 +8,12 @@ printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
 the tokens each turn used (the sum of its model calls' usage), when the log has
 any. ``approvals ID`` lists the calls waiting for a person's decision;
 ``approve ID EXECUTION_ID`` and ``deny ID EXECUTION_ID`` decide one; ``stop ID``
-stops the running turn.
+stops the running turn. ``fork ID [--at CURSOR] [--id NEW]`` makes a new session
+holding ID's conversation up to CURSOR (a turn boundary; by default the end of
+its last finished turn) and prints its id. ``prune --idle-for DURATION
+[--dry-run]`` deletes whole sessions whose last entry is older than DURATION
+(``30d``, ``12h``, ``90s``), keeping any with a running turn, a held lease, a
+pending wake or a waiting approval.
 
 Every action takes ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
 SQLite world in ``./.fxworld/world.db``). ``list``, ``show`` and ``approvals``
@@ -77,6 +82,17 @@ def register(sub: Any) -> None:
     stop.add_argument("--reason", default=None, metavar="TEXT", help="why (saved in the log)")
     add_world_option(stop)
     stop.set_defaults(func=_stop)
+    fork = actions.add_parser("fork", help="a new session with this one's conversation")
+    fork.add_argument("session_id", metavar="ID", help="the session to fork")
+    fork.add_argument(
+        "--at",
+        default=None,
+        metavar="CURSOR",
+        help="a turn boundary (default: the last turn's end)",
+    )
+    fork.add_argument("--id", dest="new_id", default=None, metavar="NEW", help="the fork's id")
+    add_world_option(fork)
+    fork.set_defaults(func=_fork)
 
 
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
@@ -265,5 +281,23 @@ async def _stop(args: argparse.Namespace) -> int:
         else:
             print(f"session {args.session_id} runs no turn: nothing to stop")
         return 0
+    finally:
+        await world.close()
+
+
+async def _fork(args: argparse.Namespace) -> int:
+    from fxworld.engine.fork import fork_session
+    from fxworld.errors import Conflict
+
+    world = open_world_for(args, "write")
+    try:
+        if not await _found(world, args):
+            return 1
+        new = await fork_session(world, args.session_id, at=args.at, target=args.new_id)
+        print(new)
+        return 0
+    except Conflict:
+        print(f"fxworld sessions fork: session {args.new_id!r} exists already", file=sys.stderr)
+        return 1
     finally:
         await world.close()
