@@ -93,6 +93,11 @@ def register(sub: Any) -> None:
     fork.add_argument("--id", dest="new_id", default=None, metavar="NEW", help="the fork's id")
     add_world_option(fork)
     fork.set_defaults(func=_fork)
+    prune = actions.add_parser("prune", help="delete whole sessions idle longer than DURATION")
+    prune.add_argument("--idle-for", required=True, metavar="DURATION", help="like 30d, 12h or 90s")
+    prune.add_argument("--dry-run", action="store_true", help="delete nothing; say what would go")
+    add_world_option(prune)
+    prune.set_defaults(func=_prune)
 
 
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
@@ -299,5 +304,38 @@ async def _fork(args: argparse.Namespace) -> int:
     except Conflict:
         print(f"fxworld sessions fork: session {args.new_id!r} exists already", file=sys.stderr)
         return 1
+    finally:
+        await world.close()
+
+
+async def _prune(args: argparse.Namespace) -> int:
+    """One line per session deleted (or, ``--dry-run``, that would be) or kept
+    although idle, with why; a summary on stderr."""
+    from fxworld.engine.retention import parse_duration, prune
+    from fxworld.protocol import SessionLister
+    from fxworld.urls import mask
+
+    idle_for = parse_duration(args.idle_for)  # a bad duration: one line, exit 2
+    url = world_url(args)
+    world = open_world_for(args, "read" if args.dry_run else "write")
+    verb = "would delete" if args.dry_run else "deleted"
+
+    def told(sid: str, reason: str | None) -> None:
+        print(f"{verb} {sid}" if reason is None else f"kept {sid}: {reason}", flush=True)
+
+    try:
+        if not isinstance(world, SessionLister):
+            print(
+                f"fxworld sessions prune: the world at {mask(url)} cannot list its sessions",
+                file=sys.stderr,
+            )
+            return 2
+        report = await prune(world, idle_for=idle_for, dry_run=args.dry_run, progress=told)
+        print(
+            f"{len(report.deleted)} {verb}, {len(report.kept)} kept although idle, "
+            f"{report.scanned} looked at in {mask(url)}",
+            file=sys.stderr,
+        )
+        return 0
     finally:
         await world.close()
