@@ -37,7 +37,7 @@ from . import log
 from .cursor import decode_cursor, encode_cursor
 from .replay import Replay
 
-__all__ = ["fork_session", "Boundaries"]
+__all__ = ["fork_session"]
 
 _PROMPT_REFS = frozenset({log.TURN_STARTED, log.TURN_YIELDED, log.STOP_REQUESTED}) | (
     log.TURN_END_KINDS
@@ -52,7 +52,8 @@ class Boundaries:
 
     entries: list[Entry]
     answered: set[int]
-    """The prompts whose turn started by the end of :attr:`entries`."""
+    """The prompts whose turn had ended by ``at`` (at a boundary, every turn
+    started by then had ended)."""
     last_end: int = 0
     """The seq of the last entry that ended a turn (0: none)."""
     before: int = 0
