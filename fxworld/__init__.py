@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
         Accepted,
         Agent,
         Approval,
+        PruneReport,
         Session,
         StreamEvent,
         Tool,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
         Turn,
         TurnFailed,
         TurnStopped,
+        prune,
         tool,
     )
 
@@ -62,6 +64,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "tool",
+    "prune",
+    "PruneReport",
 ]
 
 
@@ -69,7 +73,10 @@ _ENGINE = ("Accepted", "Agent", "Approval", "Session", "StreamEvent", "Tool", "T
 _LAZY = {
     "MemoryWorld": "fxworld.embedded.memory",
     "SqliteWorld": "fxworld.embedded.sqlite",
-    **dict.fromkeys((*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "tool"), "fxworld.engine"),
+    **dict.fromkeys(
+        (*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "tool", "prune", "PruneReport"),
+        "fxworld.engine",
+    ),
 }
 """Names loaded on first use, so that a backend (or ``fxworld.validate``) can be
 imported without loading the engine or the embedded worlds."""

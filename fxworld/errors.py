@@ -25,6 +25,7 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalExpired",
     "UnknownCall",
+    "UnknownSession",
 ]
 
 
@@ -166,3 +167,11 @@ class UnknownCall(WorldError, LookupError):
         self.session_id = session_id
         self.execution_id = execution_id
         super().__init__(f"session {session_id!r}: no call {execution_id!r} waits for a decision")
+
+
+class UnknownSession(WorldError, LookupError):
+    """No session ``session_id`` exists here (its log is empty). Nothing was written."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r}")

@@ -24,7 +24,15 @@ from typing import Protocol, runtime_checkable
 
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 
-__all__ = ["World", "WakeBatcher", "SessionLister", "WakeLister", "CAPABILITIES"]
+__all__ = [
+    "World",
+    "WakeBatcher",
+    "SessionLister",
+    "WakeLister",
+    "LastEntryReader",
+    "IdleDeleter",
+    "CAPABILITIES",
+]
 
 CAPABILITIES: dict[str, str] = {
     "durable": "acknowledged appends and wakes survive a crash of the process or server",
@@ -296,4 +304,47 @@ class WakeLister(Protocol):
         """Pending wakes (due or not, leased or not), by ascending session id greater
         than ``after``, at most ``limit``: page with the last id returned. Arguments
         are checked as for ``list_sessions`` (``validate.list_args``)."""
+        ...
+
+
+@runtime_checkable
+class LastEntryReader(Protocol):
+    """Optional: a world that gives a session's last entry in one request.
+
+    ``fxworld.prune`` reads it to see how long a session has been idle (its ``at``)
+    and where its log ends. Without it, the end is found by one-entry reads
+    (gallop, then bisect: about 2 log2(n) requests for a log of n entries). Not
+    part of W1-W17; the kit checks it where a world has it
+    (``fxworld_conformance.examples.prune``).
+    """
+
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The entry with the greatest seq, or ``None`` for an empty (or deleted)
+        log; as ``read`` would return it (W9: never one whose lower seqs are still
+        missing). Bad ids raise ``InvalidSessionId`` (W15)."""
+        ...
+
+
+@runtime_checkable
+class IdleDeleter(Protocol):
+    """Optional: a world that deletes a session only if nothing happened to it
+    since it was looked at: the delete ``fxworld.prune`` needs.
+
+    ``delete`` (W14) alone cannot prune safely: a prompt appended between the
+    look ("idle for 30 days") and the delete would be deleted with the log,
+    although its append returned (a lost prompt). ``delete_if_idle`` checks and
+    deletes in one atomic step, so an append or a pending wake always wins. Not
+    part of W1-W17; the kit checks it where a world has it
+    (``fxworld_conformance.examples.prune``).
+    """
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """Delete the session as :meth:`World.delete` does (log, keys, wake; old
+        fences refused: W14), but only if its log's last seq is still ``last``
+        (> 0) and it has no pending wake (due or not, leased or not), checked and
+        done in one atomic step with respect to appends (W4, W7) and wakes.
+        Returns whether it deleted. A ``wake()`` that races with it either makes it
+        refuse or is kept after the delete (as a wake of an empty session): never
+        lost. ``last`` is an integer from 1 to 2**63-1, else ``InvalidArgument``;
+        bad ids raise ``InvalidSessionId`` (W15); both before any I/O."""
         ...

@@ -42,6 +42,7 @@ __all__ = [
     "append_args",
     "read_args",
     "list_args",
+    "last_seq",
     "delay",
     "lease",
     "MAX_WAKE_BATCH",
@@ -267,6 +268,13 @@ def read_args(after: object, limit: object) -> None:
         raise InvalidArgument(f"after must be an integer from 0 to 2**63-1, not {after!r}")
     if not _is_int(limit) or not 1 <= limit <= MAX_SEQ:  # type: ignore[operator]
         raise InvalidArgument(f"limit must be an integer from 1 to 2**63-1, not {limit!r}")
+
+
+def last_seq(value: object) -> int:
+    """Check ``delete_if_idle``'s ``last``: an integer from 1 to 2**63-1."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SEQ:
+        raise InvalidArgument(f"last must be an integer from 1 to 2**63-1, not {value!r}")
+    return value
 
 
 def list_args(after: object, limit: object) -> str:

@@ -320,6 +320,30 @@ class PostgresWorld:
         validate.session_id(session_id)
         await self._call("delete", "exec", self._sql.delete, session_id, idempotent=True)
 
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The log's last entry, or ``None``: one statement, backwards on the key
+        (``fxworld.protocol.LastEntryReader``)."""
+        validate.session_id(session_id)
+        row = await self._call("last_entry", "row", self._sql.last, session_id, idempotent=True)
+        return None if row is None else _entry(session_id, row)
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """``delete`` only if the log still ends at ``last`` and no wake is pending
+        (``fxworld.protocol.IdleDeleter``): one statement. Its ``UPDATE`` of the
+        session row waits for an append that holds the row and then sees its new
+        ``last_seq`` (so it refuses); an append that comes after it finds the log
+        empty and starts it at seq 1 (W14). A ``wake()`` that commits meanwhile is
+        not deleted: it stays, a wake of an empty session."""
+        validate.session_id(session_id)
+        last = validate.last_seq(last)
+        row = await self._call(
+            "delete_if_idle", "row", self._sql.delete_if_idle, session_id, last,
+            session_id=session_id,
+        )  # fmt: skip
+        if row is not None and row[0]:
+            self._notifier.notify(session_id)  # W10: followers see the log go
+        return row is not None
+
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, ascending, greater than ``after``."""
         validate.list_args(after, limit)
@@ -577,6 +601,21 @@ class _Statements:
         self.renew = f"SELECT {s}.fx_renew_wake($1, $2, $3)"
         self.finish = f"SELECT {s}.fx_finish_wake($1, $2)"
         self.delete = f"SELECT {s}.fx_delete($1)"
+        self.last = (
+            f"SELECT seq, kind, coalesce(raw, data::text), epoch, at FROM {s}.entries "
+            "WHERE session_id = $1 ORDER BY seq DESC LIMIT 1"
+        )
+        # one statement, so one snapshot and all or nothing; the row lock of the
+        # UPDATE orders it with appends (which lock the same row first)
+        self.delete_if_idle = (
+            f"WITH gone AS (UPDATE {s}.sessions SET epoch = epoch + 1, last_seq = 0 "
+            "WHERE session_id = $1 AND last_seq = $2 "
+            f"AND NOT EXISTS (SELECT 1 FROM {s}.wakes WHERE session_id = $1) "
+            "RETURNING session_id, followers), "
+            f"e AS (DELETE FROM {s}.entries WHERE session_id IN (SELECT session_id FROM gone)), "
+            f"k AS (DELETE FROM {s}.keys WHERE session_id IN (SELECT session_id FROM gone)) "
+            "SELECT followers > 0 FROM gone"
+        )
         self.sessions = (
             f"SELECT session_id FROM {s}.sessions WHERE last_seq > 0 AND session_id > $1 "
             "ORDER BY session_id LIMIT $2"

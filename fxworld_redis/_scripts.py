@@ -306,6 +306,22 @@ redis.call('ZREM', KEYS[6], ARGV[1])
 return 0
 """
 
+# KEYS as DELETE. ARGV: sid, last. Deletes as DELETE only if the log still ends at
+# ``last`` and no wake is pending (fxworld.protocol.IdleDeleter): one script, so no
+# append nor wake() lands in between. Reply: 1 if it deleted, else 0.
+DELETE_IF_IDLE = """
+local last = redis.call('HGET', KEYS[1], 'last')
+if last ~= ARGV[2] or redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[6], ARGV[1])
+return 1
+"""
+
+# KEYS: the log. Reply: its last entry, as READ gives entries (empty: none).
+LAST = """
+return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+"""
+
 # KEYS: the partitions' session lists. ARGV: after ('' = from the start), limit.
 # Reply: up to ``limit`` ids greater than ``after`` from each list (the caller merges).
 SESSIONS = """
@@ -351,6 +367,8 @@ SCRIPTS: dict[str, str] = {
     "renew": RENEW,
     "finish": FINISH,
     "delete": DELETE,
+    "delete_if_idle": DELETE_IF_IDLE,
+    "last": LAST,
     "sessions": SESSIONS,
     "wakes": WAKES,
 }

@@ -398,6 +398,24 @@ class RedisWorld:
         keys = (await self._keys(session_id)).session(session_id)
         await self._script("delete", keys, [session_id], idempotent=True)
 
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The log's last entry, or ``None``: one ``XREVRANGE`` in a script
+        (``fxworld.protocol.LastEntryReader``)."""
+        validate.session_id(session_id)
+        log = (await self._keys(session_id)).log(session_id)
+        rows = await self._script("last", [log], [], idempotent=True)
+        return _entry(session_id, rows[0]) if rows else None
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """``delete`` only if the log still ends at ``last`` and no wake is pending
+        (``fxworld.protocol.IdleDeleter``): one script. Not resent once sent (a
+        resend would find the log gone and answer ``False`` for a delete done)."""
+        validate.session_id(session_id)
+        last = validate.last_seq(last)
+        keys = (await self._keys(session_id)).session(session_id)
+        done = await self._script("delete_if_idle", keys, [session_id, str(last)])
+        return bool(int(done))
+
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of sessions with a non-empty log, ascending, greater than ``after``
         (one script on one server; one per partition, at once, on a Cluster)."""

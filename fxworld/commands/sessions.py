@@ -1,4 +1,4 @@
-"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop`.
+"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop | fork ID | prune`.
 
 ``list`` prints the ids of the sessions with a non-empty log, one a line (for
 worlds that can list sessions). ``show ID`` prints a session's log, one entry a
@@ -8,7 +8,12 @@ printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
 the tokens each turn used (the sum of its model calls' usage), when the log has
 any. ``approvals ID`` lists the calls waiting for a person's decision;
 ``approve ID EXECUTION_ID`` and ``deny ID EXECUTION_ID`` decide one; ``stop ID``
-stops the running turn.
+stops the running turn. ``fork ID [--at CURSOR] [--id NEW]`` makes a new session
+holding ID's conversation up to CURSOR (a turn boundary; by default the end of
+its last finished turn) and prints its id. ``prune --idle-for DURATION
+[--dry-run]`` deletes whole sessions whose last entry is older than DURATION
+(``30d``, ``12h``, ``90s``), keeping any with a running turn, a held lease, a
+pending wake or a waiting approval.
 
 Every action takes ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
 SQLite world in ``./.fxworld/world.db``). ``list``, ``show`` and ``approvals``
@@ -77,6 +82,22 @@ def register(sub: Any) -> None:
     stop.add_argument("--reason", default=None, metavar="TEXT", help="why (saved in the log)")
     add_world_option(stop)
     stop.set_defaults(func=_stop)
+    fork = actions.add_parser("fork", help="a new session with this one's conversation")
+    fork.add_argument("session_id", metavar="ID", help="the session to fork")
+    fork.add_argument(
+        "--at",
+        default=None,
+        metavar="CURSOR",
+        help="a turn boundary (default: the last turn's end)",
+    )
+    fork.add_argument("--id", dest="new_id", default=None, metavar="NEW", help="the fork's id")
+    add_world_option(fork)
+    fork.set_defaults(func=_fork)
+    prune = actions.add_parser("prune", help="delete whole sessions idle longer than DURATION")
+    prune.add_argument("--idle-for", required=True, metavar="DURATION", help="like 30d, 12h or 90s")
+    prune.add_argument("--dry-run", action="store_true", help="delete nothing; say what would go")
+    add_world_option(prune)
+    prune.set_defaults(func=_prune)
 
 
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
@@ -264,6 +285,57 @@ async def _stop(args: argparse.Namespace) -> int:
             print(f"stop requested for session {args.session_id}")
         else:
             print(f"session {args.session_id} runs no turn: nothing to stop")
+        return 0
+    finally:
+        await world.close()
+
+
+async def _fork(args: argparse.Namespace) -> int:
+    from fxworld.engine.fork import fork_session
+    from fxworld.errors import Conflict
+
+    world = open_world_for(args, "write")
+    try:
+        if not await _found(world, args):
+            return 1
+        new = await fork_session(world, args.session_id, at=args.at, target=args.new_id)
+        print(new)
+        return 0
+    except Conflict:
+        print(f"fxworld sessions fork: session {args.new_id!r} exists already", file=sys.stderr)
+        return 1
+    finally:
+        await world.close()
+
+
+async def _prune(args: argparse.Namespace) -> int:
+    """One line per session deleted (or, ``--dry-run``, that would be) or kept
+    although idle, with why; a summary on stderr."""
+    from fxworld.engine.retention import parse_duration, prune
+    from fxworld.protocol import SessionLister
+    from fxworld.urls import mask
+
+    idle_for = parse_duration(args.idle_for)  # a bad duration: one line, exit 2
+    url = world_url(args)
+    world = open_world_for(args, "read" if args.dry_run else "write")
+    verb = "would delete" if args.dry_run else "deleted"
+
+    def told(sid: str, reason: str | None) -> None:
+        print(f"{verb} {sid}" if reason is None else f"kept {sid}: {reason}", flush=True)
+
+    try:
+        if not isinstance(world, SessionLister):
+            print(
+                f"fxworld sessions prune: the world at {mask(url)} cannot list its sessions",
+                file=sys.stderr,
+            )
+            return 2
+        report = await prune(world, idle_for=idle_for, dry_run=args.dry_run, progress=told)
+        print(
+            f"{len(report.deleted)} {verb}, {len(report.kept)} kept although idle, "
+            f"{report.scanned} looked at in {mask(url)}",
+            file=sys.stderr,
+        )
         return 0
     finally:
         await world.close()

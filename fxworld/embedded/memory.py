@@ -184,6 +184,23 @@ class MemoryWorld:
         self._wakes.pop(session_id, None)
         self._notify(session_id)
 
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The log's last entry, or ``None`` (``fxworld.protocol.LastEntryReader``)."""
+        validate.session_id(session_id)
+        log = self._logs.get(session_id)
+        return _copy(log.entries[-1]) if log is not None and log.entries else None
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """``delete`` only if the log still ends at ``last`` and no wake is pending
+        (``fxworld.protocol.IdleDeleter``): one step, so nothing lands between."""
+        validate.session_id(session_id)
+        validate.last_seq(last)
+        log = self._logs.get(session_id)
+        if log is None or len(log.entries) != last or session_id in self._wakes:
+            return False
+        await self.delete(session_id)  # completes without awaiting anything: still one step
+        return True
+
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         validate.list_args(after, limit)
         return sorted(sid for sid, log in self._logs.items() if log.entries and sid > after)[:limit]

@@ -521,19 +521,52 @@ class SqliteWorld:
 
         def run(conn: sqlite3.Connection) -> None:
             with _write(conn):
-                for table in ("fx_entries", "fx_keys", "fx_wakes"):
-                    conn.execute(
-                        f"DELETE FROM {table} WHERE namespace = ? AND session_id = ?", (ns, sid)
-                    )
-                # Burn an epoch so that every fence acquired before is refused (W14).
-                conn.execute(
-                    "UPDATE fx_sessions SET last_seq = 0, epoch = epoch + 1"
-                    " WHERE namespace = ? AND session_id = ?",
-                    (ns, sid),
-                )
+                _delete(conn, ns, sid)
 
         await self._call("deleting a session", run)
         self._bump(sid)
+
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The log's last entry, or ``None``: one indexed query
+        (``fxworld.protocol.LastEntryReader``)."""
+        sid = validate.session_id(session_id)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> Entry | None:
+            row = conn.execute(
+                "SELECT seq, kind, data, epoch, at FROM fx_entries"
+                " WHERE namespace = ? AND session_id = ? ORDER BY seq DESC LIMIT 1",
+                (ns, sid),
+            ).fetchone()
+            if row is None:
+                return None
+            seq, kind, data, epoch, at = row
+            return Entry(sid, seq, kind, json.loads(data), epoch, datetime.fromtimestamp(at, UTC))
+
+        return await self._call("reading the last entry", run)
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """``delete`` only if the log still ends at ``last`` and no wake is pending,
+        in one write transaction (``fxworld.protocol.IdleDeleter``)."""
+        sid = validate.session_id(session_id)
+        last = validate.last_seq(last)
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> bool:
+            with _write(conn):  # the write lock: no append nor wake() lands in between
+                now_last, _ = _session(conn, ns, sid)
+                waking = conn.execute(
+                    "SELECT 1 FROM fx_wakes WHERE namespace = ? AND session_id = ?", (ns, sid)
+                ).fetchone()
+                if now_last != last or waking is not None:
+                    return False
+                _delete(conn, ns, sid)
+                return True
+
+        deleted = await self._call("deleting an idle session", run)
+        if deleted:
+            self._bump(sid)
+        return deleted
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         """Ids of the sessions with a non-empty log, ascending, ``> after``."""
@@ -842,6 +875,18 @@ def _session(conn: sqlite3.Connection, ns: str, sid: str) -> tuple[int, int]:
         (ns, sid),
     ).fetchone()
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def _delete(conn: sqlite3.Connection, ns: str, sid: str) -> None:
+    """W14, inside the caller's write transaction: the log, its keys and its wake go."""
+    for table in ("fx_entries", "fx_keys", "fx_wakes"):
+        conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND session_id = ?", (ns, sid))
+    # Burn an epoch so that every fence acquired before is refused (W14).
+    conn.execute(
+        "UPDATE fx_sessions SET last_seq = 0, epoch = epoch + 1"
+        " WHERE namespace = ? AND session_id = ?",
+        (ns, sid),
+    )
 
 
 def _held(conn: sqlite3.Connection, ns: str, wake: WakeLease, now: float) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from .approvals import Approval
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .replay import conversation
+from .retention import PruneReport, prune
 from .session import Session
 from .tools import Tool, ToolContext, tool
 from .turn import Accepted, Turn, TurnFailed, TurnStopped
@@ -30,6 +31,8 @@ __all__ = [
     "ToolContext",
     "tool",
     "conversation",
+    "prune",
+    "PruneReport",
     "encode_cursor",
     "decode_cursor",
 ]

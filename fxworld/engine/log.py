@@ -32,6 +32,7 @@ __all__ = [
     "STOP_REQUESTED",
     "TURN_STOPPED",
     "TURN_END_KINDS",
+    "FORKED",
     "entry",
 ]
 
@@ -97,6 +98,13 @@ keyed ``stop:<prompt>``: ``{"prompt", "reason"}``."""
 TURN_STOPPED: Final = "turn.stopped"
 """The turn answering prompt ``prompt`` was stopped; ``text`` is the text of its
 last model call saved so far (cut or whole): ``{"prompt", "turn", "text", "reason"}``."""
+
+FORKED: Final = "forked"
+"""The first entry of a fork (``Session.fork``), written with its copy of the
+source in one append: ``{"source", "at", "cursor", "entries"}``: the source's id,
+the seq in the source the fork was made at and its cursor there, and how many
+entries were copied after this one. Version 1: an fxworld that does not know the
+kind skips it and reads the fork correctly."""
 
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""

@@ -16,6 +16,7 @@ from fxworld.types import Entry
 from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
+from .fork import fork_session
 from .replay import conversation
 from .telemetry import trace_context
 from .turn import Accepted, Turn
@@ -183,6 +184,24 @@ class Session:
         turn ends with ``turn.stopped`` (``await turn`` raises
         :class:`~fxworld.engine.turn.TurnStopped`). Does nothing when no turn runs."""
         await approvals.request_stop(await self.agent.ready(), self.id, reason)
+
+    async def fork(self, *, at: str | None = None, id: str | None = None) -> Session:
+        """A new session whose log holds this one's conversation up to ``at``, a
+        cursor at a turn boundary (``None``: the end of the last finished turn);
+        its first entry is ``forked``, naming this session and the position. This
+        session is not changed. The fork can be prompted at once: its next turn's
+        model hears the conversation as of the fork. ``id``: the fork's id (a new
+        random one when ``None``); a retry with the same ``id`` returns the same
+        fork.
+
+        Raises :class:`~fxworld.errors.UnknownSession` when this session has no
+        log, :class:`~fxworld.errors.InvalidArgument` for a cursor inside a turn
+        (naming the nearest boundaries) or past the log's end, and
+        :class:`~fxworld.errors.Conflict` when session ``id`` exists already.
+        Nothing is written unless the whole fork is (see
+        :mod:`fxworld.engine.fork`)."""
+        w = await self.agent.ready()
+        return Session(self.agent, await fork_session(w, self.id, at=at, target=id))
 
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14)."""

@@ -103,14 +103,20 @@ async def _pages(world: World, sid: str, after: int, upto: int) -> AsyncIterator
 
 
 async def replay_latest_turn(
-    world: World, sid: str, *, watch: Callable[[Entry], None] | None = None
+    world: World,
+    sid: str,
+    *,
+    watch: Callable[[Entry], None] | None = None,
+    last: int | None = None,
 ) -> Replay:
     """The state of session ``sid`` as far as its latest turn goes (see the
     module): ``current`` is the turn in progress, if any, and prompts that wait
     behind it are known; the conversation holds only that turn. ``watch`` sees
-    each entry replayed, in order."""
+    each entry replayed, in order. ``last``: the log's last seq when the caller
+    knows it (the state is then the one at that seq)."""
     validate.session_id(sid)
-    last = await last_seq(world, sid)
+    if last is None:
+        last = await last_seq(world, sid)
     start = await latest_turn_start(world, sid, last) if last else 1
     state = Replay(last_seq=start - 1)
     async for page in _pages(world, sid, start - 1, last):

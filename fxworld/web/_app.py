@@ -7,6 +7,8 @@
 ``POST /sessions/{id}/approvals/{execution_id}`` ``{"approve": true, "note"?}`` or
                                    ``{"approve": false, "reason"?}`` -> 200
 ``POST /sessions/{id}/stop``       ``{"reason"?}`` (or empty, still sent as JSON) -> 202
+``POST /sessions/{id}/fork``       ``{"at"?: cursor, "session_id"?: new id}`` (or empty) -> 201
+                                   ``{"session_id", "source", "stream"}``
 
 A 202 for a prompt also carries ``stream``: the stream route's path from the
 server's root, with the mount's ``root_path`` (``/agent/sessions/{id}/stream``
@@ -60,6 +62,7 @@ from fxworld.errors import (
     InvalidSessionId,
     KeyReused,
     UnknownCall,
+    UnknownSession,
 )
 
 from . import _sse
@@ -87,7 +90,7 @@ __all__ = [
 
 logger = logging.getLogger("fxworld.web")
 
-Action = Literal["create", "prompt", "stream", "approve", "stop"]
+Action = Literal["create", "prompt", "stream", "approve", "stop", "fork"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
 """``authorize(request, session_id, action)``: ``True`` to allow (may be async).
 
@@ -98,7 +101,8 @@ Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
 missing login).
 
 ``action`` is ``"create"``, ``"prompt"``, ``"stream"``, ``"approve"`` (list the
-calls waiting for a decision, decide one) or ``"stop"``. It is asked before the
+calls waiting for a decision, decide one), ``"stop"`` or ``"fork"`` (asked with the
+source's id, then again with the fork's id when the body proposes one). It is asked before the
 body is read and before the session is looked up, so a refused client cannot
 probe which sessions exist. For ``"create"``, ``session_id`` is first the random
 id the new session will have; when the body proposes an id (so that a retried
@@ -266,6 +270,8 @@ def _translate(exc: BaseException) -> HTTPError | None:
         return HTTPError(400, "invalid_session_id", str(exc))
     if isinstance(exc, (InvalidEntry, InvalidArgument)):
         return HTTPError(400, "invalid_request", str(exc))
+    if isinstance(exc, UnknownSession):
+        return HTTPError(404, "not_found", str(exc))
     if isinstance(exc, UnknownCall):
         return HTTPError(404, "unknown_call", "no such call waits for a decision here")
     if isinstance(exc, ApprovalExpired):  # an AlreadyDecided: first
@@ -534,6 +540,25 @@ class _Routes:
         await session.stop(reason=body.get("reason"))
         return JSONResponse({"session_id": session.id}, status_code=202)
 
+    async def fork(self, request: Request) -> Response:
+        session = await self._session(request, "fork")
+        body = await small_body(request)
+        at, new_id = body.get("at"), body.get("session_id")
+        if at is not None and not isinstance(at, str):
+            raise HTTPError(400, "invalid_request", "at must be a cursor (a string)")
+        if new_id is not None:
+            await self._check(request, validate.session_id(new_id), "fork")
+        fork = await session.fork(at=at, id=new_id)  # an existing id: 409
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        return JSONResponse(
+            {
+                "session_id": fork.id,
+                "source": session.id,
+                "stream": f"{root}/sessions/{fork.id}/stream",
+            },
+            status_code=201,
+        )
+
     async def _frames(
         self,
         request: Request,
@@ -584,6 +609,7 @@ def _build(agent: Agent, options: RouteOptions) -> tuple[list[BaseRoute], _Route
             methods=["POST"],
         ),
         Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
+        Route("/sessions/{session_id}/fork", guard(r.fork), methods=["POST"]),
     ]
     return built, r
 

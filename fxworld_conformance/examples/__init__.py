@@ -14,7 +14,8 @@ Two shapes of the same tests:
 The groups: :class:`LogExamples` (W1-W6, W8, W9), :class:`FollowExamples` (W10),
 :class:`WakeExamples` (W7, W11-W13), :class:`WakeStateExamples` (the optional
 ``WakeLister``, against the reference model), :class:`DeleteExamples` (W14, listing),
-:class:`BadInputExamples` (W15), :class:`ErrorExamples` (W16, W17).
+:class:`BadInputExamples` (W15), :class:`ErrorExamples` (W16, W17),
+:class:`PruneExamples` (the optional ``last_entry`` and ``delete_if_idle``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fxworld_conformance.examples.delete import DeleteExamples
 from fxworld_conformance.examples.errors import ErrorExamples
 from fxworld_conformance.examples.follow import FollowExamples
 from fxworld_conformance.examples.log import LogExamples
+from fxworld_conformance.examples.prune import PruneExamples
 from fxworld_conformance.examples.wake_states import WakeStateExamples
 from fxworld_conformance.examples.wakes import WakeExamples
 from fxworld_conformance.target import Target
@@ -47,6 +49,7 @@ __all__ = [
     "DeleteExamples",
     "BadInputExamples",
     "ErrorExamples",
+    "PruneExamples",
 ]
 
 GROUPS: tuple[type, ...] = (
@@ -57,6 +60,7 @@ GROUPS: tuple[type, ...] = (
     DeleteExamples,
     BadInputExamples,
     ErrorExamples,
+    PruneExamples,
 )
 
 

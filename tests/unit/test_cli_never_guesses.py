@@ -45,6 +45,9 @@ def _never_creating(world: list[str]) -> list[list[str]]:
         ["sessions", "approve", "s1", "x1", *world],
         ["sessions", "deny", "s1", "x1", *world],
         ["sessions", "stop", "s1", *world],
+        ["sessions", "fork", "s1", *world],
+        ["sessions", "prune", "--idle-for", "30d", *world],
+        ["sessions", "prune", "--idle-for", "30d", "--dry-run", *world],
         ["bench", *world, "--seconds", "0.1", "--processes", "1"],
     ]
 
