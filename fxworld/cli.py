@@ -1,4 +1,5 @@
-"""The ``fxworld`` command: ``demo | worker | conformance | bench | sessions | setup | serve``.
+"""The ``fxworld`` command: ``demo | worker | conformance | bench | sessions | setup | serve``,
+and ``export | import | copy`` (one module, :mod:`fxworld.commands.moving`).
 
 Each command lives in its own module under :mod:`fxworld.commands` and exposes
 ``register(subparsers)``; the module is imported when the parser is built, so it
@@ -38,7 +39,9 @@ __all__ = [
     "EXTRAS",
 ]
 
-_COMMANDS = ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve")
+_COMMANDS = (
+    "demo", "worker", "sessions", "setup", "conformance", "bench", "serve", "moving",
+)  # fmt: skip
 
 EXTRAS: dict[str, str] = {
     "asyncpg": "postgres",

@@ -25,6 +25,7 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalExpired",
     "UnknownCall",
+    "SessionDiverged",
 ]
 
 
@@ -166,3 +167,18 @@ class UnknownCall(WorldError, LookupError):
         self.session_id = session_id
         self.execution_id = execution_id
         super().__init__(f"session {session_id!r}: no call {execution_id!r} waits for a decision")
+
+
+class SessionDiverged(WorldError):
+    """A session cannot be copied on: its log in the target world is not the start
+    of its log in the source (another process wrote to the target, or the source
+    was deleted and begun again), or the source's log cannot be reproduced
+    through the World protocol. Nothing more was written to that session.
+
+    ``seq`` is the first position where the two differ.
+    """
+
+    def __init__(self, session_id: str, seq: int, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        super().__init__(f"session {session_id!r} at seq {seq}: {why}")
