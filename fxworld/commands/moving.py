@@ -143,9 +143,13 @@ async def _export(args: argparse.Namespace) -> int:
 async def _export_to(world: Any, ids: list[str], out: Path, bar: _Bar) -> int:
     """Export into a temporary file beside ``out``, renamed to it once whole: an
     interrupted export leaves no file that looks finished."""
+    from fxworld.errors import InvalidArgument
     from fxworld.moving import export_sessions
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as e:
+        raise InvalidArgument(f"{out}: cannot write it ({e.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             total = await export_sessions(world, ids, f, bar)
