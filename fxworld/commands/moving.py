@@ -181,25 +181,28 @@ async def _import(args: argparse.Namespace) -> int:
 
 
 async def _copy(args: argparse.Namespace) -> int:
+    from fxworld.moving import session_ids
     from fxworld.urls import mask
 
     source = _open(args.source, "read")
     target = None
     try:
+        ids = await session_ids(source, args.sessions, mask(args.source))
+        for sid in ids[:1]:  # a source that cannot be read fails before the target is made
+            await source.read(sid, 0, limit=1)
         target = _open(args.target, "create")
         await target.setup()
-        return await _copy_all(args, source, target, mask(args.source))
+        return await _copy_all(args, source, target, ids)
     finally:
         await source.close()
         if target is not None:
             await target.close()
 
 
-async def _copy_all(args: argparse.Namespace, source: Any, target: Any, shown: str) -> int:
+async def _copy_all(args: argparse.Namespace, source: Any, target: Any, ids: list[str]) -> int:
     from fxworld.errors import SessionDiverged
-    from fxworld.moving import copy_session, session_ids, verify
+    from fxworld.moving import copy_session, verify
 
-    ids = await session_ids(source, args.sessions, shown)
     failed, written = 0, 0
     with _Bar(args, len(ids)) as bar:
         for sid in ids:

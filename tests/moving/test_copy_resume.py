@@ -163,3 +163,17 @@ async def _two(source: str, target: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+def test_a_copy_from_a_missing_world_or_to_an_unknown_url_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing, target = f"sqlite:///{tmp_path}/missing.db", tmp_path / "t.db"
+    for sessions in ([], ["--session", "s1"]):
+        assert main(["copy", "--from", missing, "--to", f"sqlite:///{target}", *sessions]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "does not exist" in err, err
+    assert main(["copy", "--from", "memory://", "--to", "sqlit:///x.db", "--session", "s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -46,6 +46,7 @@ def _never_creating(world: list[str]) -> list[list[str]]:
         ["sessions", "deny", "s1", "x1", *world],
         ["sessions", "stop", "s1", *world],
         ["bench", *world, "--seconds", "0.1", "--processes", "1"],
+        ["export", *world, "--out", "sessions.jsonl"],
     ]
 
 
@@ -58,6 +59,8 @@ def _commands(url: str) -> list[list[str]]:
         ["worker", "agent.py:agent", *world, "--until-idle"],
         ["serve", "agent.py:agent", *world, "--allow-anyone", "--port", str(_free_port())],
         ["conformance", "--world", url, "--quiet"],
+        ["copy", "--from", url, "--to", url, "--session", "s1"],
+        ["copy", "--from", "memory://", "--to", url, "--session", "s1"],
     ]
 
 
@@ -249,6 +252,7 @@ def test_every_extra_module_is_named() -> None:
 HELPS = [
     [],
     *([c] for c in ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve")),
+    *([c] for c in ("export", "import", "copy")),
     *(["sessions", a] for a in ("list", "show", "approvals", "approve", "deny", "stop")),
 ]
 
