@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from fxworld.cli import Access, plain
+from fxworld.cli import Access, plain, world_url
 
 __all__ = ["register"]
 
@@ -106,9 +106,8 @@ class _Bar:
 
 
 def _url(value: str | None) -> str:
-    from fxworld._select import DEFAULT_URL, ENV_VAR
-
-    return value or os.environ.get(ENV_VAR) or DEFAULT_URL
+    """``value``, else ``$FXWORLD_URL``, else the embedded world (as ``--world``)."""
+    return world_url(argparse.Namespace(world=value))
 
 
 def _open(url: str, access: Access) -> Any:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fxworld import validate
-from fxworld.errors import InvalidArgument
+from fxworld.errors import InvalidArgument, WorldError
 from fxworld.protocol import World
 from fxworld.types import NewEntry
 
@@ -126,7 +126,7 @@ def _check_entry(
         check.see(e)
         if e.kind != "fence":
             validate.entries([NewEntry(e.kind, e.data)])
-    except Exception as err:
+    except WorldError as err:  # the entry's own check (W15) or one no caller can write
         raise InvalidArgument(f"{where}: {err}") from None
     s.entries += 1
     return check

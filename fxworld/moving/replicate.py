@@ -70,6 +70,8 @@ class Reproducible:
         self.epoch: int | None = None  # the latest takeover's epoch
 
     def see(self, entry: Entry) -> None:
+        if entry.kind == "fence" and entry.epoch is None:
+            raise SessionDiverged(self.sid, entry.seq, "a takeover without an epoch (W1)")
         if entry.kind == "fence":
             self.epoch = entry.epoch
         elif entry.kind.startswith("fence"):
