@@ -111,7 +111,7 @@ def _url(value: str | None) -> str:
 
 
 def _open(url: str, access: Access) -> Any:
-    """A world for ``url``; a SQLite one read-only (``read``) or existing (``write``)."""
+    """A world for ``url``: a SQLite one read-only for ``read``, maybe new for ``create``."""
     from fxworld import open_world
     from fxworld.cli import url_for
 
@@ -167,7 +167,7 @@ async def _import(args: argparse.Namespace) -> int:
     try:
         await world.setup()
         with _Bar(args, len(summary.sessions)) as bar:
-            done = await import_file(world, Path(args.file), bar)
+            done = await import_file(world, Path(args.file), bar, checked=summary)
     finally:
         await world.close()
     written = sum(d.written for d in done)

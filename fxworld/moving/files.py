@@ -133,11 +133,13 @@ def _check_entry(
 
 
 async def import_file(
-    target: World, path: Path, progress: Progress = SILENT
+    target: World, path: Path, progress: Progress = SILENT, *, checked: FileSummary | None = None
 ) -> list[CopiedSession]:
-    """Check the export at ``path`` whole (:func:`check_file`), then bring each of its
-    sessions in ``target`` up to it and give it its wake."""
-    check_file(path)
+    """Check the export at ``path`` whole (:func:`check_file`, unless ``checked`` is
+    what it returned for this file), then bring each of its sessions in ``target`` up
+    to it and give it its wake."""
+    if checked is None:
+        check_file(path)
     done: list[CopiedSession] = []
     current: Replicator | None = None
     due: datetime | None = None
