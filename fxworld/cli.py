@@ -102,7 +102,8 @@ def url_for(args: argparse.Namespace, access: Access) -> str:
     ``"read"`` (commands that only look) opens a SQLite world read-only
     (``mode=ro``) and ``"write"`` (commands that change an existing world) opens
     only a file that exists (``mode=rw``): either way a missing file is a one-line
-    error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``)
+    error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``,
+    ``import``, ``copy --to``)
     may create it. A ``mode`` given in the URL is kept; other schemes are opened
     as they are.
     """

@@ -46,18 +46,24 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class EntryRecord:
+    """An entry line: the entry as the source read it, and its engine key."""
+
     entry: Entry
     key: str | None
 
 
 @dataclass(frozen=True)
 class WakeRecord:
+    """A wake line: the session's pending wake and when it is due."""
+
     session_id: str
     due: datetime
 
 
 @dataclass(frozen=True)
 class EndRecord:
+    """The end line: how many sessions and entries the file holds."""
+
     sessions: int
     entries: int
 

@@ -10,7 +10,7 @@ from fxworld.types import Entry
 from fxworld_conformance.checkers import check_dense, check_epochs
 from fxworld_conformance.history import History, entry_dicts
 
-__all__ = ["fill", "SESSIONS", "whole", "logs_of", "kit_findings", "same_log"]
+__all__ = ["fill", "lookup", "SESSIONS", "whole", "logs_of", "kit_findings", "same_log"]
 
 SESSIONS = ["chat", "keyed", "long", "renumbered"]
 """The sessions :func:`fill` writes, in list order."""
