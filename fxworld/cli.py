@@ -103,9 +103,8 @@ def url_for(args: argparse.Namespace, access: Access) -> str:
     (``mode=ro``) and ``"write"`` (commands that change an existing world) opens
     only a file that exists (``mode=rw``): either way a missing file is a one-line
     error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``,
-    ``import``, ``copy --to``)
-    may create it. A ``mode`` given in the URL is kept; other schemes are opened
-    as they are.
+    ``import``, ``copy --to``) may create it. A ``mode`` given in the URL is kept;
+    other schemes are opened as they are.
     """
     from fxworld.urls import split_query, with_query
 
