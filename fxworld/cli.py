@@ -1,5 +1,5 @@
 """The ``fxworld`` command: ``demo | worker | conformance | bench | sessions | setup | serve |
-inspect``.
+inspect``, and ``export | import | copy`` (one module, :mod:`fxworld.commands.moving`).
 
 Each command lives in its own module under :mod:`fxworld.commands` and exposes
 ``register(subparsers)``; the module is imported when the parser is built, so it
@@ -48,6 +48,7 @@ _COMMANDS = (
     "bench",
     "serve",
     "inspect",
+    "moving",
 )
 
 EXTRAS: dict[str, str] = {
@@ -109,9 +110,9 @@ def url_for(args: argparse.Namespace, access: Access) -> str:
     ``"read"`` (commands that only look) opens a SQLite world read-only
     (``mode=ro``) and ``"write"`` (commands that change an existing world) opens
     only a file that exists (``mode=rw``): either way a missing file is a one-line
-    error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``)
-    may create it. A ``mode`` given in the URL is kept; other schemes are opened
-    as they are.
+    error and nothing is created. ``"create"`` (``setup``, ``worker``, ``serve``,
+    ``import``, ``copy --to``) may create it. A ``mode`` given in the URL is kept;
+    other schemes are opened as they are.
     """
     from fxworld.urls import split_query, with_query
 

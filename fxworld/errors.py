@@ -26,6 +26,7 @@ __all__ = [
     "ApprovalExpired",
     "UnknownCall",
     "UnknownSession",
+    "SessionDiverged",
 ]
 
 
@@ -175,3 +176,18 @@ class UnknownSession(WorldError, LookupError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"no session {session_id!r}")
+
+
+class SessionDiverged(WorldError):
+    """A session cannot be copied on: its log in the target world is not the start
+    of its log in the source (another process wrote to the target, or the source
+    was deleted and begun again), or the source's log cannot be reproduced
+    through the World protocol. Nothing more was written to that session.
+
+    ``seq`` is the first position where the two differ.
+    """
+
+    def __init__(self, session_id: str, seq: int, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        super().__init__(f"session {session_id!r} at seq {seq}: {why}")

@@ -42,6 +42,7 @@ __all__ = [
     "pending_approvals",
     "request_stop",
     "decision_key",
+    "stop_key",
     "expired_decision",
     "requested_entry",
 ]
@@ -95,6 +96,11 @@ def requested_entry(
 def decision_key(execution_id: str) -> str:
     """The idempotency key every decision on this call is appended with."""
     return f"approval:{execution_id}"
+
+
+def stop_key(prompt: int) -> str:
+    """The idempotency key a stop of the turn answering ``prompt`` is appended with."""
+    return f"stop:{prompt}"
 
 
 def expired_decision(execution_id: str, reason: str) -> NewEntry:
@@ -188,7 +194,7 @@ async def request_stop(world: World, sid: str, reason: str | None) -> bool:
     await world.append(
         sid,
         [log.entry(log.STOP_REQUESTED, prompt=target, reason=reason)],
-        key=f"stop:{target}",
+        key=stop_key(target),
         wake=0.0,
     )
     return True

@@ -49,6 +49,7 @@ def _never_creating(world: list[str]) -> list[list[str]]:
         ["sessions", "prune", "--idle-for", "30d", *world],
         ["sessions", "prune", "--idle-for", "30d", "--dry-run", *world],
         ["bench", *world, "--seconds", "0.1", "--processes", "1"],
+        ["export", *world, "--out", "sessions.jsonl"],
     ]
 
 
@@ -61,6 +62,8 @@ def _commands(url: str) -> list[list[str]]:
         ["worker", "agent.py:agent", *world, "--until-idle"],
         ["serve", "agent.py:agent", *world, "--allow-anyone", "--port", str(_free_port())],
         ["conformance", "--world", url, "--quiet"],
+        ["copy", "--from", url, "--to", url, "--session", "s1"],
+        ["copy", "--from", "memory://", "--to", url, "--session", "s1"],
     ]
 
 
@@ -256,6 +259,7 @@ HELPS = [
         [c]
         for c in ("demo", "worker", "sessions", "setup", "conformance", "bench", "serve", "inspect")
     ),
+    *([c] for c in ("export", "import", "copy")),
     *(["sessions", a] for a in ("list", "show", "approvals", "approve", "deny", "stop")),
 ]
 

@@ -1,0 +1,142 @@
+"""``fxworld export`` then ``fxworld import``: the sessions come back whole, with their
+wake; a rerun writes nothing, a later export brings them up to date; a bad file
+(missing, another format version, a corrupt line, cut short) or an unknown URL is
+one line, a non-zero exit, and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from fxworld import NewEntry, SqliteWorld
+from fxworld.cli import main
+from tests.moving.logs import SESSIONS, fill, kit_findings, logs_of, same_log
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _fill(path: Path) -> None:
+    world = SqliteWorld(path)
+    try:
+        await fill(world)
+    finally:
+        await world.close()
+
+
+async def _compare(source: Path, target: Path) -> None:
+    a, b = SqliteWorld(source), SqliteWorld(target)
+    try:
+        ours, theirs = await logs_of(a, SESSIONS), await logs_of(b, SESSIONS)
+        for sid in SESSIONS:
+            same_log(theirs[sid], ours[sid])
+        assert kit_findings(theirs) == []
+        wake = await b.take_wake(lease=5.0)  # the unanswered prompt's wake came along
+        assert wake is not None and wake.session_id == "chat"
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, target, file = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "out.jsonl"
+    asyncio.run(_fill(source))
+    assert main(["export", "--world", f"sqlite:///{source}", "--out", str(file)]) == 0
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    assert lines[0]["t"] == "header" and lines[0]["version"] == 1
+    assert lines[-1] == {"t": "end", "sessions": 4, "entries": len(lines) - 3}
+    wakes = [n for n, x in enumerate(lines) if x["t"] == "wake"]
+    assert [lines[n]["session"] for n in wakes] == ["chat"]  # after chat's entries
+    assert lines[wakes[0] - 1]["session"] == "chat" != lines[wakes[0] + 1]["session"]
+    prompt = next(x for x in lines if x["t"] == "entry" and x["kind"] == "prompt")
+    assert prompt["key"] == f"prompt:{prompt['data']['key']}"
+    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
+    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
+    err = capsys.readouterr().err
+    assert f"0 entries written, {len(lines) - 3} already there" in err
+    asyncio.run(_compare(source, target))
+
+
+def test_a_later_export_brings_an_import_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = tmp_path / "a.db", tmp_path / "b.db"
+    asyncio.run(_grow(source, 0))
+    assert main(["export", "--world", f"sqlite:///{source}", "--out", str(tmp_path / "1")]) == 0
+    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "1")]) == 0
+    asyncio.run(_grow(source, 3))
+    assert main(["export", "--world", f"sqlite:///{source}", "--out", str(tmp_path / "2")]) == 0
+    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "2")]) == 0
+    assert "imported 1 sessions: 3 entries written, 3 already there" in capsys.readouterr().err
+
+
+async def _grow(path: Path, start: int) -> None:
+    world = SqliteWorld(path)
+    try:
+        await world.append("s", [NewEntry("note", {"i": start + i}) for i in range(3)])
+    finally:
+        await world.close()
+
+
+def _bad_files(good: str) -> dict[str, tuple[str, str]]:
+    """name -> (file text, what the one line of error says)."""
+    lines = good.splitlines(keepends=True)
+    newer = lines[0].replace('"version":1', '"version":2')
+    middle = len(lines) // 2
+    return {
+        "version": (newer + "".join(lines[1:]), "format version 2"),
+        "other-format": ('{"hello": 1}\n' + "".join(lines[1:]), "not an fxworld export"),
+        "corrupt-line": (
+            "".join(lines[:middle]) + "{not json\n" + "".join(lines[middle + 1 :]),
+            f":{middle + 1}: not a line of an fxworld export",
+        ),
+        "cut-short": ("".join(lines[:-1]), "the file was cut short"),
+        "reserved-kind": (good.replace('"kind":"note"', '"kind":"fence.x"', 1), "reserved"),
+    }
+
+
+@pytest.mark.parametrize("bad", ["version", "other-format", "corrupt-line", "cut-short",
+                                 "reserved-kind", "missing", "unknown-url"])  # fmt: skip
+def test_a_bad_import_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    source, target, file = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "x.jsonl"
+    asyncio.run(_two_sessions(source))
+    assert main(["export", "--world", f"sqlite:///{source}", "--out", str(file), "--quiet"]) == 0
+    url = f"sqlite:///{target}"
+    if bad == "missing":
+        file, said = tmp_path / "nope.jsonl", "cannot read it"
+    elif bad == "unknown-url":
+        url, said = "sqlit:///x.db", "did you mean"
+    else:
+        text, said = _bad_files(file.read_text())[bad]
+        file.write_text(text)
+    capsys.readouterr()
+    assert main(["import", "--world", url, str(file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert not target.exists()  # nothing written, not even an empty world
+
+
+async def _two_sessions(path: Path) -> None:
+    world = SqliteWorld(path)
+    try:
+        for sid in ("a", "b"):
+            await world.append(sid, [NewEntry("note", {"i": i}) for i in range(4)])
+    finally:
+        await world.close()
+
+
+def test_export_to_a_missing_directory_or_unknown_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "a.db"
+    asyncio.run(_two_sessions(source))
+    out = tmp_path / "no" / "such" / "x.jsonl"
+    assert main(["export", "--world", f"sqlite:///{source}", "--out", str(out)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main(["export", "--world", f"sqlite:///{tmp_path}/none.db", "--out", "x"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists() and not out.parent.exists()
