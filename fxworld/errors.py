@@ -25,6 +25,8 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalExpired",
     "UnknownCall",
+    "TamperedEntry",
+    "MissingKey",
 ]
 
 
@@ -166,3 +168,28 @@ class UnknownCall(WorldError, LookupError):
         self.session_id = session_id
         self.execution_id = execution_id
         super().__init__(f"session {session_id!r}: no call {execution_id!r} waits for a decision")
+
+
+class TamperedEntry(WorldError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` failed authentication: its
+    sealed data was altered, it was copied from another session, namespace, kind or
+    position, or it is a plaintext row where a sealed one belongs. Its data is not
+    returned. ``session_id`` and ``seq`` say which entry; ``why`` what was wrong."""
+
+    def __init__(self, session_id: str, seq: int, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.why = why
+        super().__init__(f"session {session_id!r}: entry {seq} refused: {why}")
+
+
+class MissingKey(WorldError, LookupError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` names a key that is not at
+    hand: a key id not among the keys given (``key_id``), or a session data key that
+    was deleted (crypto-shredded). Never carries key material."""
+
+    def __init__(self, session_id: str, seq: int, key_id: str, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.key_id = key_id
+        super().__init__(f"session {session_id!r}: entry {seq}: {why}")
