@@ -18,11 +18,20 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from fxworld.encryption.envelope import AESGCM, Sealed, b64, data_key_ad, seal, unb64, unseal
+from fxworld.encryption.envelope import (
+    AESGCM,
+    Sealed,
+    b64,
+    data_key_ad,
+    data_key_id_fits,
+    new_data_key_id,
+    seal,
+    unb64,
+    unseal,
+)
 from fxworld.encryption.keyring import Keyring
 from fxworld.errors import Conflict, MissingKey, TamperedEntry
 from fxworld.protocol import World
@@ -87,8 +96,11 @@ class DataKeys:
         if sealed.key_id not in self.keyring.ciphers:
             why = f"sealed under key id {sealed.key_id!r}, which is not among the keys given"
             raise MissingKey(session_id, seq, sealed.key_id, why)
-        state = self.cache.get(session_id)
         dk = sealed.data_key_id
+        if not data_key_id_fits(dk, self.namespace, session_id):
+            why = "its data key is another session's: it was moved from another session"
+            raise TamperedEntry(session_id, seq, why + " or namespace")
+        state = self.cache.get(session_id)
         if state is None or (dk not in state.ciphers and dk not in state.broken):
             state = await self.load(session_id)
         if dk in state.broken:
@@ -131,7 +143,7 @@ class DataKeys:
         """Append a new data key wrapped by the current key, unless another process
         appended to the companion first (``Conflict``: W5); then read it again."""
         kek = self.keyring.current
-        data_key_id = os.urandom(8).hex()
+        data_key_id = new_data_key_id(self.namespace, session_id)
         ad = data_key_ad(self.namespace, session_id, kek, data_key_id)
         nonce, wrapped = seal(self.keyring.ciphers[kek], AESGCM.generate_key(256), ad)
         data = {"k": kek, "d": data_key_id, "n": b64(nonce), "w": b64(wrapped)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = [
     "b64",
     "unb64",
     "DATA_KEY_ID_CHARS",
+    "new_data_key_id",
+    "data_key_id_fits",
 ]
 
 VERSION = 1
@@ -53,7 +56,8 @@ VERSION = 1
 NONCE_BYTES = 12
 TAG_BYTES = 16
 DATA_KEY_ID_CHARS = 16
-"""A data key id is 8 random bytes in hex."""
+"""A data key id is 16 hex characters: 4 random bytes, then 4 bytes of a hash of
+them with the namespace and session id (:func:`new_data_key_id`)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,24 @@ def parse(data: object) -> Sealed | None:
     if len(nonce) != NONCE_BYTES or len(ciphertext) < TAG_BYTES:
         return None
     return Sealed(k, d, bool(s), nonce, ciphertext)
+
+
+def new_data_key_id(namespace: str, session_id: str) -> str:
+    """A fresh data key id that names its session: an entry moved to another
+    session or namespace is then refused as moved, not as shredded."""
+    return _session_bound(os.urandom(4).hex(), namespace, session_id)
+
+
+def data_key_id_fits(data_key_id: str, namespace: str, session_id: str) -> bool:
+    """Whether ``data_key_id`` was made for this namespace and session."""
+    if len(data_key_id) != DATA_KEY_ID_CHARS:
+        return False
+    return _session_bound(data_key_id[:8], namespace, session_id) == data_key_id
+
+
+def _session_bound(prefix: str, namespace: str, session_id: str) -> str:
+    digest = hashlib.sha256(_ad(["fxworld-data-key-id", namespace, session_id, prefix]))
+    return prefix + digest.hexdigest()[:8]
 
 
 def entry_ad(
