@@ -97,12 +97,13 @@ class DataKeys:
             why = f"sealed under key id {sealed.key_id!r}, which is not among the keys given"
             raise MissingKey(session_id, seq, sealed.key_id, why)
         dk = sealed.data_key_id
-        if not data_key_id_fits(dk, self.namespace, session_id):
-            why = "its data key is another session's: it was moved from another session"
-            raise TamperedEntry(session_id, seq, why + " or namespace")
         state = self.cache.get(session_id)
         if state is None or (dk not in state.ciphers and dk not in state.broken):
+            if not data_key_id_fits(dk, self.namespace, session_id):
+                why = "its data key is another session's: it was moved from another session"
+                raise TamperedEntry(session_id, seq, why + " or namespace")
             state = await self.load(session_id)
+        self.cache.move_to_end(session_id)
         if dk in state.broken:
             raise TamperedEntry(session_id, seq, f"its data key {state.broken[dk]}")
         found = state.ciphers.get(dk)

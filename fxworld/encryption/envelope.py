@@ -175,9 +175,12 @@ def _fixed_size(key_id: str) -> int:
     return len(json.dumps(to_data(probe), separators=(",", ":")))
 
 
+_AD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+"""ASCII-only JSON: kinds may hold lone surrogates, which UTF-8 cannot encode."""
+
+
 def _ad(fields: list[Any]) -> bytes:
-    # ASCII-only JSON: kinds may hold lone surrogates, which UTF-8 cannot encode
-    return json.dumps(fields, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return _AD_ENCODER.encode(fields).encode("ascii")
 
 
 def b64(raw: bytes) -> str:

@@ -195,7 +195,7 @@ class EncryptedWorld:
                 "another session, namespace, kind, epoch or position",
             )  # fmt: skip
         data = json.loads(plaintext)
-        return replace(entry, data=data)
+        return Entry(sid, seq, entry.kind, data, entry.epoch, entry.at)
 
     async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
         await self.inner.wake(self._sid(session_id), delay=delay)
