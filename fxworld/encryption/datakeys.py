@@ -1,10 +1,10 @@
 """Each session's data keys, kept in a companion session of their own.
 
-A session ``s`` has its data keys in the session ``fxkey.<sha256(s) in hex>`` (70
-characters, whatever the length of ``s``: always a valid id, W15), one entry of kind
-``data-key`` per key-encryption key that has sealed entries of ``s``: the data key
-wrapped with AES-256-GCM under that key, its associated data binding the
-namespace, ``s`` and both key ids. Deleting that companion session
+A session ``s`` of namespace ``ns`` has its data keys in the session
+``fxkey.<sha256 of ns and s in hex>`` (70 characters whatever the length of ``s``:
+always a valid id, W15), one entry of kind ``data-key`` per key-encryption key that
+has sealed entries of ``s``: the data key wrapped with AES-256-GCM under that key,
+its associated data binding the namespace, ``s`` and both key ids. Deleting that companion session
 (:meth:`DataKeys.shred`) makes every entry of ``s`` unreadable: crypto-shredding.
 
 Two processes that make the first data key of a session (or its first under a new
@@ -48,9 +48,11 @@ DATA_KEY_KIND = "data-key"
 _PAGE = 1000
 
 
-def key_session(session_id: str) -> str:
-    """The companion session that holds ``session_id``'s data keys."""
-    return KEY_SESSION_PREFIX + hashlib.sha256(session_id.encode("ascii")).hexdigest()
+def key_session(namespace: str, session_id: str) -> str:
+    """The companion session that holds the data keys of ``session_id`` in
+    ``namespace`` (several namespaces may keep their keys in one ``key_world``)."""
+    named = f"{namespace}\x00{session_id}".encode()
+    return KEY_SESSION_PREFIX + hashlib.sha256(named).hexdigest()
 
 
 @dataclass
@@ -117,7 +119,7 @@ class DataKeys:
     async def shred(self, session_id: str) -> None:
         """Delete every data key of ``session_id`` (crypto-shredding)."""
         self.cache.pop(session_id, None)
-        await self.world.delete(key_session(session_id))
+        await self.world.delete(key_session(self.namespace, session_id))
 
     def forget(self, session_id: str) -> None:
         """Drop the cached keys of ``session_id`` (they are read again when needed)."""
@@ -126,7 +128,7 @@ class DataKeys:
     async def load(self, session_id: str) -> _SessionKeys:
         """Read the companion session whole and unwrap what the keys at hand can."""
         state = _SessionKeys()
-        companion = key_session(session_id)
+        companion = key_session(self.namespace, session_id)
         while True:
             page = await self.world.read(companion, state.last, limit=_PAGE)
             for entry in page:
@@ -150,7 +152,9 @@ class DataKeys:
         data = {"k": kek, "d": data_key_id, "n": b64(nonce), "w": b64(wrapped)}
         try:
             await self.world.append(
-                key_session(session_id), [NewEntry(DATA_KEY_KIND, data)], expect=state.last
+                key_session(self.namespace, session_id),
+                [NewEntry(DATA_KEY_KIND, data)],
+                expect=state.last,
             )
         except Conflict:
             pass  # exactly one of the racing appends landed: the reload finds it

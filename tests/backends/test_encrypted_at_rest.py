@@ -217,7 +217,7 @@ async def test_racing_first_appends_make_exactly_one_data_key_per_session(
     await asyncio.gather(*firsts)
     third = encrypted(backend, opened, ns)
     for sid in sessions:
-        assert len(await third.inner.read(key_session(sid))) == 1  # one winner (W5)
+        assert len(await third.inner.read(key_session(ns, sid))) == 1  # one winner (W5)
         assert sorted(e.data["by"] for e in await third.read(sid)) == [0, 1]
 
 
@@ -268,6 +268,23 @@ async def test_shredding_a_sessions_data_keys_makes_every_copy_unreadable(tmp_pa
         await restored.close()
 
 
+async def test_namespaces_can_keep_their_keys_in_one_key_world(tmp_path: Path) -> None:
+    keys_db, data_db = tmp_path / "keys.db", tmp_path / "data.db"
+    tenants = {
+        ns: EncryptedWorld(SqliteWorld(data_db, namespace=ns), K1, key_world=SqliteWorld(keys_db))
+        for ns in ("a", "b")
+    }
+    try:
+        for ns, w in tenants.items():
+            await w.append("s", [NewEntry("msg", {"of": ns})])
+        await tenants["a"].shred("s")
+        assert await tenants["a"].read("s") == []
+        assert [e.data for e in await tenants["b"].read("s")] == [{"of": "b"}]
+    finally:
+        for w in tenants.values():
+            await w.close()
+
+
 async def test_shredding_with_companion_sessions_and_delete_keeping_the_key(
     tmp_path: Path,
 ) -> None:
@@ -276,15 +293,15 @@ async def test_shredding_with_companion_sessions_and_delete_keeping_the_key(
         for sid in ("a", "b"):
             await w.append(sid, [NewEntry("msg", {"of": sid})])
         assert await w.list_sessions() == ["a", "b"]  # companions are hidden
-        assert len(await w.inner.read(key_session("a"))) == 1
+        assert len(await w.inner.read(key_session("default", "a"))) == 1
         await w.delete("a")  # W14: the log goes, the data key stays for racing writers
-        assert await w.read("a") == [] and len(await w.inner.read(key_session("a"))) == 1
+        assert await w.read("a") == [] and len(await w.inner.read(key_session("default", "a"))) == 1
         await w.append("a", [NewEntry("msg", {"n": 1})])
         await w.shred("a")
-        assert await w.inner.read(key_session("a")) == [] and await w.read("a") == []
+        assert await w.inner.read(key_session("default", "a")) == [] and await w.read("a") == []
         assert [e.data for e in await w.read("b")] == [{"of": "b"}]
         assert await w.list_sessions() == ["b"]
-        for reserved in (key_session("b"), "fxkey.x"):
+        for reserved in (key_session("default", "b"), "fxkey.x"):
             with pytest.raises(InvalidSessionId, match="data keys"):
                 await w.append(reserved, [NewEntry("msg", {})])
             with pytest.raises(InvalidSessionId):
