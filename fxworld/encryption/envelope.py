@@ -40,7 +40,6 @@ __all__ = [
     "parse",
     "entry_ad",
     "data_key_ad",
-    "sealed_size",
     "max_plaintext",
     "to_data",
     "b64",
@@ -151,11 +150,6 @@ def entry_ad(
 def data_key_ad(namespace: str, session_id: str, key_id: str, data_key_id: str) -> bytes:
     """The associated data of a wrapped data key: its session and its key ids."""
     return _ad(["fxworld-data-key", VERSION, namespace, session_id, key_id, data_key_id])
-
-
-def sealed_size(plaintext_bytes: int, key_id: str) -> int:
-    """The encoded size of a sealed entry's data, as the inner world counts it."""
-    return _fixed_size(key_id) + 4 * -(-(plaintext_bytes + TAG_BYTES) // 3)
 
 
 def max_plaintext(inner_limit: int, key_ids: list[str]) -> int:
