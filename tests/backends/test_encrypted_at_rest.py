@@ -31,6 +31,10 @@ from fxworld.errors import (
     TamperedEntry,
 )
 from fxworld.protocol import SessionLister, WakeBatcher, WakeLister
+from fxworld_conformance import Target
+from fxworld_conformance.broken import KeyIgnored, StaleFenceAccepted
+from fxworld_conformance.directed import DIRECTED
+from fxworld_conformance.runner import run_check
 from fxworld_postgres import PostgresWorld
 from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
@@ -398,3 +402,15 @@ def test_importing_fxworld_loads_no_cryptography() -> None:
     code = "import sys, fxworld, fxworld.validate; print('cryptography' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("broken", "check"),
+    [(StaleFenceAccepted, "w02-fenced-append"), (KeyIgnored, "w06-idempotency-key")],
+)
+def test_the_wrapper_hides_no_bug_of_the_inner_world(broken: type[World], check: str) -> None:
+    """The kit still fails a broken inner world through EncryptedWorld: the wrapper
+    forwards fence, expect, key and wake as given, and adds no guarantee of its own."""
+    name = next(d.name for d in DIRECTED if d.id == check)
+    rows = run_check(name, Target(factory=lambda: EncryptedWorld(broken(), K1)), profile="ci")
+    assert [r.status for r in rows] == ["failed"], rows
