@@ -23,6 +23,7 @@ from fxworld.wakes import take_wakes
 if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from fxworld.embedded.memory import MemoryWorld
     from fxworld.embedded.sqlite import SqliteWorld
+    from fxworld.encryption import EncryptedWorld
     from fxworld.engine import (
         Accepted,
         Agent,
@@ -53,6 +54,7 @@ __all__ = [
     "take_wakes",
     "MemoryWorld",
     "SqliteWorld",
+    "EncryptedWorld",
     "Agent",
     "Session",
     "StreamEvent",
@@ -73,6 +75,7 @@ _ENGINE = ("Accepted", "Agent", "Approval", "Session", "StreamEvent", "Tool", "T
 _LAZY = {
     "MemoryWorld": "fxworld.embedded.memory",
     "SqliteWorld": "fxworld.embedded.sqlite",
+    "EncryptedWorld": "fxworld.encryption",
     **dict.fromkeys(
         (*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "tool", "prune", "PruneReport"),
         "fxworld.engine",

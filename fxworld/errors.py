@@ -27,6 +27,8 @@ __all__ = [
     "UnknownCall",
     "UnknownSession",
     "SessionDiverged",
+    "TamperedEntry",
+    "MissingKey",
 ]
 
 
@@ -191,3 +193,28 @@ class SessionDiverged(WorldError):
         self.session_id = session_id
         self.seq = seq
         super().__init__(f"session {session_id!r} at seq {seq}: {why}")
+
+
+class TamperedEntry(WorldError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` failed authentication: its
+    sealed data was altered, it was copied from another session, namespace, kind or
+    position, or it is a plaintext row where a sealed one belongs. Its data is not
+    returned. ``session_id`` and ``seq`` say which entry; ``why`` what was wrong."""
+
+    def __init__(self, session_id: str, seq: int, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.why = why
+        super().__init__(f"session {session_id!r}: entry {seq} refused: {why}")
+
+
+class MissingKey(WorldError, LookupError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` names a key that is not at
+    hand: a key id not among the keys given (``key_id``), or a session data key that
+    was deleted (crypto-shredded). Never carries key material."""
+
+    def __init__(self, session_id: str, seq: int, key_id: str, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.key_id = key_id
+        super().__init__(f"session {session_id!r}: entry {seq}: {why}")

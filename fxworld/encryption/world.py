@@ -1,0 +1,248 @@
+"""EncryptedWorld: any world, with entry data sealed at rest (docs/encryption.md).
+
+It keeps every guarantee W1-W17 of the world it wraps: each call is checked as the
+protocol says (W15, with the limit on the *plaintext*), then forwarded with the
+same ``fence``, ``expect``, ``key`` and ``wake``, so the inner world's atomicity,
+fencing, keys and wakes are the ones that hold. What changes is only what is
+stored as an entry's data: a sealed envelope (:mod:`~fxworld.encryption.envelope`).
+Kinds, positions, epochs, times, wakes and session ids stay visible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from fxworld import validate
+from fxworld.encryption.datakeys import KEY_SESSION_PREFIX, DataKeys
+from fxworld.encryption.envelope import Sealed, entry_ad, max_plaintext, parse, seal, to_data
+from fxworld.encryption.envelope import unseal as open_sealed
+from fxworld.encryption.keyring import ENV_VAR, Keyring, Keys, keys_from_env
+from fxworld.errors import InvalidSessionId, TamperedEntry
+from fxworld.protocol import SessionLister, WakeBatcher, WakeLister, World
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
+
+__all__ = ["EncryptedWorld"]
+
+DATA_KEY_CACHE = 10_000
+"""How many sessions' data keys one EncryptedWorld keeps unwrapped in memory."""
+
+
+class EncryptedWorld:
+    """Wraps ``inner`` so that every entry's data is sealed with AES-256-GCM under a
+    data key of its session, wrapped by the key-encryption key ``keys`` names.
+
+    ``keys``: a mapping of key id to 32 bytes, the first being the key that wraps
+    the data keys of new entries (older ones only read), or one 32-byte key (id
+    ``default``); :meth:`from_env` reads them from an environment variable. A bad
+    key is a ``ConfigurationError`` here, naming the key id, never the key.
+
+    ``key_world``: where the data keys live; by default ``inner`` itself, in
+    companion sessions ``fxkey.<hash>`` (then ids starting with ``fxkey.`` are
+    refused with ``InvalidSessionId`` and hidden from ``list_sessions``). Give a
+    world that is backed up apart from ``inner`` for erasure that reaches backups.
+
+    The optional protocols (``take_wakes``, ``list_sessions``, ``wake_state`` and
+    ``list_wakes``) are there exactly when ``inner`` has them.
+    """
+
+    take_wakes: Callable[..., Awaitable[list[WakeLease]]]
+    """``inner.take_wakes`` (:class:`~fxworld.protocol.WakeBatcher`), if it has it."""
+    list_wakes: Callable[..., Awaitable[list[WakeState]]]
+    """``inner.list_wakes`` (:class:`~fxworld.protocol.WakeLister`), if it has it."""
+    list_sessions: Callable[..., Awaitable[list[str]]]
+    """The inner world's sessions without the companions (:class:`SessionLister`)."""
+    wake_state: Callable[[str], Awaitable[WakeState | None]]
+    """``inner.wake_state`` for a valid id (:class:`WakeLister`), if it has it."""
+
+    def __init__(self, inner: World, keys: Keys, *, key_world: World | None = None) -> None:
+        self.inner = inner
+        self.key_world = inner if key_world is None else key_world
+        self.keyring = Keyring(keys)
+        self.namespace: str = str(getattr(inner, "namespace", "") or "")
+        """Bound into every entry's associated data: the inner world's namespace."""
+        self.capabilities: frozenset[str] = frozenset(inner.capabilities)
+        inner_limit = int(getattr(inner, "max_entry_bytes", validate.DEFAULT_MAX_ENTRY_BYTES))
+        self.max_entry_bytes = max_plaintext(inner_limit, self.keyring.ids)
+        """The largest entry data, before sealing, whose sealed form the inner world takes."""
+        self.data_keys = DataKeys(
+            self.key_world, self.keyring, self.namespace, cache=DATA_KEY_CACHE
+        )
+        self._optional_protocols(inner)
+
+    def _optional_protocols(self, inner: World) -> None:
+        if isinstance(inner, WakeBatcher):
+            self.take_wakes = inner.take_wakes
+        if isinstance(inner, SessionLister):
+            self.list_sessions = self._list_sessions
+        if isinstance(inner, WakeLister):
+            self.list_wakes = inner.list_wakes
+            self.wake_state = self._wake_state
+
+    @classmethod
+    def from_env(
+        cls, inner: World, name: str = ENV_VAR, *, key_world: World | None = None
+    ) -> EncryptedWorld:
+        """Wrap ``inner`` with the keys of the environment variable ``name``
+        (``id:BASE64,id:BASE64``, the first current; see ``keys_from_env``)."""
+        return cls(inner, keys_from_env(name), key_world=key_world)
+
+    def __repr__(self) -> str:
+        return f"EncryptedWorld({self.inner!r}, key_ids={self.keyring.ids!r})"
+
+    async def setup(self) -> None:
+        await self.inner.setup()
+        if self.key_world is not self.inner:
+            await self.key_world.setup()
+
+    async def close(self) -> None:
+        await self.inner.close()
+        if self.key_world is not self.inner:
+            await self.key_world.close()
+
+    def _sid(self, value: object) -> str:
+        """A valid session id that is not a companion's (W15), before any I/O."""
+        sid = validate.session_id(value)
+        if self.key_world is self.inner and sid.startswith(KEY_SESSION_PREFIX):
+            raise InvalidSessionId(
+                f"session id {sid!r} starts with {KEY_SESSION_PREFIX!r}, which names the "
+                "data keys of an EncryptedWorld"
+            )
+        return sid
+
+    async def acquire(self, session_id: str) -> Fence:
+        return await self.inner.acquire(self._sid(session_id))  # its fence entry: W1
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        """Seal each entry, then append them in one inner call with the same
+        keywords: W2-W8 are the inner world's (W15 is checked here first)."""
+        sid = self._sid(session_id)
+        sid, encoded = validate.append(
+            sid, entries, fence=fence, expect=expect, key=key, wake=wake,
+            max_bytes=self.max_entry_bytes,
+        )  # fmt: skip
+        sealed = await self._seal(sid, encoded, None if fence is None else fence.epoch, expect)
+        return await self.inner.append(sid, sealed, fence=fence, expect=expect, key=key, wake=wake)
+
+    async def _seal(
+        self, sid: str, encoded: list[tuple[str, str]], epoch: int | None, expect: int | None
+    ) -> list[NewEntry]:
+        """The sealed entries of one append call, under the session's data key."""
+        data_key_id, cipher = await self.data_keys.for_writing(sid)
+        sealed: list[NewEntry] = []
+        for i, (kind, text) in enumerate(encoded):
+            # the seq is known, and bound, only when the caller fixed it with expect= (W5)
+            seq = None if expect is None else expect + 1 + i
+            fields = Sealed(self.keyring.current, data_key_id, seq is not None, b"", b"")
+            ad = entry_ad(self.namespace, sid, kind, epoch, seq, fields)
+            nonce, ciphertext = seal(cipher, text.encode("utf-8"), ad)
+            fields = replace(fields, nonce=nonce, ciphertext=ciphertext)
+            sealed.append(NewEntry(kind, to_data(fields)))
+        return sealed
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        sid = self._sid(session_id)
+        validate.read_args(after, limit)
+        entries = await self.inner.read(sid, after, limit=limit)
+        return [await self.unseal(entry) for entry in entries]
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        sid = self._sid(session_id)
+        validate.read_args(after, 1)
+        return self._follow(sid, after)
+
+    async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
+        stream = self.inner.follow(session_id, after)
+        try:
+            async for entry in stream:
+                yield await self.unseal(entry)
+        finally:
+            closing: Any = getattr(stream, "aclose", None)
+            if closing is not None:
+                await closing()
+
+    async def unseal(self, entry: Entry) -> Entry:
+        """``entry`` with its data opened; ``TamperedEntry`` if it does not
+        authenticate where it stands, ``MissingKey`` if its key is not at hand."""
+        sid, seq = entry.session_id, entry.seq
+        if entry.kind == validate.FENCE_KIND:
+            # written by the inner world's acquire (W1): no secret, checked against its epoch
+            if entry.data == {"epoch": entry.epoch} and entry.epoch is not None:
+                return entry
+            raise TamperedEntry(sid, seq, "a fence entry whose data is not its epoch")
+        sealed = parse(entry.data)
+        if sealed is None:
+            why = "not sealed: a plaintext entry where a sealed one belongs"
+            raise TamperedEntry(sid, seq, why)
+        cipher = await self.data_keys.for_reading(sid, seq, sealed)
+        bound = seq if sealed.seq_bound else None
+        ad = entry_ad(self.namespace, sid, entry.kind, entry.epoch, bound, sealed)
+        plaintext = open_sealed(cipher, sealed.nonce, sealed.ciphertext, ad)
+        if plaintext is None:
+            raise TamperedEntry(
+                sid, seq, "authentication failed: its data was altered, or it was moved from "
+                "another session, namespace, kind, epoch or position",
+            )  # fmt: skip
+        data = json.loads(plaintext)
+        return Entry(sid, seq, entry.kind, data, entry.epoch, entry.at)
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        await self.inner.wake(self._sid(session_id), delay=delay)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        return await self.inner.take_wake(lease=lease)
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        return await self.inner.renew_wake(wake, lease=lease)
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        await self.inner.finish_wake(wake)
+
+    async def delete(self, session_id: str) -> None:
+        """Delete the log (W14) and keep the session's data keys, so that an append
+        racing the delete from another process stays readable; :meth:`shred` also
+        deletes the keys."""
+        sid = self._sid(session_id)
+        self.data_keys.forget(sid)
+        await self.inner.delete(sid)
+
+    async def shred(self, session_id: str) -> None:
+        """Erase a session: delete its data keys first (crypto-shredding: every copy
+        of its entries, backups included, is unreadable from then on, while other
+        sessions stay readable), then its log (W14). Safe to run again if
+        interrupted. Stop the session's writers first: an append racing the shred
+        from another process that still holds the old data key lands unreadable."""
+        sid = self._sid(session_id)
+        await self.data_keys.shred(sid)
+        await self.inner.delete(sid)
+
+    async def _list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        after = validate.list_args(after, limit)
+        lister: Any = self.inner
+        if self.key_world is not self.inner:
+            result: list[str] = await lister.list_sessions(after=after, limit=limit)
+            return result
+        found: list[str] = []
+        while len(found) < limit:
+            page: list[str] = await lister.list_sessions(after=after, limit=limit)
+            found += [sid for sid in page if not sid.startswith(KEY_SESSION_PREFIX)]
+            if len(page) < limit:
+                break
+            after = page[-1]
+        return found[:limit]
+
+    async def _wake_state(self, session_id: str) -> WakeState | None:
+        lister: Any = self.inner
+        state: WakeState | None = await lister.wake_state(self._sid(session_id))
+        return state
