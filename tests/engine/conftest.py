@@ -46,6 +46,9 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "url": _url_from_env,
     # a fresh namespace on the session's real PostgreSQL (tests/support/postgres_server.py)
     "postgres": lambda request, tmp: request.getfixturevalue("pg_url"),
+    # the same server through a real PgBouncer in transaction mode (tests/support/
+    # pgbouncer_server.py); only for modules that name it in ENGINE_WORLD_NAMES
+    "pgbouncer": lambda request, tmp: request.getfixturevalue("pgbouncer_url"),
     # a fresh namespace on the session's real Redis (tests/support/redis_server.py)
     "redis": lambda request, tmp: request.getfixturevalue("redis_url"),
     # a fresh namespace on the session's real S3 server (tests/support/s3_server.py)
@@ -58,6 +61,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_world_url" in metafunc.fixturenames:
         names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
         chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres", "redis", "s3"]
+        # a module may run its tests on worlds of its own choosing (test_pooler.py)
+        chosen = getattr(metafunc.module, "ENGINE_WORLD_NAMES", chosen)
         metafunc.parametrize("engine_world_name", chosen)
 
 
