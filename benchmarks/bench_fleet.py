@@ -1,0 +1,269 @@
+"""A fleet of real ``fxworld worker`` processes on one store; prints, never asserts.
+
+    python benchmarks/bench_fleet.py --world WORLD [--workers 1,2,4,8] [--sessions 64]
+        [--steps 10] [--concurrency 8]
+
+WORLD is a URL (each worker count gets a fresh ``?namespace=``), or one of
+``sqlite`` (several processes, one file), ``postgres``, ``pgbouncer`` (PostgreSQL
+through PgBouncer in transaction mode, ``?pooler=transaction`` with a direct
+``listen_url``), ``redis``, ``redis-cluster``: a throwaway server from
+tests/support, stopped afterwards.
+
+For each worker count W: W workers (benchmarks/_fleet_agent.py: turns of
+``--steps`` no-op tool steps) start and log ready; then ``--sessions`` prompts land
+at once (all due together) and the run ends when every turn has finished. Printed:
+
+* steps/s (tool steps of all sessions / seconds from the first prompt to the last
+  ``turn.finished``) and efficiency per worker (steps/s / (W x steps/s at W=1));
+* wake lag, due -> taken: from each prompt's entry to its session's first ``fence``
+  entry (both stamped by the store), p50/p99;
+* fairness: each session's share of its steps done when half of all steps were
+  done (the median ``tool.finished`` time): min, max;
+* server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
+* per step: the workers' CPU (after their start-up), the server's CPU (its backends,
+  PgBouncer, redis-server, where they run here) and statements (commits, commands);
+* the capacity model of docs/scaling.md: ``min(W / c, C_free / (c + s))`` with c and
+  s the per-step CPU measured at W=1 and C_free the cores idle before the run (the
+  machine is shared: the load is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
+
+from _fleet_probe import Probe, open_probe  # noqa: E402
+
+from fxworld import Agent, open_world  # noqa: E402
+from fxworld.testing import ScriptedModel  # noqa: E402
+from fxworld_conformance.target import with_namespace  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cores(seconds: float = 1.0) -> float:
+    """Cores idle over ``seconds`` (what other processes leave to the fleet)."""
+
+    def sample() -> tuple[int, int]:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return values[3] + values[4], sum(values)
+
+    idle0, total0 = sample()
+    time.sleep(seconds)
+    idle1, total1 = sample()
+    return (os.cpu_count() or 1) * (idle1 - idle0) / max(1, total1 - total0)
+
+
+@dataclass
+class Result:
+    workers: int
+    steps_per_s: float
+    lags: list[float]
+    progress: list[float]
+    connections: int
+    client_cpu: float  # seconds per step
+    server_cpu: float  # seconds per step
+    statements: float  # per step
+
+
+def start_workers(url: str, n: int, args: argparse.Namespace, tmp: Path) -> list[Worker]:
+    env = dict(os.environ, FLEET_STEPS=str(args.steps))
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), env.get("PYTHONPATH", "")])
+    workers = []
+    for i in range(n):
+        log = tmp / f"worker-{n}-{i}.log"
+        with open(log, "wb") as out:
+            command = [sys.executable, "-m", "fxworld.cli", "worker", "_fleet_agent:agent"]
+            command += ["--world", url, "--concurrency", str(args.concurrency), "-v"]
+            popen = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        workers.append(Worker(popen, log))
+    return workers
+
+
+@dataclass
+class Worker:
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    async def ready(self) -> None:
+        while b"worker ready" not in self.log.read_bytes():
+            if self.popen.poll() is not None:
+                raise RuntimeError(self.log.read_text())
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        """SIGTERM, then wait for the exit (by its pid, as it was started)."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(self.popen.wait)
+
+
+async def until_finished(world: Any, sids: list[str]) -> dict[str, list[Any]]:
+    """Every entry of every session, read as it lands until each turn finished."""
+    logs: dict[str, list[Any]] = {sid: [] for sid in sids}
+    pending = set(sids)
+    while pending:
+        await asyncio.sleep(0.2)
+        for sid in list(pending):
+            log = logs[sid]
+            log += await world.read(sid, log[-1].seq if log else 0, limit=10_000)
+            if log and log[-1].kind == "turn.finished":
+                pending.discard(sid)
+    return logs
+
+
+async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Probe) -> Result:
+    url = with_namespace(base, f"fleet_{uuid.uuid4().hex[:10]}")
+    world = open_world(url)
+    await world.setup()
+    client = Agent(ScriptedModel(["-"]), world=world)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = start_workers(url, workers, args, Path(tmp))
+        try:
+            for p in procs:
+                await p.ready()
+            return await drive(world, client, procs, workers, args, probe)
+        finally:
+            await asyncio.gather(*(p.stop() for p in procs))
+            await world.close()
+
+
+async def drive(
+    world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
+) -> Result:
+    cpu0 = sum(cpu_seconds(p.pid) for p in procs)
+    server0, stmts0 = await probe.server_cpu(), await probe.statements()
+    peak = 0
+    sids = [f"s{i:05d}" for i in range(args.sessions)]
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in sids))
+    done = asyncio.create_task(until_finished(world, sids))
+    while not done.done():
+        peak = max(peak, await probe.connections())
+        await asyncio.wait([done], timeout=0.25)
+    elapsed = time.perf_counter() - t0
+    logs = done.result()
+    steps = args.sessions * args.steps
+    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0
+    server = await probe.server_cpu() - server0
+    return Result(
+        workers=workers,
+        steps_per_s=steps / elapsed,
+        lags=[wake_lag(log) for log in logs.values()],
+        progress=progress_at_half(logs, args.steps),
+        connections=peak,
+        client_cpu=cpu / steps,
+        server_cpu=server / steps,
+        statements=(await probe.statements() - stmts0) / steps,
+    )
+
+
+def wake_lag(log: list[Any]) -> float:
+    """Seconds from the prompt (due at once) to the first fence (taken)."""
+    prompt = next(e for e in log if e.kind == "prompt")
+    fence = next(e for e in log if e.kind == "fence" and e.seq > prompt.seq)
+    return max(0.0, (fence.at - prompt.at).total_seconds())
+
+
+def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
+    """Each session's share of its steps done when half of all steps were done."""
+    finished = {sid: [e.at for e in log if e.kind == "tool.finished"] for sid, log in logs.items()}
+    mid = statistics.median_low(at for ats in finished.values() for at in ats)
+    return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
+
+
+def predict(w: int, one: Result, cores: float) -> float:
+    """The capacity model: W processes each bound by its own CPU per step, all of
+    them and the server bound by the cores left idle by others."""
+    return min(w / one.client_cpu, cores / (one.client_cpu + one.server_cpu))
+
+
+def print_row(r: Result, one: Result, cores: float) -> None:
+    lag = r.lags
+    eff = r.steps_per_s / (r.workers * one.steps_per_s)
+    pred = predict(r.workers, one, cores)
+    print(
+        f"{r.workers:>3} {r.steps_per_s:>8,.0f} {eff:>5.0%} "
+        f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
+        f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
+        f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} {r.statements:>6.1f} "
+        f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
+        flush=True,
+    )
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+HEADER = (
+    "  W   steps/s  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st  predict  meas"
+)
+
+
+async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
+    cores = idle_cores()
+    print(f"{os.cpu_count()} cores, {cores:.2f} idle before the run; load {os.getloadavg()}")
+    print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
+    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: statements)")
+    print(HEADER)
+    one: Result | None = None
+    for w in args.workers:
+        result = await run_fleet(base, w, args, probe)
+        one = one or result
+        print_row(result, one, cores)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--world", required=True)
+    parser.add_argument(
+        "--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8]
+    )
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    with open_probe(args.world) as (base, make_probe):
+        print(f"world: {args.world}")
+        asyncio.run(with_probe(base, args, make_probe))
+
+
+async def with_probe(base: str, args: argparse.Namespace, make_probe: Callable[[], Any]) -> None:
+    probe = await make_probe()
+    try:
+        await bench(base, args, probe)
+    finally:
+        await probe.close()
+
+
+if __name__ == "__main__":
+    main()
