@@ -14,7 +14,8 @@ For each worker count W: W workers (benchmarks/_fleet_agent.py: turns of
 at once (all due together) and the run ends when every turn has finished. Printed:
 
 * steps/s (tool steps of all sessions / seconds from the first prompt to the last
-  ``turn.finished``) and efficiency per worker (steps/s / (W x steps/s at W=1));
+  ``turn.finished``, by the store's stamps) and efficiency per worker
+  (steps/s / (W x steps/s at W=1));
 * wake lag, due -> taken: from each prompt's entry to its session's first ``fence``
   entry (both stamped by the store), p50/p99;
 * fairness: each session's share of its steps done when half of all steps were
@@ -22,9 +23,13 @@ at once (all due together) and the run ends when every turn has finished. Printe
 * server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
 * per step: the workers' CPU (after their start-up), the server's CPU (its backends,
   PgBouncer, redis-server, where they run here) and statements (commits, commands);
-* the capacity model of docs/scaling.md: ``min(W / c, C_free / (c + s))`` with c and
-  s the per-step CPU measured at W=1 and C_free the cores idle before the run (the
-  machine is shared: the load is printed).
+* the capacity model of docs/scaling.md: ``min(W / c, C_free / (c + s), K / a)``
+  with c and s the client's and the server's CPU per step measured at W=1, C_free
+  the fair share of the cores the fleet gets beside others' load (``cores_for``:
+  the machine is shared, its load is printed), K the
+  store's ceiling in single-entry appends/s from 4 processes (``fxworld bench``, run
+  first) and a the statements per step (the server's count; on SQLite, the appends
+  seen in the logs plus two wake calls per turn).
 """
 
 from __future__ import annotations
@@ -64,17 +69,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def idle_cores(seconds: float = 1.0) -> float:
-    """Cores idle over ``seconds`` (what other processes leave to the fleet)."""
-
-    def sample() -> tuple[int, int]:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-        return values[3] + values[4], sum(values)
-
-    idle0, total0 = sample()
-    time.sleep(seconds)
-    idle1, total1 = sample()
-    return (os.cpu_count() or 1) * (idle1 - idle0) / max(1, total1 - total0)
+def cores_for(workers: int, load: float) -> float:
+    """Cores the fleet gets on a machine others load: a fair share of the
+    ``os.cpu_count()`` cores for its W workers and the server's one busy process
+    beside the ``load`` runnable processes of others (the 1-minute load average
+    taken before the run)."""
+    cores = os.cpu_count() or 1
+    return min(cores, cores * (workers + 1) / (workers + 1 + load))
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Result:
     client_cpu: float  # seconds per step
     server_cpu: float  # seconds per step
     statements: float  # per step
+    appends: float  # per step, from the logs (SQLite has no server to count)
 
 
 def start_workers(url: str, n: int, args: argparse.Namespace, tmp: Path) -> list[Worker]:
@@ -168,8 +170,8 @@ async def drive(
     while not done.done():
         peak = max(peak, await probe.connections())
         await asyncio.wait([done], timeout=0.25)
-    elapsed = time.perf_counter() - t0
     logs = done.result()
+    elapsed = span(logs) or time.perf_counter() - t0
     steps = args.sessions * args.steps
     cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0
     server = await probe.server_cpu() - server0
@@ -182,7 +184,16 @@ async def drive(
         client_cpu=cpu / steps,
         server_cpu=server / steps,
         statements=(await probe.statements() - stmts0) / steps,
+        appends=(sum(len({e.at for e in log}) + 2 for log in logs.values())) / steps,
     )
+
+
+def span(logs: dict[str, list[Any]]) -> float:
+    """Seconds from the first prompt to the last ``turn.finished``, by the store's
+    stamps (not by when this process polled them)."""
+    first = min(e.at for log in logs.values() for e in log if e.kind == "prompt")
+    last = max(e.at for log in logs.values() for e in log if e.kind == "turn.finished")
+    return (last - first).total_seconds()
 
 
 def wake_lag(log: list[Any]) -> float:
@@ -199,21 +210,39 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
     return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
 
 
-def predict(w: int, one: Result, cores: float) -> float:
+def predict(w: int, one: Result, load: float, ceiling: float) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
-    them and the server bound by the cores left idle by others."""
-    return min(w / one.client_cpu, cores / (one.client_cpu + one.server_cpu))
+    them and the server bound by the cores left idle by others, and the store by
+    its ceiling of statements."""
+    per_step = one.statements or one.appends
+    cores = cores_for(w, load)
+    return min(w / one.client_cpu, cores / (one.client_cpu + one.server_cpu), ceiling / per_step)
 
 
-def print_row(r: Result, one: Result, cores: float) -> None:
+def store_ceiling(base: str) -> float:
+    """Single-entry appends/s from 4 processes (``fxworld bench``), in a fresh namespace."""
+    url = with_namespace(base, f"ceiling_{uuid.uuid4().hex[:10]}")
+    subprocess.run([sys.executable, "-m", "fxworld.cli", "setup", "--world", url], check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "fxworld.cli", "bench", "--world", url, "--seconds", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("single-entry append") and "4 p" in x)
+    return float(line.split()[-2].replace(",", ""))
+
+
+def print_row(r: Result, one: Result, load: float, ceiling: float) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
-    pred = predict(r.workers, one, cores)
+    pred = predict(r.workers, one, load, ceiling)
     print(
         f"{r.workers:>3} {r.steps_per_s:>8,.0f} {eff:>5.0%} "
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
         f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
-        f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} {r.statements:>6.1f} "
+        f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
+        f"{r.statements or r.appends:>6.1f} "
         f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
         flush=True,
     )
@@ -230,8 +259,10 @@ HEADER = (
 
 
 async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
-    cores = idle_cores()
-    print(f"{os.cpu_count()} cores, {cores:.2f} idle before the run; load {os.getloadavg()}")
+    ceiling = store_ceiling(base)
+    load = os.getloadavg()[0]
+    print(f"{os.cpu_count()} cores; load {load:.1f} before the run (others' processes)")
+    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s (4 processes)")
     print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
     print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: statements)")
     print(HEADER)
@@ -239,7 +270,7 @@ async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
     for w in args.workers:
         result = await run_fleet(base, w, args, probe)
         one = one or result
-        print_row(result, one, cores)
+        print_row(result, one, load, ceiling)
 
 
 def main() -> None:
