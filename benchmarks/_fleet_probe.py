@@ -4,6 +4,7 @@ starts for ``--world sqlite|postgres|pgbouncer|redis|redis-cluster``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -57,6 +58,10 @@ class PostgresProbe(Probe):
         )
 
     async def statements(self) -> int:
+        """Commits so far: backends report theirs at most once a second (and when
+        idle), so wait that long first."""
+        await asyncio.sleep(1.1)
+        await self.conn.execute("SELECT pg_stat_clear_snapshot()")
         return int(
             await self.conn.fetchval(
                 "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
@@ -89,7 +94,10 @@ class RedisProbe(Probe):
         return sum(int((await n.info("stats"))["total_commands_processed"]) for n in self.nodes)
 
     async def server_cpu(self) -> float:
-        return sum(_cpu(int((await n.info("server"))["process_id"])) for n in self.nodes)
+        total = 0.0
+        for n in self.nodes:
+            total += _cpu(int((await n.info("server"))["process_id"]))
+        return total
 
     async def close(self) -> None:
         for n in self.nodes:
@@ -109,10 +117,9 @@ async def redis_probe(url: str) -> Probe:
     if "cluster=true" not in url:
         return RedisProbe([first])
     nodes = []
-    for line in (await first.execute_command("CLUSTER NODES")).decode().splitlines():
-        addr, flags = line.split()[1].split("@")[0], line.split()[2]
-        if "master" in flags:
-            host, port = addr.rsplit(":", 1)
+    for addr, node in (await first.execute_command("CLUSTER NODES")).items():  # addr -> flags
+        if "master" in node["flags"]:
+            host, port = addr.split("@")[0].rsplit(":", 1)
             nodes.append(redis.Redis(host=host, port=int(port)))
     await first.aclose()
     return RedisProbe(nodes)

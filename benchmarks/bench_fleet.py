@@ -23,10 +23,12 @@ at once (all due together) and the run ends when every turn has finished. Printe
 * server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
 * per step: the workers' CPU (after their start-up), the server's CPU (its backends,
   PgBouncer, redis-server, where they run here) and statements (commits, commands);
-* the capacity model of docs/scaling.md: ``min(W / c, C_free / (c + s), K / a)``
-  with c and s the client's and the server's CPU per step measured at W=1, C_free
-  the fair share of the cores the fleet gets beside others' load (``cores_for``:
-  the machine is shared, its load is printed), K the
+* the capacity model of docs/scaling.md: ``min(W / c, (C_W - P_W) / (c + s), K / a)``
+  with c and s the client's and the server's CPU per step measured at W=1 (beyond
+  polling), C_W the fair share of the cores W workers and the server get beside
+  others' load (``cores_for``: the machine is shared, its load is printed), P_W the
+  cores the W workers' polling for wakes keeps busy (measured idle, before the
+  prompts), K the
   store's ceiling in single-entry appends/s from 4 processes (``fxworld bench``, run
   first) and a the statements per step (the server's count; on SQLite, the appends
   seen in the logs plus two wake calls per turn).
@@ -85,8 +87,9 @@ class Result:
     lags: list[float]
     progress: list[float]
     connections: int
-    client_cpu: float  # seconds per step
-    server_cpu: float  # seconds per step
+    client_cpu: float  # seconds per step, beyond the idle workers' polling
+    server_cpu: float  # seconds per step, beyond what the idle workers' polling costs
+    idle_cpu: float  # cores the W idle workers and their polling keep busy
     statements: float  # per step
     appends: float  # per step, from the logs (SQLite has no server to count)
 
@@ -160,6 +163,7 @@ async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Pr
 async def drive(
     world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
 ) -> Result:
+    idle = await idle_rate(procs, probe)
     cpu0 = sum(cpu_seconds(p.pid) for p in procs)
     server0, stmts0 = await probe.server_cpu(), await probe.statements()
     peak = 0
@@ -173,19 +177,31 @@ async def drive(
     logs = done.result()
     elapsed = span(logs) or time.perf_counter() - t0
     steps = args.sessions * args.steps
-    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0
-    server = await probe.server_cpu() - server0
+    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0 - idle[0] * elapsed
+    server = await probe.server_cpu() - server0 - idle[1] * elapsed
     return Result(
         workers=workers,
         steps_per_s=steps / elapsed,
         lags=[wake_lag(log) for log in logs.values()],
         progress=progress_at_half(logs, args.steps),
         connections=peak,
-        client_cpu=cpu / steps,
-        server_cpu=server / steps,
+        client_cpu=max(0.0, cpu) / steps,
+        server_cpu=max(0.0, server) / steps,
+        idle_cpu=idle[0] + idle[1],
         statements=(await probe.statements() - stmts0) / steps,
         appends=(sum(len({e.at for e in log}) + 2 for log in logs.values())) / steps,
     )
+
+
+async def idle_rate(procs: list[Worker], probe: Probe) -> tuple[float, float]:
+    """CPU seconds per second of the ready, idle workers (polling for wakes) and of
+    the server answering them, over 2 s."""
+    client0, server0 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
+    t0 = time.perf_counter()
+    await asyncio.sleep(2.0)
+    client1, server1 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
+    elapsed = time.perf_counter() - t0
+    return (client1 - client0) / elapsed, (server1 - server0) / elapsed
 
 
 def span(logs: dict[str, list[Any]]) -> float:
@@ -210,12 +226,13 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
     return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
 
 
-def predict(w: int, one: Result, load: float, ceiling: float) -> float:
+def predict(r: Result, one: Result, load: float, ceiling: float) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
-    them and the server bound by the cores left idle by others, and the store by
-    its ceiling of statements."""
+    them and the server bound by their share of the cores (less what polling for
+    wakes keeps busy), and the store by its ceiling of statements."""
     per_step = one.statements or one.appends
-    cores = cores_for(w, load)
+    w = r.workers
+    cores = max(0.01, cores_for(w, load) - r.idle_cpu)
     return min(w / one.client_cpu, cores / (one.client_cpu + one.server_cpu), ceiling / per_step)
 
 
@@ -236,7 +253,7 @@ def store_ceiling(base: str) -> float:
 def print_row(r: Result, one: Result, load: float, ceiling: float) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
-    pred = predict(r.workers, one, load, ceiling)
+    pred = predict(r, one, load, ceiling)
     print(
         f"{r.workers:>3} {r.steps_per_s:>8,.0f} {eff:>5.0%} "
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
