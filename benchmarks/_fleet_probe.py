@@ -1,10 +1,9 @@
-"""What benchmarks/bench_fleet.py asks the store: connections in use, statements run
-and the server's CPU, each from the server itself; and the throwaway servers it
+"""What benchmarks/bench_fleet.py asks the store: connections in use and the
+server's CPU, each from the server itself; and the throwaway servers it
 starts for ``--world sqlite|postgres|pgbouncer|redis|redis-cluster``."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import tempfile
@@ -30,9 +29,6 @@ class Probe:
     async def connections(self) -> int:
         return 0
 
-    async def statements(self) -> int:
-        return 0
-
     async def server_cpu(self) -> float:
         return 0.0
 
@@ -41,7 +37,7 @@ class Probe:
 
 
 class PostgresProbe(Probe):
-    """``pg_stat_activity`` and ``pg_stat_database`` on a direct connection; the CPU
+    """``pg_stat_activity`` on a direct connection; the CPU
     of the database's backends (and of ``extra_pids``, PgBouncer's) that run here."""
 
     def __init__(self, conn: Any, extra_pids: list[int]) -> None:
@@ -54,17 +50,6 @@ class PostgresProbe(Probe):
             await self.conn.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
                 "AND datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        )
-
-    async def statements(self) -> int:
-        """Commits so far: backends report theirs at most once a second (and when
-        idle), so wait that long first."""
-        await asyncio.sleep(1.1)
-        await self.conn.execute("SELECT pg_stat_clear_snapshot()")
-        return int(
-            await self.conn.fetchval(
-                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
             )
         )
 
@@ -82,16 +67,16 @@ class PostgresProbe(Probe):
 
 
 class RedisProbe(Probe):
-    """``CLIENT LIST``, ``INFO`` on every node (one server, or each primary)."""
+    """``CLIENT LIST`` and ``INFO`` on every node (one server, or each primary)."""
 
     def __init__(self, nodes: list[Any]) -> None:
         self.nodes = nodes
 
     async def connections(self) -> int:
-        return sum(len(await n.client_list()) - 1 for n in self.nodes)
-
-    async def statements(self) -> int:
-        return sum(int((await n.info("stats"))["total_commands_processed"]) for n in self.nodes)
+        total = 0
+        for n in self.nodes:
+            total += len(await n.client_list()) - 1
+        return total
 
     async def server_cpu(self) -> float:
         total = 0.0
