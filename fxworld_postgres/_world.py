@@ -113,6 +113,7 @@ class PostgresWorld:
         brings its own pool's limits)."""
         self._closed = False
         self._setup_tried = False  # setup() ran, or a call already set the namespace up
+        self._setting_up: asyncio.Future[None] | None = None  # the setup() in flight
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -141,6 +142,7 @@ class PostgresWorld:
         if self._loop is loop:
             return
         if self._loop is not None:
+            self._setting_up = None
             await self._hot.forget()
             self._listener = None
             self._notifier = _Notifier(self)
@@ -150,9 +152,16 @@ class PostgresWorld:
 
     async def setup(self) -> None:
         """Create or migrate this namespace's schema. Idempotent; safe from several
-        processes at once (a transaction-scoped advisory lock serialises them)."""
+        processes at once (a transaction-scoped advisory lock serialises them).
+        Calls at once in one process share one run: one connection (the budget)."""
         await self._on_this_loop()
         self._setup_tried = True
+        running = self._setting_up
+        if running is None or running.done():
+            running = self._setting_up = asyncio.ensure_future(self._setup())
+        await asyncio.shield(running)
+
+    async def _setup(self) -> None:
         for attempt in range(_RETRIES):
             try:
                 async with self._engine.begin() as conn:
