@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["Probe", "open_probe"]
+__all__ = ["Probe", "open_probe", "cpu_seconds"]
 
 
-def _cpu(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -29,7 +30,7 @@ class Probe:
     async def connections(self) -> int:
         return 0
 
-    async def server_cpu(self) -> float:
+    async def servercpu_seconds(self) -> float:
         return 0.0
 
     async def close(self) -> None:
@@ -53,14 +54,14 @@ class PostgresProbe(Probe):
             )
         )
 
-    async def server_cpu(self) -> float:
+    async def servercpu_seconds(self) -> float:
         """CPU of every backend seen so far (a backend gone keeps its last figure)."""
         pids = await self.conn.fetch(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
         )
         for (pid,) in pids:
-            self.seen[pid] = max(self.seen.get(pid, 0.0), _cpu(pid))
-        return sum(self.seen.values()) + sum(_cpu(p) for p in self.extra)
+            self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
+        return sum(self.seen.values()) + sum(cpu_seconds(p) for p in self.extra)
 
     async def close(self) -> None:
         await self.conn.close()
@@ -78,10 +79,10 @@ class RedisProbe(Probe):
             total += len(await n.client_list()) - 1
         return total
 
-    async def server_cpu(self) -> float:
+    async def servercpu_seconds(self) -> float:
         total = 0.0
         for n in self.nodes:
-            total += _cpu(int((await n.info("server"))["process_id"]))
+            total += cpu_seconds(int((await n.info("server"))["process_id"]))
         return total
 
     async def close(self) -> None:

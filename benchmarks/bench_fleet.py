@@ -54,20 +54,11 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
 
-from _fleet_probe import Probe, open_probe  # noqa: E402
+from _fleet_probe import Probe, cpu_seconds, open_probe  # noqa: E402
 
 from fxworld import Agent, open_world  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 from fxworld_conformance.target import with_namespace  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cores_for(workers: int, load: float) -> float:
