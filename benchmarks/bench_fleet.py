@@ -159,7 +159,9 @@ async def drive(
     peak = 0
     sids = [f"s{i:05d}" for i in range(args.sessions)]
     t0 = time.perf_counter()
-    await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in sids))
+    for i in range(0, len(sids), 200):  # a burst of 10,000 in chunks: the pool's queue
+        chunk = sids[i : i + 200]
+        await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in chunk))
     done = asyncio.create_task(until_finished(world, sids))
     while not done.done():
         peak = max(peak, await probe.connections())

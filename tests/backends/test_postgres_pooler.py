@@ -30,7 +30,13 @@ def _listen(server: PostgresServer) -> str:
 
 class TestThroughPgBouncer(WorldSuite):
     """The whole kit through PgBouncer in transaction mode: every call may land on
-    another server connection than the one before."""
+    another server connection than the one before. Every check runs, at the kit's
+    ``quick`` profile (fewer examples): the ``ci`` profile runs them all on a direct
+    connection in test_postgres.py, and the suite's time is budgeted."""
+
+    @pytest.fixture
+    def fxworld_profile(self) -> str:
+        return "quick"
 
     @pytest.fixture
     def fxworld_target(self, pgbouncer: PgBouncer, postgres_server: PostgresServer) -> Target:
