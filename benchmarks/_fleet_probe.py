@@ -30,7 +30,7 @@ class Probe:
     async def connections(self) -> int:
         return 0
 
-    async def servercpu_seconds(self) -> float:
+    async def server_cpu(self) -> float:
         return 0.0
 
     async def close(self) -> None:
@@ -54,7 +54,7 @@ class PostgresProbe(Probe):
             )
         )
 
-    async def servercpu_seconds(self) -> float:
+    async def server_cpu(self) -> float:
         """CPU of every backend seen so far (a backend gone keeps its last figure)."""
         pids = await self.conn.fetch(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
@@ -79,7 +79,7 @@ class RedisProbe(Probe):
             total += len(await n.client_list()) - 1
         return total
 
-    async def servercpu_seconds(self) -> float:
+    async def server_cpu(self) -> float:
         total = 0.0
         for n in self.nodes:
             total += cpu_seconds(int((await n.info("server"))["process_id"]))
