@@ -38,9 +38,12 @@ async def _fleet_peak(urls: list[str], count: Count) -> dict[str, int]:
     try:
         ready = asyncio.gather(*(asyncio.to_thread(_ready, p) for p in procs))
         deadline = time.monotonic() + 180
-        while not ready.done() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            finished = ready.done()
             for name, n in (await count()).items():
                 peak[name] = max(peak.get(name, 0), n)
+            if finished:  # a last count with every process ready (and connected)
+                break
             await asyncio.sleep(0.05)
         await asyncio.wait_for(ready, 1)
     finally:
