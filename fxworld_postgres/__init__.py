@@ -1,7 +1,11 @@
 """PostgresWorld: the PostgreSQL backend of fxworld (``pip install 'fxworld[postgres]'``).
 
 URL: ``postgresql://user:password@host:port/db?namespace=ns`` (also ``postgres://``
-and ``postgresql+asyncpg://``); optional ``max_entry_bytes=`` and ``pool_size=``.
+and ``postgresql+asyncpg://``); optional ``max_entry_bytes=``, ``pool_size=``,
+``follow_poll=``, ``pooler=transaction|session`` (behind PgBouncer, Supabase's or
+Neon's pooler, RDS Proxy) and ``listen_url=`` (a direct URL for LISTEN; see
+``_pooler``). One world opens at most ``connection_budget`` = ``pool_size`` + 3
+connections.
 Or the application's own SQLAlchemy ``AsyncEngine`` (asyncpg driver), which
 ``close()`` leaves open::
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -25,7 +26,7 @@ from fxworld.errors import ConfigurationError
 from fxworld.follow import poll_follow
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query, unparseable
-from fxworld_postgres import _errors, _schema
+from fxworld_postgres import _errors, _pooler, _schema
 
 __all__ = ["PostgresWorld"]
 
@@ -46,7 +47,10 @@ class PostgresWorld:
     open by :meth:`close`: the application owns it). ``namespace`` selects the
     Postgres schema ``fxworld_<namespace>``; worlds with different namespaces share
     nothing. ``pool_size`` sizes the engine this world creates (ignored for an
-    engine given). Run :meth:`setup` once (or ``fxworld setup --world URL``).
+    engine given): the world opens at most :attr:`connection_budget` connections.
+    ``pooler`` is ``"transaction"`` or ``"session"`` behind a connection pooler in
+    that mode, ``listen_url`` a direct URL for ``follow()``'s LISTEN (see
+    ``_pooler``). Run :meth:`setup` once (or ``fxworld setup --world URL``).
     """
 
     capabilities: frozenset[str] = frozenset({"durable", "shared", "push_follow"})
@@ -57,8 +61,10 @@ class PostgresWorld:
         *,
         namespace: str | None = None,
         max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES,
-        pool_size: int = 10,
+        pool_size: int = 5,
         follow_poll: float = 1.0,
+        pooler: str | None = None,
+        listen_url: str | None = None,
     ) -> None:
         if isinstance(dsn, str) and "?" in dsn:  # fxworld's own URL options
             dsn, options = _own_options(dsn)
@@ -67,9 +73,14 @@ class PostgresWorld:
                 options.get("max_entry_bytes", max_entry_bytes)
             )
             pool_size = int(options.get("pool_size", pool_size))
+            follow_poll = float(options.get("follow_poll", follow_poll))
+            pooler = options.get("pooler", pooler)
+            listen_url = options.get("listen_url", listen_url)
         self.namespace = validate.namespace("default" if namespace is None else namespace)
         self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)  # W15
         self.follow_poll = float(follow_poll)
+        self.pooler = _pooler.mode(pooler, dsn if isinstance(dsn, str) else "")
+        self._listen_dsn = _pooler.listen_dsn(listen_url) if listen_url else None
         if isinstance(dsn, AsyncEngine):
             if dsn.dialect.driver != "asyncpg":
                 raise ConfigurationError(
@@ -82,9 +93,10 @@ class PostgresWorld:
             self._engine = create_async_engine(
                 _engine_url(dsn),
                 pool_size=pool_size,
-                max_overflow=pool_size,
+                # the listener, the notifier and setup(): the budget, kept by the pool
+                max_overflow=_pooler.EXTRA_CONNECTIONS,
                 pool_timeout=10,
-                connect_args={"timeout": 10, "command_timeout": 60},
+                connect_args=_pooler.connect_args(self.pooler),
             )
             self._owns_engine = True
         else:
@@ -96,8 +108,12 @@ class PostgresWorld:
         self._listener: _Listener | None = None
         self._notifier = _Notifier(self)
         self._hot = _HotConnections(self._engine, _hot_limit(self._engine, pool_size))
+        self.connection_budget = _pooler.budget(pool_size)
+        """The most server connections this world opens at once (an engine given
+        brings its own pool's limits)."""
         self._closed = False
         self._setup_tried = False  # setup() ran, or a call already set the namespace up
+        self._setting_up: asyncio.Future[None] | None = None  # the setup() in flight
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -126,6 +142,7 @@ class PostgresWorld:
         if self._loop is loop:
             return
         if self._loop is not None:
+            self._setting_up = None
             await self._hot.forget()
             self._listener = None
             self._notifier = _Notifier(self)
@@ -135,9 +152,16 @@ class PostgresWorld:
 
     async def setup(self) -> None:
         """Create or migrate this namespace's schema. Idempotent; safe from several
-        processes at once (a transaction-scoped advisory lock serialises them)."""
+        processes at once (a transaction-scoped advisory lock serialises them).
+        Calls at once in one process share one run: one connection (the budget)."""
         await self._on_this_loop()
         self._setup_tried = True
+        running = self._setting_up
+        if running is None or running.done():
+            running = self._setting_up = asyncio.ensure_future(self._setup())
+        await asyncio.shield(running)
+
+    async def _setup(self) -> None:
         for attempt in range(_RETRIES):
             try:
                 async with self._engine.begin() as conn:
@@ -244,6 +268,13 @@ class PostgresWorld:
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
         await self._on_this_loop()
+        if self.pooler == "transaction" and self._listen_dsn is None:
+            # no session to LISTEN on: poll, every follow_poll seconds at most (W10)
+            async for entry in poll_follow(
+                self._follow_page, session_id, after, interval=self.follow_poll
+            ):
+                yield entry
+            return
         if self._listener is None:
             self._listener = _Listener(self)
         listener = self._listener
@@ -263,6 +294,9 @@ class PostgresWorld:
                 yield entry
         finally:
             listener.unsubscribe(session_id)
+
+    async def _follow_page(self, session_id: str, after: int) -> list[Entry]:
+        return await self.read(session_id, after, limit=_FOLLOW_PAGE)
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -431,13 +465,21 @@ class PostgresWorld:
                     e, what=what, session_id=session_id, epoch=epoch, expected=expected
                 ) from None
 
-    async def _driver_session(self) -> tuple[AsyncConnection, asyncpg.Connection]:
-        """A pooled connection held outside the pool's accounting (the listener)."""
+    async def _driver_session(self, *, listen: bool) -> tuple[_Closer, asyncpg.Connection]:
+        """A connection of its own, held outside the calls' share of the pool (the
+        listener's, the notifier's), and how to close it for good: for the listener,
+        a direct one to ``listen_url`` when one is given, else one of the engine's."""
+        if listen and self._listen_dsn is not None:
+            try:
+                driver = await _pooler.listen(self._listen_dsn)
+            except Exception as e:
+                raise _errors.translate(e, what="listen") from None
+            return driver.close, driver
         conn = await self._engine.connect()
         try:
             driver = (await conn.get_raw_connection()).driver_connection
             assert driver is not None
-            return conn, driver
+            return functools.partial(_discard, conn), driver
         except BaseException:
             await conn.close()
             raise
@@ -831,9 +873,9 @@ class _Listener:
     async def _run(self) -> None:
         delay = 0.1
         while True:
-            conn: AsyncConnection | None = None
+            close: _Closer | None = None
             try:
-                conn, driver = await self._world._driver_session()
+                close, driver = await self._world._driver_session(listen=True)
                 self._lost.clear()
                 driver.add_termination_listener(self._terminated)
                 await driver.add_listener(self._channel, self._notified)
@@ -853,9 +895,9 @@ class _Listener:
             finally:
                 self._connected.clear()
                 self._driver = None
-                if conn is not None:
+                if close is not None:
                     with contextlib.suppress(BaseException):
-                        await asyncio.shield(_discard(conn))
+                        await asyncio.shield(close())
 
 
 class _Notifier:
@@ -873,7 +915,7 @@ class _Notifier:
         self._channel = _schema.channel_name(world.namespace)
         self._pending: set[str] = set()
         self._task: asyncio.Task[None] | None = None
-        self._conn: AsyncConnection | None = None
+        self._close: _Closer | None = None
         self._driver: asyncpg.Connection | None = None
 
     def notify(self, sid: str) -> None:
@@ -890,24 +932,31 @@ class _Notifier:
                 self._pending.clear()
                 for _ in range(self._TRIES):
                     try:
-                        if self._driver is None or self._driver.is_closed():
-                            await self._drop()
-                            self._conn, self._driver = await self._world._driver_session()
-                            # a NOTIFY's commit need not wait for the disk: it carries
-                            # no data, only news of appends already durable
-                            await self._driver.execute("SET synchronous_commit TO off")
-                        await self._driver.execute(self._world._sql.notify, self._channel, sids)
+                        await self._send(sids)
                         break
                     except Exception:  # a cut connection: once more on a new one
                         await self._drop()
         finally:
             self._task = None
 
+    async def _send(self, sids: list[str]) -> None:
+        world = self._world
+        if world.pooler == "transaction":  # no session to keep: NOTIFY with the calls
+            await world._call("notify", "exec", world._sql.notify, self._channel, sids)
+            return
+        if self._driver is None or self._driver.is_closed():
+            await self._drop()
+            self._close, self._driver = await world._driver_session(listen=False)
+            # a NOTIFY's commit need not wait for the disk: it carries
+            # no data, only news of appends already durable
+            await self._driver.execute("SET synchronous_commit TO off")
+        await self._driver.execute(world._sql.notify, self._channel, sids)
+
     async def _drop(self) -> None:
-        conn, self._conn, self._driver = self._conn, None, None
-        if conn is not None:
+        close, self._close, self._driver = self._close, None, None
+        if close is not None:
             with contextlib.suppress(BaseException):
-                await asyncio.shield(_discard(conn))
+                await asyncio.shield(close())
 
     async def close(self) -> None:
         """Send what is pending (briefly), then let the connection go."""
@@ -918,6 +967,9 @@ class _Notifier:
         if self._task is not None:
             self._task.cancel()
         await self._drop()
+
+
+_Closer = Callable[[], Awaitable[None]]
 
 
 async def _discard(conn: AsyncConnection) -> None:
@@ -941,15 +993,25 @@ def _engine_url(dsn: str) -> URL:
 
 
 def _own_options(url: str) -> tuple[str, dict[str, str]]:
-    """Split fxworld's options (namespace, max_entry_bytes, pool_size) off ``url``."""
+    """Split fxworld's options (namespace, max_entry_bytes, pool_size, follow_poll,
+    pooler, listen_url) off ``url``."""
     base, params = split_query(url)
-    names: tuple[str, ...] = ("namespace", "max_entry_bytes", "pool_size")
+    names = ("namespace", "max_entry_bytes", "pool_size", "follow_poll", "pooler", "listen_url")
     own: dict[str, str] = {k: params.pop(k) for k in names if k in params}
     if "pool_size" in own and not own["pool_size"].isdigit():
         raise ConfigurationError(f"pool_size must be an integer in {mask(url)}")
+    if "follow_poll" in own and not _positive(own["follow_poll"]):
+        raise ConfigurationError(f"follow_poll must be a positive number in {mask(url)}")
     if params:
         base += "?" + urlencode(params)
     return base, own
+
+
+def _positive(value: str) -> bool:
+    try:
+        return 0 < float(value) < float("inf")
+    except ValueError:
+        return False
 
 
 def _hot_limit(engine: AsyncEngine, pool_size: int) -> int:

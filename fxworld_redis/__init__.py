@@ -3,7 +3,9 @@
 URL: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
 ``?namespace=ns``, ``?cluster=true`` (Redis Cluster), ``?partitions=N``,
 ``?max_entry_bytes=N`` and ``?durable=true|false``; other query parameters go to
-redis-py (``?max_connections=N``: its pool, per server). Or the application's own
+redis-py (``?max_connections=N``: on one server the world's budget, default 8, a
+pool whose calls wait for a free connection; on a Cluster redis-py's pool per
+node). Or the application's own
 ``redis.asyncio.Redis`` / ``RedisCluster``, which ``close()`` leaves open::
 
     from fxworld import world

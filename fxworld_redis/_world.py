@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -40,6 +41,11 @@ _RELOADS = 3
 _MAX_PARTITIONS = 1024
 _DEFAULT_PARTITIONS = {False: 1, True: 16}  # one server / a Cluster
 _FOLLOW_BLOCK_MS = 1000
+POOL_SIZE = 8
+"""The connection budget of one world on one server: its pool blocks past this many
+connections (``?max_connections=`` sets another), the followers' shared ``XREAD``
+included. On a Cluster, redis-py's own limit per node applies (``max_connections``,
+100 unless set)."""
 _CALL_TIMEOUT = 30.0  # s: > follow's XREAD BLOCK; a stalled link ends
 _PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
 _US = 1_000_000
@@ -592,6 +598,7 @@ def _client_factory(url: str, cluster: bool) -> Any:
     """A function that builds this world's own client: redis-py's automatic resend
     off (the world decides what may run again), bounded timeouts."""
     options: dict[str, Any] = {
+        "client_name": f"fxworld-{os.getpid()}",  # CLIENT LIST shows whose it is
         "retry": Retry(NoBackoff(), 0),
         "socket_timeout": None,  # each call's deadline is _CALL_TIMEOUT (cheaper)
         "socket_connect_timeout": 5.0,
@@ -605,7 +612,17 @@ def _client_factory(url: str, cluster: bool) -> Any:
         pass
     if cluster:
         return lambda: RedisCluster.from_url(url, **options)
-    return lambda: Redis.from_url(url, **options)
+    return lambda: _budgeted(url, options)
+
+
+def _budgeted(url: str, options: dict[str, Any]) -> Redis:
+    """A client whose calls wait for one of at most ``POOL_SIZE`` connections."""
+    pool = BlockingConnectionPool.from_url(
+        url, **{"max_connections": POOL_SIZE, "timeout": _CALL_TIMEOUT, **options}
+    )
+    client = Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True  # close() closes the pool it made
+    return client
 
 
 def _check_no_resend(client: Redis | RedisCluster) -> None:

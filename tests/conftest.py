@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 # A real PostgreSQL server (session-scoped) and fresh namespaces on it.
-from tests.support.postgres_fixtures import pg_url, postgres_server  # noqa: F401
+from tests.support.postgres_fixtures import (  # noqa: F401
+    pg_url,
+    pgbouncer,
+    pgbouncer_url,
+    postgres_server,
+)
 
 # Real Redis servers (a single one and a three-master Cluster, session-scoped).
 from tests.support.redis_fixtures import redis_cluster, redis_server, redis_url  # noqa: F401

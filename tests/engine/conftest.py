@@ -46,6 +46,9 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "url": _url_from_env,
     # a fresh namespace on the session's real PostgreSQL (tests/support/postgres_server.py)
     "postgres": lambda request, tmp: request.getfixturevalue("pg_url"),
+    # the same server through a real PgBouncer in transaction mode (tests/support/
+    # pgbouncer_server.py); only for tests that name it in their engine_worlds mark
+    "pgbouncer": lambda request, tmp: request.getfixturevalue("pgbouncer_url"),
     # a fresh namespace on the session's real Redis (tests/support/redis_server.py)
     "redis": lambda request, tmp: request.getfixturevalue("redis_url"),
     # a fresh namespace on the session's real S3 server (tests/support/s3_server.py)
@@ -56,11 +59,11 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_world_url" in metafunc.fixturenames:
-        names = os.environ.get("FXWORLD_ENGINE_WORLDS", "")
-        chosen = [n for n in names.split(",") if n] or ["sqlite", "postgres", "redis", "s3"]
+        names = [n for n in os.environ.get("FXWORLD_ENGINE_WORLDS", "").split(",") if n]
+        chosen = names or ["sqlite", "postgres", "redis", "s3"]
         only = metafunc.definition.get_closest_marker("engine_worlds")
-        if only is not None:  # a test that needs no more than these worlds
-            chosen = [n for n in chosen if n in only.args]
+        if only is not None:  # the worlds a test runs on (pgbouncer only where named)
+            chosen = [n for n in only.args if not names or n in names]
         metafunc.parametrize("engine_world_name", chosen)
 
 

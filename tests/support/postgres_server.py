@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PostgresServer", "start_postgres", "find_pg_bin"]
+__all__ = ["PostgresServer", "start_postgres", "find_pg_bin", "unprivileged_user"]
 
 USER = "fxworld"
 DATABASE = "fxworld"
@@ -237,7 +237,7 @@ class LocalPostgres(PostgresServer):
         self._fsync = fsync
         super().__init__("127.0.0.1", _free_port(), USER, PASSWORD, DATABASE)
         if os.geteuid() == 0:
-            owner = _unprivileged_user()
+            owner = unprivileged_user()
             os.chmod(self.root, 0o700)
             shutil.chown(self.root, owner.pw_uid, owner.pw_gid)
             self._as = ["runuser", "-u", owner.pw_name, "--"]
@@ -350,7 +350,7 @@ class LocalPostgres(PostgresServer):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _unprivileged_user() -> pwd.struct_passwd:
+def unprivileged_user() -> pwd.struct_passwd:
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)

@@ -1,0 +1,329 @@
+"""A fleet of real ``fxworld worker`` processes on one store; prints, never asserts.
+
+    python benchmarks/bench_fleet.py --world WORLD [--workers 1,2,4,8] [--sessions 64]
+        [--steps 10] [--concurrency 8]
+
+WORLD is a URL (each worker count gets a fresh ``?namespace=``), or one of
+``sqlite`` (several processes, one file), ``postgres``, ``pgbouncer`` (PostgreSQL
+through PgBouncer in transaction mode, ``?pooler=transaction`` with a direct
+``listen_url``), ``redis``, ``redis-cluster``: a throwaway server from
+tests/support, stopped afterwards.
+
+For each worker count W: W workers (benchmarks/_fleet_agent.py: turns of
+``--steps`` no-op tool steps) start and log ready; then ``--sessions`` prompts land
+at once (all due together) and the run ends when every turn has finished. Printed:
+
+* steps/s (tool steps of all sessions / seconds from the first prompt to the last
+  ``turn.finished``, by the store's stamps) and efficiency per worker
+  (steps/s / (W x steps/s at W=1));
+* wake lag, due -> taken: from each prompt's entry to its session's first ``fence``
+  entry (both stamped by the store), p50/p99;
+* fairness: each session's share of its steps done when half of all steps were
+  done (the median ``tool.finished`` time): min, max;
+* server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
+* per step: the workers' CPU (after their start-up), the server's CPU (its backends,
+  PgBouncer, redis-server, where they run here) and the world's calls;
+* the capacity model of docs/scaling.md: ``min(W / c, (C_W - P_W) / (c + s), K / a)``
+  with c and s the client's and the server's CPU per step (beyond polling), C_W the
+  fair share of the cores W workers and the server get beside others' load
+  (``cores_for``: the machine is shared, its load is printed), P_W the cores the W
+  workers' polling for wakes keeps busy (measured idle, before the prompts), K the
+  store's ceiling in single-entry appends/s from 4 processes (``fxworld bench``, run
+  first) and a the world's calls per step (from the logs: one per distinct entry
+  stamp, the appends and acquires, plus take, finish and the replay's read per turn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
+
+from _fleet_probe import Probe, cpu_seconds, open_probe  # noqa: E402
+
+from fxworld import Agent, open_world  # noqa: E402
+from fxworld.testing import ScriptedModel  # noqa: E402
+from fxworld_conformance.target import with_namespace  # noqa: E402
+
+
+def cores_for(workers: int, load: float) -> float:
+    """Cores the fleet gets on a machine others load: a fair share of the
+    ``os.cpu_count()`` cores for its W workers and the server's one busy process
+    beside the ``load`` runnable processes of others (the 1-minute load average
+    taken before the run)."""
+    cores = os.cpu_count() or 1
+    return min(cores, cores * (workers + 1) / (workers + 1 + load))
+
+
+@dataclass
+class Result:
+    workers: int
+    steps_per_s: float
+    lags: list[float]  # seconds, due -> taken
+    progress: list[float]
+    connections: int
+    client_cpu: float  # seconds per step, beyond the idle workers' polling
+    server_cpu: float  # seconds per step, beyond what the idle workers' polling costs
+    idle_cpu: float  # cores the W idle workers and their polling keep busy
+    calls: float  # calls of the world per step, from the logs
+    passed: int  # sessions taken out of due order
+
+
+def start_workers(url: str, n: int, args: argparse.Namespace, tmp: Path) -> list[Worker]:
+    env = dict(os.environ, FLEET_STEPS=str(args.steps))
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), env.get("PYTHONPATH", "")])
+    workers = []
+    for i in range(n):
+        log = tmp / f"worker-{n}-{i}.log"
+        with open(log, "wb") as out:
+            command = [sys.executable, "-m", "fxworld.cli", "worker", "_fleet_agent:agent"]
+            command += ["--world", url, "--concurrency", str(args.concurrency), "-v"]
+            popen = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        workers.append(Worker(popen, log))
+    return workers
+
+
+@dataclass
+class Worker:
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    async def ready(self) -> None:
+        while b"worker ready" not in self.log.read_bytes():
+            if self.popen.poll() is not None:
+                raise RuntimeError(self.log.read_text())
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        """SIGTERM, then wait for the exit (by its pid, as it was started)."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(self.popen.wait)
+
+
+async def until_finished(world: Any, sids: list[str]) -> dict[str, list[Any]]:
+    """Every entry of every session, read as it lands until each turn finished."""
+    logs: dict[str, list[Any]] = {sid: [] for sid in sids}
+    pending = set(sids)
+    while pending:
+        await asyncio.sleep(max(0.2, len(pending) / 5000))  # 10,000 sessions: fewer rounds
+        for sid in list(pending):
+            log = logs[sid]
+            log += await world.read(sid, log[-1].seq if log else 0, limit=10_000)
+            if log and log[-1].kind == "turn.finished":
+                pending.discard(sid)
+    return logs
+
+
+async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Probe) -> Result:
+    url = with_namespace(base, f"fleet_{uuid.uuid4().hex[:10]}")
+    world = open_world(url)
+    await world.setup()
+    client = Agent(ScriptedModel(["-"]), world=world)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = start_workers(url, workers, args, Path(tmp))
+        try:
+            for p in procs:
+                await p.ready()
+            return await drive(world, client, procs, workers, args, probe)
+        finally:
+            await asyncio.gather(*(p.stop() for p in procs))
+            await world.close()
+
+
+async def drive(
+    world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
+) -> Result:
+    idle = await idle_rate(procs, probe)
+    cpu0 = sum(cpu_seconds(p.pid) for p in procs)
+    server0 = await probe.server_cpu()
+    peak = 0
+    sids = [f"s{i:05d}" for i in range(args.sessions)]
+    t0 = time.perf_counter()
+    for i in range(0, len(sids), 200):  # a burst of 10,000 in chunks: the pool's queue
+        chunk = sids[i : i + 200]
+        await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in chunk))
+    done = asyncio.create_task(until_finished(world, sids))
+    while not done.done():
+        peak = max(peak, await probe.connections())
+        await asyncio.wait([done], timeout=0.25)
+    logs = done.result()
+    elapsed = span(logs) or time.perf_counter() - t0
+    steps = args.sessions * args.steps
+    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0 - idle[0] * elapsed
+    server = await probe.server_cpu() - server0 - idle[1] * elapsed
+    return Result(
+        workers=workers,
+        steps_per_s=steps / elapsed,
+        lags=[wake_lag(log) for log in logs.values()],
+        progress=progress_at_half(logs, args.steps),
+        connections=peak,
+        client_cpu=max(0.0, cpu) / steps,
+        server_cpu=max(0.0, server) / steps,
+        idle_cpu=idle[0] + idle[1],
+        passed=out_of_order(logs),
+        calls=sum(len({e.at for e in log}) + 3 for log in logs.values()) / steps,
+    )
+
+
+async def idle_rate(procs: list[Worker], probe: Probe) -> tuple[float, float]:
+    """CPU seconds per second of the ready, idle workers (polling for wakes) and of
+    the server answering them, over 2 s."""
+    client0, server0 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
+    t0 = time.perf_counter()
+    await asyncio.sleep(2.0)
+    client1, server1 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
+    elapsed = time.perf_counter() - t0
+    return (client1 - client0) / elapsed, (server1 - server0) / elapsed
+
+
+def out_of_order(logs: dict[str, list[Any]], grain: float = 0.05) -> int:
+    """Sessions taken after some session that came due more than ``grain`` seconds
+    after them was taken (more than ``grain`` earlier): passed over in the queue."""
+    pairs = sorted((_due_taken(log)) for log in logs.values())
+    suffix = [float("inf")] * (len(pairs) + 1)  # earliest take among pairs[i:]
+    for i in range(len(pairs) - 1, -1, -1):
+        suffix[i] = min(suffix[i + 1], pairs[i][1])
+    passed, j = 0, 0
+    for due, taken in pairs:
+        while j < len(pairs) and pairs[j][0] <= due + grain:
+            j += 1
+        passed += suffix[j] < taken - grain
+    return passed
+
+
+def _due_taken(log: list[Any]) -> tuple[float, float]:
+    prompt = next(e for e in log if e.kind == "prompt")
+    fence = next(e for e in log if e.kind == "fence" and e.seq > prompt.seq)
+    return prompt.at.timestamp(), fence.at.timestamp()
+
+
+def span(logs: dict[str, list[Any]]) -> float:
+    """Seconds from the first prompt to the last ``turn.finished``, by the store's
+    stamps (not by when this process polled them)."""
+    first = min(e.at for log in logs.values() for e in log if e.kind == "prompt")
+    last = max(e.at for log in logs.values() for e in log if e.kind == "turn.finished")
+    return (last - first).total_seconds()
+
+
+def wake_lag(log: list[Any]) -> float:
+    """Seconds from the prompt (due at once) to the first fence (taken)."""
+    due, taken = _due_taken(log)
+    return max(0.0, taken - due)
+
+
+def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
+    """Each session's share of its steps done when half of all steps were done."""
+    finished = {sid: [e.at for e in log if e.kind == "tool.finished"] for sid, log in logs.items()}
+    mid = statistics.median_low(at for ats in finished.values() for at in ats)
+    return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
+
+
+def predict(r: Result, load: float, ceiling: float) -> float:
+    """The capacity model: W processes each bound by its own CPU per step, all of
+    them and the server bound by their share of the cores (less what polling for
+    wakes keeps busy), and the store by its ceiling of statements."""
+    w, c, s = r.workers, r.client_cpu, r.server_cpu
+    cores = max(0.01, cores_for(w, load) - r.idle_cpu)
+    return min(w / c, cores / (c + s), ceiling / r.calls)
+
+
+def store_ceiling(base: str) -> float:
+    """Single-entry appends/s from 4 processes (``fxworld bench``), in a fresh namespace."""
+    url = with_namespace(base, f"ceiling_{uuid.uuid4().hex[:10]}")
+    subprocess.run([sys.executable, "-m", "fxworld.cli", "setup", "--world", url], check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "fxworld.cli", "bench", "--world", url, "--seconds", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("single-entry append") and "4 p" in x)
+    return float(line.split()[-2].replace(",", ""))
+
+
+def print_row(r: Result, one: Result, load: float, ceiling: float) -> None:
+    lag = r.lags
+    eff = r.steps_per_s / (r.workers * one.steps_per_s)
+    pred = predict(r, load, ceiling)
+    print(
+        f"{r.workers:>3} {r.steps_per_s:>8,.0f} {eff:>5.0%} "
+        f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
+        f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
+        f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
+        f"{r.calls:>6.1f} "
+        f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
+        flush=True,
+    )
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+HEADER = (
+    "  W   steps/s  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st  predict  meas"
+)
+
+
+async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
+    ceiling = store_ceiling(base)
+    load = os.getloadavg()[0]
+    print(f"{os.cpu_count()} cores; load {load:.1f} before the run (others' processes)")
+    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s (4 processes)")
+    print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
+    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls)")
+    print(HEADER)
+    one: Result | None = None
+    for w in args.workers:
+        result = await run_fleet(base, w, args, probe)
+        one = one or result
+        print_row(result, one, load, ceiling)
+        print(f"      taken out of due order (50 ms grain): {result.passed} of {args.sessions}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--world", required=True)
+    parser.add_argument(
+        "--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8]
+    )
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    with open_probe(args.world) as (base, make_probe):
+        print(f"world: {args.world}")
+        asyncio.run(with_probe(base, args, make_probe))
+
+
+async def with_probe(base: str, args: argparse.Namespace, make_probe: Callable[[], Any]) -> None:
+    probe = await make_probe()
+    try:
+        await bench(base, args, probe)
+    finally:
+        await probe.close()
+
+
+if __name__ == "__main__":
+    main()
