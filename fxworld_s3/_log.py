@@ -45,6 +45,7 @@ class State:
     since_compact: int = 0  # batches landed since the last compaction looked
     recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
     small: tuple[tuple[int, int], list[Batch]] | None = None  # the last segment, if small
+    marked: bool = False  # this world wrote (or found) the session's marker for ``gen``
 
     def saw(self, batch: Batch) -> None:
         """Record ``batch`` (read or written) in the view."""
@@ -133,6 +134,7 @@ class Logs:
             elif await self.store.put_new(key, dumps(new)) is not None:
                 break
         fresh = self.states[sid] = State(new["g"], new["E"], start_of(new["E"]))
+        await self.unmark(sid, st.gen)
         return fresh
 
     async def refresh(self, sid: str, st: State) -> State:
@@ -205,6 +207,9 @@ class Logs:
                 continue
             batch = choice.batch
             token = batch.token
+            if batch.first == 1 and not st.marked:  # before the generation's first batch
+                await self.mark(sid, st.gen)
+                st.marked = True
             key = self.keys.batch(sid, st.gen, batch.first)
             if await self.store.put_new(key, batch.body()) is not None:
                 st.saw(batch)
@@ -246,6 +251,40 @@ class Logs:
             tasks = list(self.chores)
             await asyncio.gather(*tasks, return_exceptions=True)
             self.chores.difference_update(tasks)  # awaiting a done task does not yield
+
+    # -- the session markers (list_sessions) ---------------------------------------------
+
+    async def mark(self, sid: str, gen: int) -> None:
+        """Make ``m/{sid}`` name generation ``gen`` or a later one. Generations only
+        grow, so a marker never goes back to a body it had (no ABA on its MD5 ETag)."""
+        key = self.keys.marker(sid)
+        body = dumps({"g": gen})
+        while await self.store.put_new(key, body) is None:
+            got = await self.store.get(key)
+            if not isinstance(got, tuple):
+                continue  # removed between the two requests: create it again
+            if int(loads(got[0])["g"]) >= gen:
+                return
+            if await self.store.put_if(key, body, got[1]) is not None:
+                return
+
+    async def unmark(self, sid: str, gen: int) -> None:
+        """Remove ``m/{sid}`` if it names generation ``gen`` (ended) or an earlier one;
+        a writer of a later generation re-marked it and keeps it (W14)."""
+        key = self.keys.marker(sid)
+        while True:
+            got = await self.store.get(key)
+            if not isinstance(got, tuple) or int(loads(got[0])["g"]) > gen:
+                return
+            if await self.store.delete(key, etag=got[1]):
+                return
+
+    async def list_marked(self, after: str, limit: int) -> list[str]:
+        """The ids of marked sessions after ``after``, ascending (one LIST a page of
+        1,000): a marker's key order is its id's order."""
+        root = self.keys.markers()
+        listed = await self.store.list(root, start_after=root + after, limit=limit)
+        return [k[len(root) :] for k, _ in listed]
 
     # -- reading ----------------------------------------------------------------------
 

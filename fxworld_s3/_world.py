@@ -388,6 +388,15 @@ class S3World:
 
     # -- lifecycle of sessions ----------------------------------------------------------
 
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, ascending, greater than ``after``:
+        one LIST per 1,000 of the markers written before each generation's first
+        batch and removed by :meth:`delete`. A writer that died between its marker
+        and its first batch leaves its session listed, with an empty log."""
+        after = validate.list_args(after, limit)
+        await self._here()
+        return await self.logs.list_marked(after, limit)
+
     async def delete(self, session_id: str) -> None:
         """Ends the live generation with a batch marked deleted at the next position
         (so no stale writer can land after it), points ``g`` at a new, empty

@@ -447,3 +447,27 @@ async def test_s3_errors_mask_a_token_in_the_endpoint_url(s3_server: S3Server) -
     await w.close()
     for text in (str(info.value), repr(w)):
         assert "Tok3nXyz" not in text and "token=***" in text, text
+
+
+async def test_list_sessions_is_one_list_and_survives_a_delete_that_died(s3: S3World) -> None:
+    """list_sessions reads the markers with one LIST per page; a delete that died
+    after ending its generation is finished (marker removed) by the next reader,
+    and a session written again after its delete is listed again."""
+    for sid in ("b", "a", "c"):
+        await s3.append(sid, [NewEntry("e", {})])
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    before = other.store.counts.copy()
+    assert await other.list_sessions() == ["a", "b", "c"]
+    assert other.store.counts - before == {"LIST": 1}
+    # a delete that died right after landing its end batch: no roll forward, no unmark
+    from fxworld_s3._layout import Batch
+    from fxworld_s3._log import Write
+
+    await s3.logs.write(
+        "b", lambda st, ok: Write(Batch(st.tail.last + 1, 0, st.tail.top, False, deleted=True))
+    )
+    assert await other.read("b") == []  # the reader rolls the delete forward
+    assert await other.list_sessions() == ["a", "c"]
+    await other.append("b", [NewEntry("again", {})])
+    assert await s3.list_sessions(after="a", limit=1) == ["b"]
+    await other.close()
