@@ -3,7 +3,6 @@
 Under ``{prefix}{namespace}/``::
 
     s/{sid}/g                       generation pointer {"g": n, "E": epoch}: the live log
-    s/{sid}/h                       tail hint {"g": n, "f": first}: best effort, for follow
     s/{sid}/{g}/b/{first:020d}      one append batch, created with If-None-Match: *
     s/{sid}/{g}/c/{first}-{last}    a segment: a copy of the batches first..last
     w/{sid}                         the session's wake state, changed with If-Match
@@ -39,9 +38,6 @@ class Keys:
 
     def gen(self, sid: str) -> str:
         return f"{self.root}s/{sid}/g"
-
-    def hint(self, sid: str) -> str:
-        return f"{self.root}s/{sid}/h"
 
     def batches(self, sid: str, gen: int) -> str:
         return f"{self.root}s/{sid}/{gen}/b/"
