@@ -7,12 +7,13 @@ poller per world and event loop asks each session's next position once for all i
 followers, at most :data:`POLLS_PER_SECOND` GETs a second in all, :data:`AT_ONCE` at
 a time, and each session's followers read again when it landed, or when the session
 has been quiet for :data:`QUIET` seconds (later with many followers: at most
-:data:`QUIET_READS_PER_SECOND` such reads a second in all), a safety net only.
+:data:`QUIET_READS_PER_SECOND` such reads a second in all), a safety net only: the
+chain has no hole, so the next position is exact.
 
-A session is asked every 50 ms for :data:`QUIET` seconds after its last batch (a
+A session is asked every 50 ms for :data:`FAST` seconds after its last batch (a
 waiting follower sees a new batch about 25 ms plus one GET after it landed), then
-backing off to 400 ms; with more than 40 sessions followed the budget stretches that
-(100 sessions: each about once a second). Writers write nothing for followers.
+backing off to 400 ms; with more than 20 sessions followed the budget stretches that
+(100 sessions: each about every 2 s). Writers write nothing for followers.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Poller", "POLLS_PER_SECOND", "AT_ONCE", "QUIET", "QUIET_READS_PER_SECOND"]
+__all__ = ["Poller", "POLLS_PER_SECOND", "AT_ONCE", "QUIET", "QUIET_READS_PER_SECOND", "FAST"]
 
-POLLS_PER_SECOND = 100.0
+POLLS_PER_SECOND = 50.0
 """The most GETs of next positions the followers of one world make per second."""
 AT_ONCE = 4
 """The most of those GETs in flight at once (the client's other calls keep the rest)."""
-QUIET = 2.0
+QUIET = 10.0
 """Seconds without a new batch after which a session's followers read anyway."""
 QUIET_READS_PER_SECOND = 20.0
 """The most reads of quiet sessions' followers per second in all."""
+FAST = 2.0
+"""Seconds after a session's last batch during which it is asked every 50 ms."""
 _FIRST, _MOST, _BACKOFF = 0.05, 0.4, 1.5  # s between two asks of a quiet session
 
 Probe = Callable[[str, int], Awaitable[bool]]
@@ -47,7 +50,7 @@ class _Session:
     interval: float = _FIRST
     due: float = 0.0  # monotonic time of the next ask
     quiet_until: float = 0.0  # monotonic time after which its followers read anyway
-    fast_until: float = 0.0  # asked every 50 ms until then (QUIET after its last batch)
+    fast_until: float = 0.0  # asked every 50 ms until then (FAST after its last batch)
     waiting: dict[asyncio.Future[None], int] = field(default_factory=dict)  # -> cursor
 
 
@@ -86,7 +89,7 @@ class Poller:
         if s is None:
             now = time.monotonic()
             s = self._sessions[sid] = _Session(
-                due=now, quiet_until=now + QUIET, fast_until=now + QUIET
+                due=now, quiet_until=now + QUIET, fast_until=now + FAST
             )
             self._added.set()
         return s
@@ -126,7 +129,7 @@ class Poller:
             s.version += 1
             s.interval = _FIRST if changed else s.interval
             s.quiet_until = now + QUIET
-            s.fast_until = now + QUIET if changed else s.fast_until
+            s.fast_until = now + FAST if changed else s.fast_until
             for done in s.waiting:
                 if not done.done():
                     done.set_result(None)

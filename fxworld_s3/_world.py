@@ -308,8 +308,10 @@ class S3World:
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
         """W10: read what is there, then wait until a batch lands at the next
-        position (or the session stays quiet for 2 s or more), asked by the one
-        poller that the world's followers share."""
+        position (or the session stays quiet for QUIET seconds), asked by the one
+        poller that the world's followers share. A read reached the tail this world
+        knows, so after it the follower waits (the poller asks the position after
+        that tail) unless that tail is already past what it yielded."""
         await self._here()
         poller = self.poller
         cursor = after
@@ -319,7 +321,8 @@ class S3World:
             for entry in batch:
                 cursor = entry.seq
                 yield entry
-            if not batch:
+            st = self.logs.states.get(session_id)
+            if not batch or st is None or st.tail.last <= cursor:
                 await poller.wait(session_id, seen, cursor)
 
     async def _landed(self, session_id: str, cursor: int) -> bool:
