@@ -7,12 +7,16 @@
 * ``again``: the earliest request that arrived during the lease: ``finish_wake``
   makes it the next due time instead of removing the wake (W13);
 * ``chk``: wake intents of appends in flight (W7), ``{token: [gen, after, delay,
-  at]}``: written before the append's batch, removed by the writer once the batch
-  landed (applying the wake) or was refused. A writer that died in between leaves
-  its intent; the next ``take_wake`` after :data:`RECOVER_AFTER` seconds looks
-  for the batch with that token in the log after ``after`` and applies the wake
-  (due at the batch's commit time plus the delay) or, once the intent is older
-  than :data:`DROP_AFTER` and no such batch exists, drops it;
+  at]}``: written before the append's batch, removed by the writer after the
+  append returned (applying the wake: in the background, or in its next write of
+  the state) or when it was refused. Until then the intent is the wake: a
+  ``take_wake`` that meets one whose wake would be due looks once at the position
+  ``after + 1`` and applies the wake if the batch with that token is there. A
+  writer that died in between leaves its intent; the next ``take_wake`` after
+  :data:`RECOVER_AFTER` seconds looks for the batch with that token in the log
+  after ``after`` and applies the wake (due at the batch's commit time plus the
+  delay) or, once the intent is older than :data:`DROP_AFTER` and no such batch
+  exists, drops it;
 * ``op``: names the write that made this version, so that a retried write whose
   first attempt landed recognises itself.
 
@@ -91,6 +95,8 @@ class Wakes:
         self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
         self._peeked: set[str] = set()  # intent tokens whose next position was looked at
+        self._listing: asyncio.Future[list[tuple[str, str]]] | None = None  # LIST in flight
+        self._next_list: asyncio.Future[list[tuple[str, str]]] | None = None  # the one after
         # sid -> {token: commit time (None: refused)}: this world's appends whose
         # intents are still to settle; the next write of the state settles them
         self.landed: dict[str, dict[str, float | None]] = {}
@@ -211,7 +217,7 @@ class Wakes:
         from one LIST. ``find(sid, gen, after, token, quick)`` awaits the commit time
         of the batch written by ``token`` (``quick``: only if it is at ``after + 1``),
         or ``None`` (intent recovery, W7)."""
-        listed = await self.store.list(self.keys.wakes())
+        listed = await self._list_states()
         prefix = len(self.keys.wakes())
         docs: dict[str, Doc | None] = {}
         for k, tag in listed:
@@ -253,6 +259,45 @@ class Wakes:
             tries, left = left[: limit - len(out)], left[limit - len(out) :]
             out += [t for t in await asyncio.gather(*map(partial(self._take, lease), tries)) if t]
         return out
+
+    async def _list_states(self) -> list[tuple[str, str]]:
+        """LIST ``w/``, shared by the takers of this world that call while one LIST
+        runs: they wait for the next one, which starts after their calls (so it sees
+        every wake requested before them), and take its answer (group commit)."""
+        while True:
+            shared = self._next_list
+            if shared is None:
+                return await self._lead_list()
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this taker was cancelled
+                # its leader was cancelled: lead the next one
+
+    async def _lead_list(self) -> list[tuple[str, str]]:
+        nxt: asyncio.Future[list[tuple[str, str]]] = asyncio.get_running_loop().create_future()
+        self._next_list = nxt
+        try:
+            while self._listing is not None:  # the LIST in flight started before us
+                await asyncio.wait([self._listing])
+            self._next_list = None
+            self._listing = nxt
+            nxt.set_result(await self.store.list(self.keys.wakes()))
+        except BaseException as e:
+            if self._next_list is nxt:
+                self._next_list = None
+            if not nxt.done():
+                if isinstance(e, Exception):
+                    nxt.set_exception(e)
+                    nxt.exception()  # retrieved: the leader raises it itself
+                else:
+                    nxt.cancel()
+            raise
+        finally:
+            if self._listing is nxt:
+                self._listing = None
+        return nxt.result()
 
     async def _take(self, lease: float, sid: str) -> tuple[str, str, int, float] | None:
         token = uuid.uuid4().hex
@@ -321,6 +366,7 @@ class Wakes:
         async with self.locks.hold(sid):
             await self.store.delete(self.keys.wake(sid))
             self.states[sid] = ("", None)
+            self.landed.pop(sid, None)  # its intents went with it
 
 
 def _unchanged(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
