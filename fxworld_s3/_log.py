@@ -159,6 +159,10 @@ class Logs:
             listed = await self.store.list(
                 self.keys.batches(sid, st.gen), start_after=await self._tail_start(sid, st)
             )
+            for k, _ in listed:  # known positions: later reads LIST from nearer
+                first = self.keys.first_of(k)
+                if first not in st.firsts:
+                    bisect.insort(st.firsts, first)
             if listed:
                 batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
             else:
