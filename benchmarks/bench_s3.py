@@ -9,16 +9,19 @@ what fxworld costs over the cheapest conditional write the server does.
     python benchmarks/bench_s3.py --endpoint http://127.0.0.1:9000 --bucket b
     python benchmarks/bench_s3.py --seconds 5
 
-Rows: appends/s with 1 and 8 sessions; reading a 1,000-entry session (requests
-and ms) before and after compaction; wakes taken and finished per second (1 and
-4 workers); follow delay p50/p99 (append return to follower yield, another world).
+Rows (each rate paired, round by round, with raw PUTs just before it; the median
+of ``--rounds`` rounds): appends/s with 1 and 8 sessions; an append with a wake,
+in PUT latencies; reading a 1,000-entry session (requests and ms) before and after
+compaction; wakes taken and finished per second with 1 and 8 workers, every round
+from the same queue size, at 400 and 4,000 queued; follow delay p50/p99 from the
+append's call to the yield of a follower already waiting (another world), beside
+one PUT latency; the requests of one ``list_sessions`` page.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import time
 import uuid
@@ -27,35 +30,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _measure import run_on_s3  # (this script's folder is on the path)
+from _measure import paired, pct, run_on_s3, timed  # (this script's folder is on the path)
 
 from fxworld import NewEntry
+from fxworld.protocol import SessionLister
 from fxworld_s3 import S3World
 
 PAYLOAD = {"role": "assistant", "text": "x" * 200, "n": 1}
 
 
 async def _rate(workers: int, seconds: float, step: Callable[[int], Awaitable[object]]) -> float:
-    done = 0
-    end = time.monotonic() + seconds
+    async def one(k: int) -> int:
+        await step(k)
+        return 1
 
-    async def run(k: int) -> None:
-        nonlocal done
-        while time.monotonic() < end:
-            await step(k)
-            done += 1
-
-    started = time.monotonic()
-    await asyncio.gather(*(run(k) for k in range(workers)))
-    return done / (time.monotonic() - started)
+    return await timed(workers, seconds, one)
 
 
 def _world(args: argparse.Namespace, namespace: str) -> S3World:
     return S3World(args.bucket, endpoint_url=args.endpoint, namespace=namespace)
 
 
-async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    rows: list[tuple[str, str, str]] = []
+Row = tuple[str, str, str]
+
+
+async def bench(args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
     w = _world(args, "bench_" + uuid.uuid4().hex[:8])
     await w.setup()
     raw_key = f"{w.keys.root}raw/"
@@ -63,22 +63,57 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     async def raw_put(k: int) -> None:
         await w.store.put_new(f"{raw_key}{uuid.uuid4().hex}", b'{"x":"' + b"x" * 200 + b'"}')
 
+    def raw(n: int) -> Callable[[], Awaitable[float]]:
+        return lambda: _rate(n, args.seconds, raw_put)
+
+    rows += await _appends(args, w, raw)
+    rows += await _read_1000(args, w)
+    rows += await _wakes(args, w, raw)
+    rows += await _follow(args, w, raw)
+    rows += await _listing(args, w)
+    await w.close()
+    return rows
+
+
+async def _appends(
+    args: argparse.Namespace, w: S3World, raw: Callable[[int], Callable[[], Awaitable[float]]]
+) -> list[Row]:
+    rows: list[Row] = []
     for n in (1, 8):
-        raw = await _rate(n, args.seconds, raw_put)
         sessions = [f"a{n}-{k}" for k in range(n)]
         fences = [await w.acquire(s) for s in sessions]
 
         async def append(k: int, sessions: list[str] = sessions, fences: list = fences) -> None:  # type: ignore[type-arg]
             await w.append(sessions[k], [NewEntry("step", PAYLOAD)], fence=fences[k])
 
-        rate = await _rate(n, args.seconds, append)
+        m = await paired(args.rounds, raw(n), lambda n=n, a=append: _rate(n, args.seconds, a))  # type: ignore[misc]
         await w.logs.drain()
         rows.append(
-            (f"fenced appends/s, {n} session(s)", f"{rate:,.0f}", f"{rate / raw:.2f}x raw PUT")
+            (
+                f"fenced appends/s, {n} session(s)",
+                f"{m.value:,.0f}",
+                f"{m.ratio:.2f}x raw PUT ({m.raw:,.0f}/s)",
+            )
         )
-        rows.append((f"raw If-None-Match PUTs/s, {n} task(s)", f"{raw:,.0f}", "baseline"))
 
-    # a 1,000-entry session written without compaction, read by a fresh world
+    async def with_wake(k: int) -> None:
+        await w.append("woken", [NewEntry("step", PAYLOAD)], wake=3600)
+
+    m = await paired(args.rounds, raw(1), lambda: _rate(1, args.seconds, with_wake))
+    await w.logs.drain()
+    rows.append(
+        (
+            "append with wake, latency",
+            f"{1000 / m.value:,.1f} ms",
+            f"{m.raw / m.value:.2f} PUT latencies ({1000 / m.raw:,.1f} ms)",
+        )
+    )
+    return rows
+
+
+async def _read_1000(args: argparse.Namespace, w: S3World) -> list[Row]:
+    """A 1,000-entry session written without compaction, read by a fresh world."""
+    rows: list[Row] = []
     sid = "read-1000"
     w.logs._compacting.add(sid)
     for i in range(0, 1000, 50):
@@ -100,40 +135,96 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         await reader.close()
         w.logs._compacting.discard(sid)
         st = await w.logs.state(sid)
-        for _ in range(3):
+        for _ in range(4):
             await w.logs.compact(sid, st)
+    return rows
 
-    for workers in (1, 4):
-        for i in range(400):
-            await w.wake(f"wk{workers}-{i}")
 
-        async def cycle(k: int) -> None:
-            lease = await w.take_wake(lease=30)
-            if lease is not None:
-                await w.finish_wake(lease)
+async def _wakes(
+    args: argparse.Namespace, w: S3World, raw: Callable[[int], Callable[[], Awaitable[float]]]
+) -> list[Row]:
+    """Wakes taken and finished, each row from the same queue size (topped up)."""
+    rows: list[Row] = []
+    for queued in (400, 4000):
+        q = _world(args, f"{w.namespace}-q{queued}")
+        made = 0
 
-        rate = await _rate(workers, args.seconds, cycle)
-        rows.append((f"wakes taken+finished/s, {workers} worker(s)", f"{rate:,.1f}", "400 queued"))
+        async def top_up(n: int, q: S3World = q) -> None:
+            nonlocal made
+            for i in range(0, n, 50):
+                batch = range(made + i, made + min(n, i + 50))
+                await asyncio.gather(*(q.wake(f"wk-{j}") for j in batch))
+            made += n
 
+        await top_up(queued)
+        for workers in (1, 8):
+            taken = 0
+
+            async def cycle(k: int, q: S3World = q) -> None:
+                nonlocal taken
+                lease = await q.take_wake(lease=30)
+                if lease is not None:
+                    await q.finish_wake(lease)
+                    taken += 1
+
+            async def rate(
+                workers: int = workers, cycle: Callable[[int], Awaitable[None]] = cycle
+            ) -> float:
+                nonlocal taken
+                await top_up(taken)  # every round starts from the same queue size
+                taken = 0
+                return await _rate(workers, args.seconds, cycle)
+
+            m = await paired(args.rounds, raw(8), rate)
+            rows.append(
+                (
+                    f"wakes taken+finished/s, {workers} worker(s), {queued:,} queued",
+                    f"{m.value:,.1f}",
+                    f"{m.ratio:.2f}x raw PUT at 8 ({m.raw:,.0f}/s)",
+                )
+            )
+        await q.close()
+    return rows
+
+
+async def _follow(
+    args: argparse.Namespace, w: S3World, raw: Callable[[int], Callable[[], Awaitable[float]]]
+) -> list[Row]:
+    """From the append's call to the yield of a follower already waiting (another world)."""
     follower = _world(args, w.namespace)
     stream = follower.follow("followed")
     delays: list[float] = []
     await w.append("followed", [NewEntry("first", {})])
     await asyncio.wait_for(anext(stream), 30)
+    put = 1000 / await raw(1)()
     for i in range(args.follows):
-        await asyncio.sleep(0.3)  # a quiet session between appends
-        await w.append("followed", [NewEntry("e", {"i": i})])
+        waiting = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.3)  # a quiet session between appends; the follower waits
         t0 = time.perf_counter()
-        await asyncio.wait_for(anext(stream), 30)
+        await w.append("followed", [NewEntry("e", {"i": i})])
+        await asyncio.wait_for(waiting, 30)
         delays.append((time.perf_counter() - t0) * 1000)
     await stream.aclose()  # type: ignore[attr-defined]
     await follower.close()
-    q = statistics.quantiles(delays, n=100)
-    rows.append(
-        ("follow delay p50 / p99", f"{q[49]:,.0f} / {q[98]:,.0f} ms", "poll hint, 50-400 ms")
-    )
-    await w.close()
-    return rows
+    p50, p99 = pct([d / 1000 for d in delays], 50), pct([d / 1000 for d in delays], 99)
+    return [
+        (
+            "follow delay p50 / p99, follower waiting",
+            f"{p50:,.0f} / {p99:,.0f} ms",
+            f"PUT latency {put:,.1f} ms: +{p50 - put:,.0f} / +{p99 - put:,.0f} ms",
+        )
+    ]
+
+
+async def _listing(args: argparse.Namespace, w: S3World) -> list[Row]:
+    reader = _world(args, w.namespace)
+    if not isinstance(reader, SessionLister):  # an S3World from before list_sessions
+        return [("list_sessions, one page", "-", "not available")]
+    before = reader.store.requests
+    listed = await reader.list_sessions(limit=1000)
+    cost = reader.store.requests - before
+    await reader.close()
+    return [("list_sessions, one page", f"{len(listed)} sessions", f"{cost} request(s)")]
 
 
 def main() -> None:
@@ -142,6 +233,7 @@ def main() -> None:
     parser.add_argument("--bucket", default="fxworld-bench")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--follows", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3, help="paired rounds per row (median)")
     args = parser.parse_args()
     rows = run_on_s3(args, bench)
     width = max(len(r[0]) for r in rows)

@@ -15,7 +15,7 @@ session, which ``close()`` leaves open::
 
 Capabilities: ``durable`` (whatever the server makes durable: AWS S3 and MinIO
 acknowledge a PUT once it is stored; SeaweedFS keeps its data dir), ``shared``.
-No ``push_follow``: followers poll a small hint object (see below).
+No ``push_follow``: followers poll the position after the tail (see below).
 
 How it keeps the contract with conditional writes alone (details in docs/s3.md):
 
@@ -32,16 +32,21 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   the log (segments make that cheap; the world caches what it has read, for its
   ``cache_size`` most recently used sessions) (W6). An
   append with ``wake=`` first writes a wake *intent* into the session's wake
-  state, then the batch, then turns the intent into the wake; if the writer died
-  in between, the next ``take_wake`` more than 1 s later finds the batch by its
-  token and applies the wake (W7).
-* Every 4 batches the writer copies the batches after the last segment into a
-  segment object (merged with it while it is under 500 entries), so reading a
-  1,000-entry session costs a handful of requests.
+  state, then the batch, and returns; the intent is turned into the wake in the
+  background. Until then a ``take_wake`` finds the batch by its token right after
+  the intent's tail (or, after 1 s, anywhere in the log) and applies the wake (W7).
+* Every 16 batches the writer copies the batches after the last segment, from its
+  memory, into a segment object (merged with it while both fit in 256 entries), so
+  reading a 1,000-entry session costs a handful of requests.
+* Followers wait for the batch at the position after the tail (a GET, 404 until it
+  lands): writers write nothing for them (W10).
+* ``list_sessions``: one LIST of markers ``m/{sid}``, each created before its
+  generation's first batch and removed when ``delete`` ends it.
 * ``delete`` ends the generation with a batch marked deleted at the next
   position, then points ``s/{sid}/g`` at a new, empty generation (W14).
 * Wakes: one state object per session, changed with ``If-Match``; ``take_wake``
-  LISTs them and takes a due one (``take_wakes``: up to ``limit`` from one LIST);
+  LISTs them and takes a due one (``take_wakes``: up to ``limit`` from one LIST;
+  ``wake_state``/``list_wakes`` read them, changing nothing);
   leases and due times are on the client clocks (keep them in sync, as with NTP)
   (W11-W13).
 * Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx

@@ -3,10 +3,11 @@
 Under ``{prefix}{namespace}/``::
 
     s/{sid}/g                       generation pointer {"g": n, "E": epoch}: the live log
-    s/{sid}/h                       tail hint {"g": n, "f": first}: best effort, for follow
     s/{sid}/{g}/b/{first:020d}      one append batch, created with If-None-Match: *
     s/{sid}/{g}/c/{first}-{last}    a segment: a copy of the batches first..last
     w/{sid}                         the session's wake state, changed with If-Match
+    m/{sid}                         marker {"g": n}: the session has (had) a batch in
+                                    generation n; listed by ``list_sessions``
 
 A batch's key is its first seq, so exactly one writer wins each position (W4). A
 writer only ever creates the position right after a batch it has read, so the
@@ -38,9 +39,6 @@ class Keys:
     def gen(self, sid: str) -> str:
         return f"{self.root}s/{sid}/g"
 
-    def hint(self, sid: str) -> str:
-        return f"{self.root}s/{sid}/h"
-
     def batches(self, sid: str, gen: int) -> str:
         return f"{self.root}s/{sid}/{gen}/b/"
 
@@ -58,6 +56,12 @@ class Keys:
 
     def wake(self, sid: str) -> str:
         return f"{self.root}w/{sid}"
+
+    def markers(self) -> str:
+        return f"{self.root}m/"
+
+    def marker(self, sid: str) -> str:
+        return f"{self.root}m/{sid}"
 
     def probe(self, token: str) -> str:
         return f"{self.root}setup-probe-{token}"

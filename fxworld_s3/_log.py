@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -23,11 +22,12 @@ from fxworld_s3._store import Store, dumps, loads
 
 __all__ = ["State", "Logs", "Write", "COMPACT_EVERY", "SEGMENT_ENTRIES"]
 
-COMPACT_EVERY = 4
+COMPACT_EVERY = 16
 """Batches past the last segment that make a writer compact them into one."""
-SEGMENT_ENTRIES = 1000
-"""A segment grows by merging until it holds about this many entries."""
+SEGMENT_ENTRIES = 256
+"""A segment grows by merging, from the writer's memory, up to this many entries."""
 _PARALLEL = 16
+_STEPS = 2  # GETs of the next position before a tail lookup LISTs instead
 T = TypeVar("T")
 
 
@@ -45,6 +45,7 @@ class State:
     since_compact: int = 0  # batches landed since the last compaction looked
     recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
     small: tuple[tuple[int, int], list[Batch]] | None = None  # the last segment, if small
+    marked: bool = False  # this world wrote (or found) the session's marker for ``gen``
 
     def saw(self, batch: Batch) -> None:
         """Record ``batch`` (read or written) in the view."""
@@ -133,33 +134,65 @@ class Logs:
             elif await self.store.put_new(key, dumps(new)) is not None:
                 break
         fresh = self.states[sid] = State(new["g"], new["E"], start_of(new["E"]))
+        await self.unmark(sid, st.gen)
         return fresh
 
     async def refresh(self, sid: str, st: State) -> State:
-        """Find the tail with a LIST after the last batch known; returns the state
-        (a new one if the generation ended). The tail is confirmed on return."""
+        """Find the tail; returns the state (a new one if the generation ended),
+        its tail confirmed by the server on return. The batches form a chain with
+        no hole (W9), so a GET of the position after the tail that finds nothing
+        confirms it; a tail far behind is found with a LIST after the segments."""
+        steps = 0
         while True:
             tail = st.tail
-            after = self.keys.batch(sid, st.gen, tail.first) if tail.real else ""
-            if not tail.real:  # a fresh view: start from the hint, if it is of this generation
-                hint = await self.hint(sid)
-                if hint is not None and hint[0] == st.gen and hint[1] > 1:
-                    after = self.keys.batch(sid, st.gen, hint[1] - 1)
-            listed = await self.store.list(self.keys.batches(sid, st.gen), start_after=after)
-            if not listed:
-                if tail.deleted:
-                    st = await self.roll_forward(sid, st, tail)
-                    continue
-                return st
-            for k, _ in listed:
+            if tail.deleted:
+                st = await self.roll_forward(sid, st, tail)
+                steps = 0
+                continue
+            if steps < _STEPS:  # the next position: 404 until a batch lands there
+                steps += 1
+                nxt = await self.get_batch(sid, st, tail.last + 1)
+                if nxt is None:
+                    return st
+                st.saw(nxt)
+                continue
+            listed = await self.store.list(
+                self.keys.batches(sid, st.gen), start_after=await self._tail_start(sid, st)
+            )
+            for k, _ in listed:  # known positions: later reads LIST from nearer
                 first = self.keys.first_of(k)
                 if first not in st.firsts:
                     bisect.insort(st.firsts, first)
-            batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
+            if listed:
+                batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
+            else:
+                batch = await self._last_compacted(sid, st)
             if batch is None:  # replaced by a stub between the LIST and the GET
                 st = await self.state_again(sid)
-                continue
-            st.saw(batch)
+            else:
+                st.saw(batch)
+            steps = 0
+
+    async def _tail_start(self, sid: str, st: State) -> str:
+        """The key to LIST batches after: past the tail known and the segments."""
+        if st.segments is None:
+            await self._list_segments(sid, st)
+        after = max(st.tail.first if st.tail.real else 0, st.compacted())
+        return self.keys.batch(sid, st.gen, after) if after else ""
+
+    async def _last_compacted(self, sid: str, st: State) -> Batch | None:
+        """The last batch of the segment chain (no batch listed after it)."""
+        chain = _chain(st.segments or [], 1)
+        if not chain or chain[-1][1] <= st.tail.last:
+            return st.tail if st.tail.real else None
+        got = await self.store.get(self.keys.segment(sid, st.gen, *chain[-1]))
+        if not isinstance(got, tuple):  # superseded and removed: list again
+            st.segments = None
+            return st.tail if st.tail.real else None
+        batches = [Batch.from_json(d) for d in loads(got[0])]
+        for b in batches:
+            st.saw(b)
+        return batches[-1]
 
     async def state_again(self, sid: str) -> State:
         self.states.pop(sid)
@@ -168,13 +201,6 @@ class Logs:
     async def get_batch(self, sid: str, st: State, first: int) -> Batch | None:
         got = await self.store.get(self.keys.batch(sid, st.gen, first))
         return Batch.parse(got[0]) if isinstance(got, tuple) else None
-
-    async def hint(self, sid: str) -> tuple[int, int] | None:
-        got = await self.store.get(self.keys.hint(sid))
-        if not isinstance(got, tuple):
-            return None
-        d = loads(got[0])
-        return int(d["g"]), int(d["f"])
 
     # -- writing ----------------------------------------------------------------------
 
@@ -205,6 +231,9 @@ class Logs:
                 continue
             batch = choice.batch
             token = batch.token
+            if batch.first == 1 and not st.marked:  # before the generation's first batch
+                await self.mark(sid, st.gen)
+                st.marked = True
             key = self.keys.batch(sid, st.gen, batch.first)
             if await self.store.put_new(key, batch.body()) is not None:
                 st.saw(batch)
@@ -225,17 +254,12 @@ class Logs:
             confirmed = True
 
     def _after_write(self, sid: str, st: State) -> None:
-        self.spawn(self._put_hint(sid, st.gen, st.tail.first))
         if st.since_compact >= COMPACT_EVERY and sid not in self._compacting:
             st.since_compact = 0
             self.spawn(self.compact(sid, st))
 
-    async def _put_hint(self, sid: str, gen: int, first: int) -> None:
-        with contextlib.suppress(Exception):  # only a hint: followers also LIST
-            await self.store.put(self.keys.hint(sid), dumps({"g": gen, "f": first}))
-
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the background (hints, compaction); ``drain`` awaits it."""
+        """Run ``coro`` in the background (compaction, wake settles); ``drain`` awaits it."""
         task = asyncio.get_running_loop().create_task(coro)
         self.chores.add(task)
         task.add_done_callback(self.chores.discard)
@@ -246,6 +270,40 @@ class Logs:
             tasks = list(self.chores)
             await asyncio.gather(*tasks, return_exceptions=True)
             self.chores.difference_update(tasks)  # awaiting a done task does not yield
+
+    # -- the session markers (list_sessions) ---------------------------------------------
+
+    async def mark(self, sid: str, gen: int) -> None:
+        """Make ``m/{sid}`` name generation ``gen`` or a later one. Generations only
+        grow, so a marker never goes back to a body it had (no ABA on its MD5 ETag)."""
+        key = self.keys.marker(sid)
+        body = dumps({"g": gen})
+        while await self.store.put_new(key, body) is None:
+            got = await self.store.get(key)
+            if not isinstance(got, tuple):
+                continue  # removed between the two requests: create it again
+            if int(loads(got[0])["g"]) >= gen:
+                return
+            if await self.store.put_if(key, body, got[1]) is not None:
+                return
+
+    async def unmark(self, sid: str, gen: int) -> None:
+        """Remove ``m/{sid}`` if it names generation ``gen`` (ended) or an earlier one;
+        a writer of a later generation re-marked it and keeps it (W14)."""
+        key = self.keys.marker(sid)
+        while True:
+            got = await self.store.get(key)
+            if not isinstance(got, tuple) or int(loads(got[0])["g"]) > gen:
+                return
+            if await self.store.delete(key, etag=got[1]):
+                return
+
+    async def list_marked(self, after: str, limit: int) -> list[str]:
+        """The ids of marked sessions after ``after``, ascending (one LIST a page of
+        1,000): a marker's key order is its id's order."""
+        root = self.keys.markers()
+        listed = await self.store.list(root, start_after=root + after, limit=limit)
+        return [k[len(root) :] for k, _ in listed]
 
     # -- reading ----------------------------------------------------------------------
 
@@ -320,11 +378,13 @@ class Logs:
     # -- compaction -------------------------------------------------------------------
 
     async def compact(self, sid: str, st: State) -> None:
-        """Copy the batches after the last segment into one segment (merged with
-        that segment while it is small). Safe under races: a segment is a copy of
-        immutable batches, so two compactors of one range write the same object;
-        readers take the longest segment at each position; a superseded segment is
-        removed afterwards and a reader that misses it lists again."""
+        """Copy the batches after the last segment into one segment, merged with
+        that segment while both fit in SEGMENT_ENTRIES; the batches come from this
+        world's memory when it holds them all (the writer's case), else are read.
+        Safe under races: a segment is a copy of immutable batches, so two
+        compactors of one range write the same object; readers take the longest
+        segment at each position; a superseded segment is removed afterwards and a
+        reader that misses it lists again."""
         if sid in self._compacting:
             return
         self._compacting.add(sid)
@@ -341,52 +401,61 @@ class Logs:
             await self._list_segments(sid, st)
         chain = _chain(st.segments or [], 1)
         start = chain[-1][1] + 1 if chain else 1
-        listed = await self.store.list(
-            self.keys.batches(sid, gen),
-            start_after=self.keys.batch(sid, gen, start - 1) if start > 1 else "",
-            limit=SEGMENT_ENTRIES,
-        )
-        if len(listed) < COMPACT_EVERY:
+        fresh = _held(st, start) or await self._read_after(sid, st, start)
+        fresh = _bounded(fresh)
+        if len(fresh) < COMPACT_EVERY:
             return
         batches: list[Batch] = []
-        merged: tuple[int, int] | None = None
-        if chain and chain[-1][1] - chain[-1][0] + 1 < SEGMENT_ENTRIES // 2:
-            merged = chain[-1]
-            if st.small is not None and st.small[0] == merged:
-                batches = list(st.small[1])
-            else:
-                got = await self.store.get(self.keys.segment(sid, gen, *merged))
-                if not isinstance(got, tuple):  # removed by another compactor: list again
-                    st.segments = None
-                    return
-                batches = [Batch.from_json(d) for d in loads(got[0])]
-        firsts = [self.keys.first_of(k) for k, _ in listed]
-        missing = [f for f in firsts if f not in st.recent]
-        fetched = {
-            f: b
-            for f, b in zip(
-                missing, await _gather(lambda f: self.get_batch(sid, st, f), missing), strict=True
-            )
-        }
-        added = 0
-        for f in firsts:
-            b = st.recent.get(f) or fetched.get(f)
-            if b is None or b.deleted:
-                break
-            batches.append(b)
-            added += 1
-        if added < COMPACT_EVERY:
-            return
+        if chain and chain[-1][1] - chain[-1][0] + 1 + _entries(fresh) <= SEGMENT_ENTRIES:
+            prior = await self._segment_batches(sid, st, chain[-1])  # merged: still small
+            if prior is None:
+                return
+            batches = prior
+        batches += fresh
         first, last = batches[0].first, batches[-1].last
         body = dumps([b.to_json() for b in batches])
         await self.store.put_new(self.keys.segment(sid, gen, first, last), body)
         old = [r for r in st.segments or [] if first <= r[0] and r[1] < last]
         st.segments = sorted({*(st.segments or []), (first, last)} - set(old))
-        st.small = ((first, last), batches) if last - first + 1 < SEGMENT_ENTRIES // 2 else None
+        st.small = ((first, last), batches) if last - first + 1 < SEGMENT_ENTRIES else None
         for f in [f for f in st.recent if f <= last]:
             del st.recent[f]
         for r in old:  # superseded: inside the new range
             await self.store.delete(self.keys.segment(sid, gen, *r))
+
+    async def _segment_batches(
+        self, sid: str, st: State, segment: tuple[int, int]
+    ) -> list[Batch] | None:
+        """The batches of ``segment``: from memory if this world wrote it, else a GET
+        (``None`` if another compactor removed it)."""
+        if st.small is not None and st.small[0] == segment:
+            return list(st.small[1])
+        got = await self.store.get(self.keys.segment(sid, st.gen, *segment))
+        if not isinstance(got, tuple):  # removed by another compactor: list again
+            st.segments = None
+            return None
+        return [Batch.from_json(d) for d in loads(got[0])]
+
+    async def _read_after(self, sid: str, st: State, start: int) -> list[Batch]:
+        """The batches from position ``start`` on, read from the store (a world
+        that did not write them): one LIST, GETs of those not in memory."""
+        gen = st.gen
+        listed = await self.store.list(
+            self.keys.batches(sid, gen),
+            start_after=self.keys.batch(sid, gen, start - 1) if start > 1 else "",
+            limit=SEGMENT_ENTRIES,
+        )
+        firsts = [self.keys.first_of(k) for k, _ in listed]
+        missing = [f for f in firsts if f not in st.recent]
+        got = await _gather(lambda f: self.get_batch(sid, st, f), missing)
+        fetched = dict(zip(missing, got, strict=True))
+        out: list[Batch] = []
+        for f in firsts:
+            b = st.recent.get(f) or fetched.get(f)
+            if b is None or b.deleted:
+                break
+            out.append(b)
+        return out
 
     # -- delete -----------------------------------------------------------------------
 
@@ -416,6 +485,34 @@ def _chain(segments: list[tuple[int, int]], p: int) -> list[tuple[int, int]]:
             return out
         out.append(best)
         p = best[1] + 1
+
+
+def _held(st: State, start: int) -> list[Batch]:
+    """The batches from position ``start`` to the known tail, if this world holds
+    all of them in memory (it wrote or read them); else ``[]``."""
+    out: list[Batch] = []
+    p = start
+    while p <= st.tail.last:
+        b = st.recent.get(p)
+        if b is None or b.deleted:
+            return []
+        out.append(b)
+        p = b.last + 1
+    return out
+
+
+def _bounded(batches: list[Batch]) -> list[Batch]:
+    """The first of ``batches`` that hold at most SEGMENT_ENTRIES entries (one at least)."""
+    out: list[Batch] = []
+    for b in batches:
+        if out and _entries(out) + b.count > SEGMENT_ENTRIES:
+            break
+        out.append(b)
+    return out
+
+
+def _entries(batches: list[Batch]) -> int:
+    return batches[-1].last - batches[0].first + 1 if batches else 0
 
 
 def _next(firsts: list[int], i: int) -> int:

@@ -207,7 +207,7 @@ class Store:
         return new
 
     async def put(self, key: str, body: bytes) -> str:
-        """Write ``key`` unconditionally (hints and stubs only)."""
+        """Write ``key`` unconditionally (stubs only)."""
 
         async def fn(c: Any) -> str:
             resp = await c.put_object(Bucket=self.bucket, Key=key, Body=body)

@@ -7,12 +7,16 @@
 * ``again``: the earliest request that arrived during the lease: ``finish_wake``
   makes it the next due time instead of removing the wake (W13);
 * ``chk``: wake intents of appends in flight (W7), ``{token: [gen, after, delay,
-  at]}``: written before the append's batch, removed by the writer once the batch
-  landed (applying the wake) or was refused. A writer that died in between leaves
-  its intent; the next ``take_wake`` after :data:`RECOVER_AFTER` seconds looks
-  for the batch with that token in the log after ``after`` and applies the wake
-  (due at the batch's commit time plus the delay) or, once the intent is older
-  than :data:`DROP_AFTER` and no such batch exists, drops it;
+  at]}``: written before the append's batch, removed by the writer after the
+  append returned (applying the wake: in the background, or in its next write of
+  the state) or when it was refused. Until then the intent is the wake: a
+  ``take_wake`` that meets one whose wake would be due looks once at the position
+  ``after + 1`` and applies the wake if the batch with that token is there. A
+  writer that died in between leaves its intent; the next ``take_wake`` after
+  :data:`RECOVER_AFTER` seconds looks for the batch with that token in the log
+  after ``after`` and applies the wake (due at the batch's commit time plus the
+  delay) or, once the intent is older than :data:`DROP_AFTER` and no such batch
+  exists, drops it;
 * ``op``: names the write that made this version, so that a retried write whose
   first attempt landed recognises itself.
 
@@ -25,11 +29,12 @@ due sessions in random order so that several workers rarely race for one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,12 +43,16 @@ from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER"]
+__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER"]
 
 RECOVER_AFTER = 1.0
 """Seconds an append's wake intent is left to its writer before take_wake recovers it."""
 DROP_AFTER = 120.0
 """Seconds after which an intent whose batch never landed is dropped."""
+
+SETTLE_AFTER = 0.05
+"""Seconds a landed intent waits for this world's next write of the session's wake
+state (the next append with a wake) before it is settled alone."""
 
 R = TypeVar("R")
 Doc = dict[str, Any]
@@ -70,18 +79,32 @@ def _requested(doc: Doc | None, due: float, now: float) -> Doc:
 class Wakes:
     """The wake queue of one namespace."""
 
-    def __init__(self, store: Store, keys: Keys, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        store: Store,
+        keys: Keys,
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
         self.store = store
+        self.spawn = spawn  # runs a coroutine in the background (the world drains them)
         self.keys = keys
         # sid -> (etag, state), of the most recently used sessions ("": none stored)
         self.states: Lru[str, tuple[str, Doc | None]] = Lru(cache_size)
         self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
+        self._peeked: set[str] = set()  # intent tokens whose next position was looked at
+        self._listing: asyncio.Future[list[tuple[str, str]]] | None = None  # LIST in flight
+        self._next_list: asyncio.Future[list[tuple[str, str]]] | None = None  # the one after
+        # sid -> {token: commit time (None: refused)}: this world's appends whose
+        # intents are still to settle; the next write of the state settles them
+        self.landed: dict[str, dict[str, float | None]] = {}
 
     async def change(self, sid: str, fn: Change[R]) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
-        result."""
+        result. The same write settles this world's landed intents of ``sid``."""
         async with self.locks.hold(sid):
             key = self.keys.wake(sid)
             known = self.states.get(sid)
@@ -90,8 +113,10 @@ class Wakes:
                 if known is None:
                     known = await self._get(sid)
                 etag, doc = known
+                settling = dict(self.landed.get(sid, {}))
+                now = time.time()
                 try:
-                    new, result = fn(copy.deepcopy(doc), time.time())
+                    new, result = fn(_settle_all(copy.deepcopy(doc), settling, now), now)
                 except LeaseLost:
                     if fresh:
                         raise
@@ -100,7 +125,8 @@ class Wakes:
                 if new is not None and _empty(new):
                     new = None
                 if new == doc:
-                    if fresh:
+                    if fresh:  # the server's state holds none of them: settled by others
+                        self._forget(sid, settling)
                         return result
                     known = None  # nothing to write? only if the cache was right
                     continue
@@ -109,6 +135,7 @@ class Wakes:
                     ok = await self.store.delete(key, etag=etag) if etag else True
                     if ok:
                         self.states[sid] = ("", None)
+                        self._forget(sid, settling)
                         return result
                 else:
                     new["op"] = op
@@ -121,10 +148,21 @@ class Wakes:
                     tag = await put
                     if tag is not None:
                         self.states[sid] = (tag, new)
+                        self._forget(sid, settling)
                         return result
                 known = await self._get(sid)
                 if known[1] is not None and known[1].get("op") == op:
+                    self._forget(sid, settling)
                     return result  # an attempt that seemed to fail had landed
+
+    def _forget(self, sid: str, settled: dict[str, float | None]) -> None:
+        """The intents ``settled`` are settled in the server's state: forget them."""
+        landed = self.landed.get(sid)
+        if landed is not None:
+            for token in settled:
+                landed.pop(token, None)
+            if not landed:
+                del self.landed[sid]
 
     async def _get(self, sid: str) -> tuple[str, Doc | None]:
         got = await self.store.get(self.keys.wake(sid))
@@ -156,27 +194,30 @@ class Wakes:
         """The append named ``token`` landed at ``landed_at`` (apply its wake) or
         was refused (``None``: drop the intent). Whoever removes the intent applies
         it, so the wake is applied once."""
+        self.landed.setdefault(sid, {})[token] = landed_at
+        await self.change(sid, _unchanged)
 
-        def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
-            if doc is None or token not in doc.get("chk", {}):
-                return doc, None
-            doc = dict(doc)
-            chk = dict(doc["chk"])
-            _, _, delay, _ = chk.pop(token)
-            doc["chk"] = chk
-            if landed_at is not None:
-                doc = _requested(doc, landed_at + delay, now)
-            return doc, None
+    def settle_later(self, sid: str, token: str, landed_at: float) -> None:
+        """:meth:`settle` in the background, or by this world's next write of the
+        session's state, whichever comes first: the append has returned, and its
+        intent already makes the wake owed (W7, see :meth:`take`)."""
+        self.landed.setdefault(sid, {})[token] = landed_at
+        self.spawn(self._settle_now(sid, later=SETTLE_AFTER))
 
-        await self.change(sid, fn)
+    async def _settle_now(self, sid: str, *, later: float = 0.0) -> None:
+        await asyncio.sleep(later)  # the session's next wake write may settle it first
+        if self.landed.get(sid):
+            with contextlib.suppress(Exception):  # take_wake's recovery settles it
+                await self.change(sid, _unchanged)
 
     async def take(
-        self, lease: float, find: Callable[[str, int, int, str], Any], limit: int = 1
+        self, lease: float, find: Callable[[str, int, int, str, bool], Any], limit: int = 1
     ) -> list[tuple[str, str, int, float]]:
         """Take up to ``limit`` due wakes, each ``(sid, token, attempt, until)`` (W12),
-        from one LIST. ``find(sid, gen, after, token)`` awaits the commit time of the
-        batch written by ``token``, or ``None`` (intent recovery, W7)."""
-        listed = await self.store.list(self.keys.wakes())
+        from one LIST. ``find(sid, gen, after, token, quick)`` awaits the commit time
+        of the batch written by ``token`` (``quick``: only if it is at ``after + 1``),
+        or ``None`` (intent recovery, W7)."""
+        listed = await self._list_states()
         prefix = len(self.keys.wakes())
         docs: dict[str, Doc | None] = {}
         for k, tag in listed:
@@ -194,10 +235,19 @@ class Wakes:
                 continue
             if _deliverable(doc, now):
                 due.append(sid)
-            for token, (gen, after, _, at) in doc.get("chk", {}).items():
-                if now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER:
-                    self._looked[token] = now
-                    await self._recover(sid, token, gen, after, at, find)
+            for token, (gen, after, delay, at) in list(doc.get("chk", {}).items()):
+                # W7: an intent whose wake would be due is owed once its batch landed:
+                # look at the position right after ``after`` once, at once (its writer
+                # may still be settling it), then the whole log after RECOVER_AFTER
+                quick = at + delay <= now and token not in self._peeked
+                if quick or (
+                    now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
+                ):
+                    if quick:
+                        self._peeked.add(token)
+                    else:
+                        self._looked[token] = now
+                    await self._recover(sid, token, (gen, after, at), find, quick=quick)
                     if _deliverable((self.states.get(sid) or ("", None))[1] or {}, time.time()):
                         due.append(sid)
         random.shuffle(due)
@@ -210,22 +260,63 @@ class Wakes:
             out += [t for t in await asyncio.gather(*map(partial(self._take, lease), tries)) if t]
         return out
 
+    async def _list_states(self) -> list[tuple[str, str]]:
+        """LIST ``w/``, shared by the takers of this world that call while one LIST
+        runs: they wait for the next one, which starts after their calls (so it sees
+        every wake requested before them), and take its answer (group commit)."""
+        while True:
+            shared = self._next_list
+            if shared is None:
+                return await self._lead_list()
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this taker was cancelled
+                # its leader was cancelled: lead the next one
+
+    async def _lead_list(self) -> list[tuple[str, str]]:
+        nxt: asyncio.Future[list[tuple[str, str]]] = asyncio.get_running_loop().create_future()
+        self._next_list = nxt
+        try:
+            while self._listing is not None:  # the LIST in flight started before us
+                await asyncio.wait([self._listing])
+            self._next_list = None
+            self._listing = nxt
+            nxt.set_result(await self.store.list(self.keys.wakes()))
+        except BaseException as e:
+            if self._next_list is nxt:
+                self._next_list = None
+            if not nxt.done():
+                if isinstance(e, Exception):
+                    nxt.set_exception(e)
+                    nxt.exception()  # retrieved: the leader raises it itself
+                else:
+                    nxt.cancel()
+            raise
+        finally:
+            if self._listing is nxt:
+                self._listing = None
+        return nxt.result()
+
     async def _take(self, lease: float, sid: str) -> tuple[str, str, int, float] | None:
         token = uuid.uuid4().hex
         taken = await self.change(sid, _taker(token, lease))
         return None if taken is None else (sid, token, taken[0], taken[1])
 
     async def _recover(
-        self, sid: str, token: str, gen: int, after: int, at: float, find: Any
+        self, sid: str, token: str, intent: tuple[int, int, float], find: Any, *, quick: bool
     ) -> None:
-        landed = await find(sid, gen, after, token)
+        gen, after, at = intent
+        landed = await find(sid, gen, after, token, quick)
         if landed is not None:
             await self.settle(sid, token, landed)
-        elif time.time() - at >= DROP_AFTER:
+        elif not quick and time.time() - at >= DROP_AFTER:
             await self.settle(sid, token, None)
         else:
             return
         self._looked.pop(token, None)
+        self._peeked.discard(token)
 
     async def renew(self, sid: str, token: str, lease: float) -> float:
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, float]:
@@ -247,11 +338,59 @@ class Wakes:
 
         await self.change(sid, fn)
 
+    async def view(
+        self, sid: str, find: Callable[[str, int, int, str, bool], Any]
+    ) -> tuple[float, float | None, int] | None:
+        """The session's pending wake as ``(due, leased until, attempt)``, read from
+        the server and changing nothing (``WakeLister``). An intent counts once its
+        batch is found right after the tail it saw (as :meth:`take` finds it)."""
+        if self.landed.get(sid):
+            await self._settle_now(sid)  # this world's own appends: settle them first
+        _, doc = await self._get(sid)
+        if doc is None:
+            return None
+        now = time.time()
+        due = doc.get("due")
+        for token, (gen, after, delay, _) in doc.get("chk", {}).items():
+            at = await find(sid, gen, after, token, True)
+            if at is not None:
+                due = at + delay if due is None else min(due, at + delay)
+        lease = doc.get("L")
+        if lease:
+            until = lease[1] if lease[1] >= now else None
+            return (lease[1] if due is None else due), until, int(lease[2])
+        return None if due is None else (due, None, 0)
+
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14)."""
         async with self.locks.hold(sid):
             await self.store.delete(self.keys.wake(sid))
             self.states[sid] = ("", None)
+            self.landed.pop(sid, None)  # its intents went with it
+
+
+def _unchanged(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
+    return doc, None
+
+
+def _settle_all(doc: Doc | None, landed: dict[str, float | None], now: float) -> Doc | None:
+    for token, at in landed.items():
+        doc = _settled(doc, token, at, now)
+    return doc
+
+
+def _settled(doc: Doc | None, token: str, landed_at: float | None, now: float) -> Doc | None:
+    """``doc`` with the intent ``token`` applied (its batch landed at ``landed_at``)
+    or dropped (``None``); unchanged if the intent is gone (someone settled it)."""
+    if doc is None or token not in doc.get("chk", {}):
+        return doc
+    doc = dict(doc)
+    chk = dict(doc["chk"])
+    _, _, delay, _ = chk.pop(token)
+    doc["chk"] = chk
+    if landed_at is not None:
+        doc = _requested(doc, landed_at + delay, now)
+    return doc
 
 
 def _deliverable(doc: Doc, now: float) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
@@ -16,10 +15,10 @@ from aiobotocore.session import AioSession
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced
-from fxworld.types import Entry, Fence, NewEntry, WakeLease
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
-from fxworld_s3._follow import Hints
+from fxworld_s3._follow import Poller
 from fxworld_s3._layout import Batch, Keys
 from fxworld_s3._log import Logs, Restart, State, Write
 from fxworld_s3._store import Store
@@ -104,8 +103,8 @@ class S3World:
     def _fresh(self) -> None:
         """Per event loop: the caches, locks and background tasks."""
         self.logs = Logs(self.store, self.keys, cache_size=self.cache_size)
-        self.wakes = Wakes(self.store, self.keys, cache_size=self.cache_size)
-        self.hints = Hints(self._hint)  # the followers' one poller (fxworld_s3/_follow.py)
+        self.wakes = Wakes(self.store, self.keys, self.logs.spawn, cache_size=self.cache_size)
+        self.poller = Poller(self._landed)  # the followers' one poller (fxworld_s3/_follow.py)
         # Writes of one session from this world go one at a time: they would only
         # race each other for the same position.
         self.locks = KeyedLocks()
@@ -181,7 +180,7 @@ class S3World:
 
     async def close(self) -> None:
         if self._loop is asyncio.get_running_loop():
-            await self.logs.drain()
+            await self.logs.drain()  # compactions and wake settles
         await self.store.close()
 
     # -- append-with-fence ------------------------------------------------------------
@@ -268,8 +267,8 @@ class S3World:
                 await self.wakes.settle(session_id, token, None)
             assert done.result is not None
             return done.result
-        if wake is not None:
-            await self.wakes.settle(session_id, token, done.batch.at)
+        if wake is not None:  # W7: the intent makes it owed; settled in the background
+            self.wakes.settle_later(session_id, token, done.batch.at)
         return done.batch.last
 
     # -- read-from-cursor ---------------------------------------------------------------
@@ -308,31 +307,46 @@ class S3World:
         return self._follow(session_id, after)
 
     async def _follow(self, session_id: str, after: int) -> AsyncIterator[Entry]:
-        """W10: read what is there, then wait until the session's tail hint changes
-        (or stays quiet for 2 s or more: a writer may have died before its hint),
-        asked by the one poller that the world's followers share."""
+        """W10: read what is there, then wait until a batch lands at the next
+        position (or the session stays quiet for QUIET seconds), asked by the one
+        poller that the world's followers share. A read reached the tail this world
+        knows, so after it the follower waits (the poller asks the position after
+        that tail) unless that tail is already past what it yielded."""
         await self._here()
-        hints = self.hints
+        poller = self.poller
         cursor = after
         while True:
-            seen = hints.version(session_id)  # before the read: no change slips between
-            batch = await self.read(session_id, cursor)
+            seen = poller.version(session_id)  # before the read: no change slips between
+            batch = self._landed_next(session_id, cursor) or await self.read(session_id, cursor)
             for entry in batch:
                 cursor = entry.seq
                 yield entry
-            if not batch:
-                await hints.wait(session_id, seen, cursor)
+            st = self.logs.states.get(session_id)
+            if not batch or st is None or st.tail.last <= cursor:
+                await poller.wait(session_id, seen, cursor)
 
-    async def _hint(self, session_id: str, etag: str | None) -> tuple[str | None, int]:
-        """The etag of the session's tail hint now (a conditional GET: 304 while it
-        is ``etag``), None if there is none, and the first seq of the batch it names
-        (0 when that is not known)."""
-        got = await self.store.get(self.keys.hint(session_id), etag=etag)
-        if isinstance(got, tuple):
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                return str(got[1]), int(json.loads(got[0])["f"])
-            return str(got[1]), 0
-        return (None, 0) if got is None else (etag, 0)
+    async def _landed(self, session_id: str, cursor: int) -> bool:
+        """Whether a batch past ``cursor`` has landed: the tail this world knows is
+        past it, or the position after that tail exists (one GET, 404 until a batch
+        lands there: the chain has no hole, W9, W10)."""
+        st = await self.logs.state(session_id)
+        if st.tail.last > cursor:
+            return True
+        landed = await self.logs.get_batch(session_id, st, st.tail.last + 1)
+        if landed is None:
+            return False
+        st.saw(landed)  # the follower takes it from here, with no read (_landed_next)
+        return True
+
+    def _landed_next(self, session_id: str, cursor: int) -> list[Entry]:
+        """The entries of the batch right after ``cursor`` if this world holds it
+        (the poller just found it landed, or this world wrote it): committed, in
+        order, so a follower yields them without a request (W10)."""
+        st = self.logs.states.get(session_id)
+        batch = None if st is None else st.recent.get(cursor + 1)
+        if batch is None or batch.deleted or not batch.count:
+            return []
+        return _entries(session_id, [batch], cursor, batch.count)
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -357,8 +371,14 @@ class S3World:
         taken = await self.wakes.take(lease, self._find, limit)
         return [WakeLease(sid, token, n, _time(until)) for sid, token, n, until in taken]
 
-    async def _find(self, sid: str, gen: int, after: int, token: str) -> float | None:
-        """The commit time of the batch ``token`` wrote, if it is in the live log."""
+    async def _find(self, sid: str, gen: int, after: int, token: str, quick: bool) -> float | None:
+        """The commit time of the batch ``token`` wrote, if it is in the live log
+        (``quick``: if it is at the position after ``after``, one GET)."""
+        if quick:
+            got = await self.store.get(self.keys.batch(sid, gen, after + 1))
+            batch = Batch.parse(got[0]) if isinstance(got, tuple) else None
+            live = batch is not None and not batch.deleted and batch.token == token
+            return batch.at if live and batch is not None else None
         st = await self.logs.refresh(sid, await self.logs.state(sid))
         if st.gen != gen:
             after = 0
@@ -374,6 +394,34 @@ class S3World:
                 return None
             after = batches[-1].last
 
+    async def wake_state(self, session_id: str) -> WakeState | None:
+        """The session's pending wake, read from its wake state (``WakeLister``)."""
+        validate.session_id(session_id)
+        await self._here()
+        got = await self.wakes.view(session_id, self._find)
+        if got is None:
+            return None
+        due, until, attempt = got
+        return WakeState(session_id, _time(due), None if until is None else _time(until), attempt)
+
+    async def list_wakes(self, *, after: str = "", limit: int = 100) -> list[WakeState]:
+        """Pending wakes by ascending session id after ``after``: LISTs of the wake
+        states (up to 1,000 a page), and one GET per state (``WakeLister``)."""
+        after = validate.list_args(after, limit)
+        await self._here()
+        root = self.keys.wakes()
+        out: list[WakeState] = []
+        while len(out) < limit:
+            size = min(1000, limit - len(out))
+            page = await self.store.list(root, start_after=root + after, limit=size)
+            sids = [k[len(root) :] for k, _ in page]
+            states = await asyncio.gather(*map(self.wake_state, sids))
+            out += [st for st in states if st is not None]
+            if len(page) < size:
+                return out
+            after = sids[-1]
+        return out
+
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         seconds = validate.lease(lease)
         validate.held(wake)
@@ -387,6 +435,15 @@ class S3World:
         await self.wakes.finish(wake.session_id, wake.token)
 
     # -- lifecycle of sessions ----------------------------------------------------------
+
+    async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
+        """Ids of sessions with a non-empty log, ascending, greater than ``after``:
+        one LIST per 1,000 of the markers written before each generation's first
+        batch and removed by :meth:`delete`. A writer that died between its marker
+        and its first batch leaves its session listed, with an empty log."""
+        after = validate.list_args(after, limit)
+        await self._here()
+        return await self.logs.list_marked(after, limit)
 
     async def delete(self, session_id: str) -> None:
         """Ends the live generation with a batch marked deleted at the next position

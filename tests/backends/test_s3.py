@@ -158,7 +158,7 @@ async def test_reading_a_thousand_entries_before_and_after_compaction(
     assert cost >= 1000  # one GET per batch
     writer.logs._compacting.discard("big")
     st = await writer.logs.state("big")
-    for _ in range(3):  # whoever writes compacts; a few rounds merge into big segments
+    for _ in range(4):  # whoever writes compacts; 4 rounds make 4 segments of 256 entries
         await writer.logs.compact("big", st)
     cost, seen = await fresh_read()
     assert seen == list(range(1000))
@@ -192,26 +192,45 @@ async def test_compaction_under_racing_writers_keeps_the_log_exact(s3_server: S3
 
 async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> None:
     """The writer stored its intent and its batch, then died before applying the
-    wake: the next take_wake after RECOVER_AFTER applies it (W7)."""
+    wake (W7). At the position right after the tail it saw, the batch is found by
+    the next take_wake at once; at a later position (it lost a race first), by the
+    next take_wake after RECOVER_AFTER. Either way the wake is applied once."""
     from fxworld_s3._layout import Batch
     from fxworld_s3._log import Write
     from fxworld_s3._wakes import RECOVER_AFTER
 
-    token = uuid.uuid4().hex
-    await s3.wakes.intend("s", token, 0, 0, 0.0)
-    await s3.logs.write(
-        "s",
-        lambda st, ok: Write(
-            Batch(1, 1, 0, False, token=token, wake=0.0, at=time.time(), items=[("p", "{}")])
-        ),
-    )
+    async def died_after_its_batch(sid: str, after: int) -> None:
+        token = uuid.uuid4().hex
+        await s3.wakes.intend(sid, token, 0, after, 0.0)
+        await s3.logs.write(
+            sid,
+            lambda st, ok: Write(
+                Batch(
+                    st.tail.last + 1,
+                    1,
+                    0,
+                    False,
+                    token=token,
+                    wake=0.0,
+                    at=time.time(),
+                    items=[("p", "{}")],
+                )
+            ),
+        )
+
     other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
-    assert await other.take_wake(lease=5) is None  # the writer may still be on its way
-    await asyncio.sleep(RECOVER_AFTER + 0.1)
+    await died_after_its_batch("s", 0)
     lease = await other.take_wake(lease=5)
     assert lease is not None and lease.session_id == "s"
     await other.finish_wake(lease)
-    assert await other.take_wake(lease=5) is None  # applied once
+    await s3.append("late", [NewEntry("first", {})])
+    await died_after_its_batch("late", 0)  # its batch is at 2, not 1
+    assert await other.take_wake(lease=5) is None  # the writer may still be on its way
+    await asyncio.sleep(RECOVER_AFTER + 0.1)
+    lease = await other.take_wake(lease=5)
+    assert lease is not None and lease.session_id == "late"
+    await other.finish_wake(lease)
+    assert await other.take_wake(lease=5) is None  # each applied once
     await other.close()
 
 
@@ -322,7 +341,7 @@ async def test_the_server_crash_restart_keeps_everything(s3_server: S3Server) ->
 
 
 async def test_idle_followers_share_one_poller(s3_server: S3Server) -> None:
-    """200 idle followers of 100 sessions in one process ask the sessions' hints at
+    """200 idle followers of 100 sessions in one process ask the sessions' next positions at
     most POLLS_PER_SECOND times a second in all (each follower polled its own: about
     500 GETs a second), read a quiet log at most QUIET_READS_PER_SECOND times a
     second in all (a LIST and a GET each; each follower read every 2 s), and still
@@ -447,3 +466,75 @@ async def test_s3_errors_mask_a_token_in_the_endpoint_url(s3_server: S3Server) -
     await w.close()
     for text in (str(info.value), repr(w)):
         assert "Tok3nXyz" not in text and "token=***" in text, text
+
+
+async def test_list_sessions_is_one_list_and_survives_a_delete_that_died(s3: S3World) -> None:
+    """list_sessions reads the markers with one LIST per page; a delete that died
+    after ending its generation is finished (marker removed) by the next reader,
+    and a session written again after its delete is listed again."""
+    for sid in ("b", "a", "c"):
+        await s3.append(sid, [NewEntry("e", {})])
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    before = other.store.counts.copy()
+    assert await other.list_sessions() == ["a", "b", "c"]
+    assert other.store.counts - before == {"LIST": 1}
+    # a delete that died right after landing its end batch: no roll forward, no unmark
+    from fxworld_s3._layout import Batch
+    from fxworld_s3._log import Write
+
+    await s3.logs.write(
+        "b", lambda st, ok: Write(Batch(st.tail.last + 1, 0, st.tail.top, False, deleted=True))
+    )
+    assert await other.read("b") == []  # the reader rolls the delete forward
+    assert await other.list_sessions() == ["a", "c"]
+    await other.append("b", [NewEntry("again", {})])
+    assert await s3.list_sessions(after="a", limit=1) == ["b"]
+    await other.close()
+
+
+async def test_an_append_with_wake_returns_after_two_puts_and_is_owed_at_once(
+    s3: S3World,
+) -> None:
+    """The intent and the batch are the append's only requests; the wake is settled
+    afterwards, in the background, and another world can take it at once (W7)."""
+    await s3.append("s", [NewEntry("first", {})], wake=0)
+    lease = await s3.take_wake(lease=5)
+    assert lease is not None
+    await s3.finish_wake(lease)  # the world now knows the wake state's etag
+    before = s3.store.counts.copy()
+    await s3.append("s", [NewEntry("second", {})], wake=0)
+    assert s3.store.counts - before == {"PUT": 2}
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    lease = await other.take_wake(lease=5)
+    assert lease is not None and lease.session_id == "s"
+    await other.finish_wake(lease)
+    await s3.logs.drain()
+    assert await other.take_wake(lease=5) is None  # applied once
+    await other.close()
+
+
+async def test_wake_states_are_listed_without_taking_them(s3: S3World) -> None:
+    """WakeLister on S3: a wake requested, one owed by an append (still an intent
+    while its settle runs), and one leased; nothing is taken by looking."""
+    from fxworld.protocol import WakeLister
+
+    assert isinstance(s3, WakeLister)
+    await s3.wake("a", delay=60)
+    await s3.append("b", [NewEntry("x", {})], wake=0)
+    await s3.wake("c")
+    lease = await s3.take_wakes(lease=30, limit=2)
+    held = {x.session_id: x for x in lease}
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    states = await other.list_wakes()
+    assert [st.session_id for st in states] == ["a", "b", "c"]
+    a = states[0]
+    assert a.leased_until is None and a.attempt == 0
+    assert a.due_at.timestamp() > time.time() + 50
+    for st in states[1:]:
+        assert (st.leased_until is not None) == (st.session_id in held)
+    assert await other.list_wakes(after="a", limit=1) == [states[1]]
+    assert await other.wake_state("never") is None
+    for x in lease:
+        await s3.finish_wake(x)
+    assert [st.session_id for st in await other.list_wakes()] == ["a"]
+    await other.close()
