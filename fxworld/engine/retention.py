@@ -7,7 +7,10 @@ session's wake:
 - kept (and reported why): a turn in progress (running, handed over, or parked on
   an approval: "approval waiting"), a prompt no turn has answered yet, a pending
   wake (due or not) or a held lease (seen with ``wake_state`` when the world is a
-  :class:`~fxworld.protocol.WakeLister`);
+  :class:`~fxworld.protocol.WakeLister`); and a session holding an
+  ``EncryptedWorld``'s data keys (its id starts with
+  :data:`~fxworld.validate.KEY_SESSION_PREFIX`): pruning the world that stores
+  them, rather than the EncryptedWorld, would crypto-shred sessions still in use;
 - otherwise deleted, with ``delete_if_idle`` (:class:`~fxworld.protocol.IdleDeleter`):
   the world deletes it only if its log still ends where it was looked at and no
   wake is pending, in one atomic step. A prompt that arrives between the look and
@@ -41,6 +44,7 @@ from fxworld.protocol import (
     World,
 )
 from fxworld.types import Entry
+from fxworld.validate import KEY_SESSION_PREFIX
 
 from .replay import Replay
 from .tail import last_seq, replay_latest_turn
@@ -138,6 +142,10 @@ async def prune(
 
 
 _ACTIVE = "active"
+_DATA_KEYS = (
+    "holds the data keys of an EncryptedWorld's session: deleting it would shred them "
+    "(prune through the EncryptedWorld)"
+)
 
 
 async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> str | None:
@@ -146,6 +154,8 @@ async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> st
     last = await _last_entry(world, sid)
     if last is None or last.at > cutoff:
         return _ACTIVE
+    if sid.startswith(KEY_SESSION_PREFIX):
+        return _DATA_KEYS
     busy = await _busy(world, sid, last.seq)
     if busy is not None or dry_run:
         return busy
