@@ -36,6 +36,7 @@ __all__ = [
     "RESERVED_KIND_PREFIX",
     "FENCE_KIND",
     "KEY_SESSION_PREFIX",
+    "SEALED_FIELD",
     "session_id",
     "namespace",
     "entries",
@@ -71,6 +72,11 @@ KEY_SESSION_PREFIX = "fxkey."
 sessions (docs/encryption.md): the EncryptedWorld refuses them to its callers,
 and ``fxworld.prune`` of the world that stores them keeps them (deleting one would
 crypto-shred a session that may still be in use)."""
+
+SEALED_FIELD = "fxenc"
+"""The field that marks an entry's data as sealed by an ``EncryptedWorld`` (its
+format version). ``fxworld.prune`` of the world that stores such entries, which
+cannot read them, keeps their sessions."""
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,48}")

@@ -4,8 +4,9 @@
 busy ones (its ``last_entry`` and ``delete_if_idle`` are the inner world's, entries
 opened as ``read`` opens them). ``fxworld.prune`` of the inner world, opened by
 itself, keeps the companion sessions that hold the data keys (deleting them would
-crypto-shred sessions still in use). A copy of the whole inner world carries the
-companions, so the copy reads under the same keys.
+crypto-shred sessions still in use) and the sessions whose entries are sealed (it
+cannot read their turns), and still deletes plain ones. A copy of the whole inner
+world carries the companions, so the copy reads under the same keys.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from fxworld.errors import TamperedEntry
 from fxworld.moving import copy_session, session_ids
 from fxworld.protocol import IdleDeleter, LastEntryReader
 from fxworld.testing import ScriptedModel
-from fxworld.validate import KEY_SESSION_PREFIX
 from fxworld_postgres import PostgresWorld
 from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
@@ -108,22 +108,31 @@ async def test_last_entry_is_refused_when_tampered_as_read_is(tmp_path: Path) ->
         await other.close()
 
 
-async def test_prune_of_the_inner_world_keeps_the_data_keys(inner: Inner) -> None:
+async def test_prune_of_the_inner_world_keeps_the_data_keys_and_sealed_sessions(
+    inner: Inner,
+) -> None:
     world = EncryptedWorld(inner.open(), KEYS)
     plain = inner.open()
     await world.setup()
     try:
+        await _answered(world, "answered")  # sealed turns: unreadable without the keys
         await world.append("live", [NewEntry("note", {"secret": 1})], wake=3600)
-        await world.append("done", [NewEntry("note", {"secret": 2})])
+        await world.append("taken", [NewEntry("note", {"secret": 2})])
+        await world.acquire("taken")  # its log ends with a plaintext fence entry
+        await plain.append("plain", [NewEntry("note", {"n": 1})])  # not encrypted
         await asyncio.sleep(IDLE + 0.3)
         report = await fxworld.prune(plain, idle_for=IDLE)
-        companions = sorted(key_session(world.namespace, sid) for sid in ("done", "live"))
-        assert report.deleted == ["done"]
-        assert sorted(s for s in report.kept if s.startswith(KEY_SESSION_PREFIX)) == companions
+        sealed = ["answered", "live", "taken"]
+        companions = sorted(key_session(world.namespace, sid) for sid in sealed)
+        assert report.deleted == ["plain"]
+        assert sorted(report.kept) == sorted(companions + sealed)
         assert all("data keys" in report.kept[c] for c in companions)
-        assert report.kept["live"].startswith("wake pending")
-        reader = EncryptedWorld(inner.open(), KEYS)  # no cached keys: reads the companion
+        assert all(report.kept[sid].startswith("sealed by an EncryptedWorld") for sid in sealed)
+        reader = EncryptedWorld(inner.open(), KEYS)  # no cached keys: reads the companions
         assert [e.data for e in await reader.read("live")] == [{"secret": 1}]
+        assert [e.kind for e in await reader.read("answered")][-1] == "turn.finished"
+        report = await fxworld.prune(reader, idle_for=IDLE)  # the way to prune them
+        assert report.deleted == ["answered", "taken"] and list(report.kept) == ["live"]
         await reader.close()
     finally:
         await world.close()
