@@ -259,7 +259,7 @@ class EncryptedWorld:
         sid = self._sid(session_id)
         deleter: Any = self.inner
         self.data_keys.forget(sid)
-        deleted: bool = await deleter.delete_if_idle(sid, last=last)
+        deleted: bool = await deleter.delete_if_idle(sid, last=last)  # atomic there: W14
         return deleted
 
     async def _list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:

@@ -27,8 +27,8 @@ Whole sessions only: a delete removes the log, its keys and its wake at once
 again. Cost per session: one ``last_entry`` (with a
 :class:`~fxworld.protocol.LastEntryReader`; else about 2 log2(n) one-entry
 reads); for an idle one, also one read per fence its log ends with, one
-``wake_state``, the reads of its latest turn
-(usually 2 to 4) and one ``delete_if_idle``; plus one ``list_sessions`` per 500.
+``wake_state``, the reads of its latest turn (usually 2 to 4) and one
+``delete_if_idle``; plus one ``list_sessions`` per 500.
 """
 
 from __future__ import annotations
