@@ -35,6 +35,8 @@ __all__ = [
     "MAX_DATA_DEPTH",
     "RESERVED_KIND_PREFIX",
     "FENCE_KIND",
+    "KEY_SESSION_PREFIX",
+    "SEALED_FIELD",
     "session_id",
     "namespace",
     "entries",
@@ -64,6 +66,17 @@ RESERVED_KIND_PREFIX = "fence"
 FENCE_KIND = "fence"
 """The kind of the entry ``acquire`` appends; callers may not use it or any kind
 starting with it."""
+
+KEY_SESSION_PREFIX = "fxkey."
+"""Session ids starting with this hold the data keys of an ``EncryptedWorld``'s
+sessions (docs/encryption.md): the EncryptedWorld refuses them to its callers,
+and ``fxworld.prune`` of the world that stores them keeps them (deleting one would
+crypto-shred a session that may still be in use)."""
+
+SEALED_FIELD = "fxenc"
+"""The field that marks an entry's data as sealed by an ``EncryptedWorld`` (its
+format version). ``fxworld.prune`` of the world that stores such entries, which
+cannot read them, keeps their sessions."""
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,48}")

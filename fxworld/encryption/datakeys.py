@@ -36,11 +36,9 @@ from fxworld.encryption.keyring import Keyring
 from fxworld.errors import Conflict, MissingKey, TamperedEntry
 from fxworld.protocol import World
 from fxworld.types import Entry, NewEntry
+from fxworld.validate import KEY_SESSION_PREFIX
 
-__all__ = ["DataKeys", "KEY_SESSION_PREFIX", "DATA_KEY_KIND", "key_session"]
-
-KEY_SESSION_PREFIX = "fxkey."
-"""The prefix of the companion sessions that hold data keys."""
+__all__ = ["DataKeys", "DATA_KEY_KIND", "key_session"]
 
 DATA_KEY_KIND = "data-key"
 """The kind of a companion session's entries."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fxworld.errors import ConfigurationError
+from fxworld.validate import SEALED_FIELD
 
 try:
     from cryptography.exceptions import InvalidTag
@@ -93,7 +94,7 @@ def unseal(cipher: AESGCM, nonce: bytes, ciphertext: bytes, ad: bytes) -> bytes 
 def to_data(sealed: Sealed) -> dict[str, Any]:
     """The JSON object stored as the entry's data."""
     return {
-        "fxenc": VERSION,
+        SEALED_FIELD: VERSION,
         "k": sealed.key_id,
         "d": sealed.data_key_id,
         "s": int(sealed.seq_bound),
@@ -105,10 +106,10 @@ def to_data(sealed: Sealed) -> dict[str, Any]:
 def parse(data: object) -> Sealed | None:
     """The sealed fields of stored entry data, or ``None`` if it is not a sealed
     entry of this format (a plaintext row, a foreign version, a mangled field)."""
-    if not isinstance(data, dict) or set(data) != {"fxenc", "k", "d", "s", "n", "c"}:
+    if not isinstance(data, dict) or set(data) != {SEALED_FIELD, "k", "d", "s", "n", "c"}:
         return None
     k, d, s = data["k"], data["d"], data["s"]
-    if data["fxenc"] != VERSION or not isinstance(k, str) or not isinstance(d, str):
+    if data[SEALED_FIELD] != VERSION or not isinstance(k, str) or not isinstance(d, str):
         return None
     if s not in (0, 1) or isinstance(s, bool):
         return None

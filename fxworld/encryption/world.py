@@ -16,13 +16,21 @@ from dataclasses import replace
 from typing import Any
 
 from fxworld import validate
-from fxworld.encryption.datakeys import KEY_SESSION_PREFIX, DataKeys
+from fxworld.encryption.datakeys import DataKeys
 from fxworld.encryption.envelope import Sealed, entry_ad, max_plaintext, parse, seal, to_data
 from fxworld.encryption.envelope import unseal as open_sealed
 from fxworld.encryption.keyring import ENV_VAR, Keyring, Keys, keys_from_env
 from fxworld.errors import InvalidSessionId, TamperedEntry
-from fxworld.protocol import SessionLister, WakeBatcher, WakeLister, World
+from fxworld.protocol import (
+    IdleDeleter,
+    LastEntryReader,
+    SessionLister,
+    WakeBatcher,
+    WakeLister,
+    World,
+)
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
+from fxworld.validate import KEY_SESSION_PREFIX
 
 __all__ = ["EncryptedWorld"]
 
@@ -45,7 +53,8 @@ class EncryptedWorld:
     world that is backed up apart from ``inner`` for erasure that reaches backups.
 
     The optional protocols (``take_wakes``, ``list_sessions``, ``wake_state`` and
-    ``list_wakes``) are there exactly when ``inner`` has them.
+    ``list_wakes``, ``last_entry``, ``delete_if_idle``) are there exactly when
+    ``inner`` has them.
     """
 
     take_wakes: Callable[..., Awaitable[list[WakeLease]]]
@@ -56,6 +65,11 @@ class EncryptedWorld:
     """The inner world's sessions without the companions (:class:`SessionLister`)."""
     wake_state: Callable[[str], Awaitable[WakeState | None]]
     """``inner.wake_state`` for a valid id (:class:`WakeLister`), if it has it."""
+    last_entry: Callable[[str], Awaitable[Entry | None]]
+    """``inner.last_entry``, opened as ``read`` opens it (:class:`LastEntryReader`)."""
+    delete_if_idle: Callable[..., Awaitable[bool]]
+    """``inner.delete_if_idle``, keeping the data keys as ``delete`` does
+    (:class:`IdleDeleter`), if it has it."""
 
     def __init__(self, inner: World, keys: Keys, *, key_world: World | None = None) -> None:
         self.inner = inner
@@ -80,6 +94,10 @@ class EncryptedWorld:
         if isinstance(inner, WakeLister):
             self.list_wakes = inner.list_wakes
             self.wake_state = self._wake_state
+        if isinstance(inner, LastEntryReader):
+            self.last_entry = self._last_entry
+        if isinstance(inner, IdleDeleter):
+            self.delete_if_idle = self._delete_if_idle
 
     @classmethod
     def from_env(
@@ -226,6 +244,23 @@ class EncryptedWorld:
         sid = self._sid(session_id)
         await self.data_keys.shred(sid)
         await self.inner.delete(sid)
+
+    async def _last_entry(self, session_id: str) -> Entry | None:
+        """The inner world's last entry, opened and authenticated as :meth:`read`
+        opens it (``TamperedEntry`` or ``MissingKey`` as there)."""
+        reader: Any = self.inner
+        last: Entry | None = await reader.last_entry(self._sid(session_id))
+        return None if last is None else await self.unseal(last)
+
+    async def _delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """The inner world's conditional delete; like :meth:`delete`, it keeps the
+        session's data keys (an append racing it from another process stays
+        readable): :meth:`shred` is for erasure."""
+        sid = self._sid(session_id)
+        deleter: Any = self.inner
+        self.data_keys.forget(sid)
+        deleted: bool = await deleter.delete_if_idle(sid, last=last)  # atomic there: W14
+        return deleted
 
     async def _list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
         after = validate.list_args(after, limit)

@@ -7,7 +7,12 @@ session's wake:
 - kept (and reported why): a turn in progress (running, handed over, or parked on
   an approval: "approval waiting"), a prompt no turn has answered yet, a pending
   wake (due or not) or a held lease (seen with ``wake_state`` when the world is a
-  :class:`~fxworld.protocol.WakeLister`);
+  :class:`~fxworld.protocol.WakeLister`); and, in the world an ``EncryptedWorld``
+  stores its sessions in, pruned by itself: a session holding data keys (its id
+  starts with :data:`~fxworld.validate.KEY_SESSION_PREFIX`; deleting it would
+  crypto-shred a session that may be in use) and a session whose entries are
+  sealed (:data:`~fxworld.validate.SEALED_FIELD`: its turns cannot be read
+  there). Prune those through the EncryptedWorld;
 - otherwise deleted, with ``delete_if_idle`` (:class:`~fxworld.protocol.IdleDeleter`):
   the world deletes it only if its log still ends where it was looked at and no
   wake is pending, in one atomic step. A prompt that arrives between the look and
@@ -21,8 +26,9 @@ Whole sessions only: a delete removes the log, its keys and its wake at once
 (W14). Nothing is remembered between runs, so an interrupted prune is simply run
 again. Cost per session: one ``last_entry`` (with a
 :class:`~fxworld.protocol.LastEntryReader`; else about 2 log2(n) one-entry
-reads); for an idle one, also one ``wake_state``, the reads of its latest turn
-(usually 2 to 4) and one ``delete_if_idle``; plus one ``list_sessions`` per 500.
+reads); for an idle one, also one read per fence its log ends with, one
+``wake_state``, the reads of its latest turn (usually 2 to 4) and one
+``delete_if_idle``; plus one ``list_sessions`` per 500.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from fxworld.protocol import (
     World,
 )
 from fxworld.types import Entry
+from fxworld.validate import FENCE_KIND, KEY_SESSION_PREFIX, SEALED_FIELD
 
 from .replay import Replay
 from .tail import last_seq, replay_latest_turn
@@ -138,6 +145,11 @@ async def prune(
 
 
 _ACTIVE = "active"
+_DATA_KEYS = (
+    "holds the data keys of an EncryptedWorld's session: deleting it would shred them "
+    "(prune through the EncryptedWorld)"
+)
+_SEALED = "sealed by an EncryptedWorld: its turns cannot be read here (prune through it)"
 
 
 async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> str | None:
@@ -146,6 +158,10 @@ async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> st
     last = await _last_entry(world, sid)
     if last is None or last.at > cutoff:
         return _ACTIVE
+    if sid.startswith(KEY_SESSION_PREFIX):
+        return _DATA_KEYS
+    if await _sealed(world, last):
+        return _SEALED
     busy = await _busy(world, sid, last.seq)
     if busy is not None or dry_run:
         return busy
@@ -161,6 +177,16 @@ async def _last_entry(world: World, sid: str) -> Entry | None:
     last = await last_seq(world, sid)
     found = await world.read(sid, last - 1, limit=1) if last else []
     return found[0] if found else None
+
+
+async def _sealed(world: World, last: Entry) -> bool:
+    """Whether the session's last entry other than a fence (which ``acquire``
+    writes in plaintext, W1) is sealed by an ``EncryptedWorld``."""
+    entry: Entry | None = last
+    while entry is not None and entry.kind == FENCE_KIND and entry.seq > 1:
+        before = await world.read(entry.session_id, entry.seq - 2, limit=1)
+        entry = before[0] if before else None
+    return entry is not None and SEALED_FIELD in entry.data
 
 
 async def _busy(world: World, sid: str, last: int) -> str | None:

@@ -30,7 +30,13 @@ from fxworld.errors import (
     MissingKey,
     TamperedEntry,
 )
-from fxworld.protocol import SessionLister, WakeBatcher, WakeLister
+from fxworld.protocol import (
+    IdleDeleter,
+    LastEntryReader,
+    SessionLister,
+    WakeBatcher,
+    WakeLister,
+)
 from fxworld_conformance import Target
 from fxworld_conformance.broken import KeyIgnored, StaleFenceAccepted
 from fxworld_conformance.directed import DIRECTED
@@ -387,7 +393,7 @@ class ProtocolOnly:
 async def test_the_optional_protocols_are_there_exactly_when_the_inner_world_has_them(
     tmp_path: Path,
 ) -> None:
-    protocols = (WakeBatcher, SessionLister, WakeLister)
+    protocols = (WakeBatcher, SessionLister, WakeLister, LastEntryReader, IdleDeleter)
     bare: Any = ProtocolOnly()
     for inner in (MemoryWorld(), SqliteWorld(tmp_path / "w.db"), bare):
         w = EncryptedWorld(inner, K1)
@@ -395,7 +401,7 @@ async def test_the_optional_protocols_are_there_exactly_when_the_inner_world_has
         await w.wake("s")
         assert [lease.session_id for lease in await take_wakes(w, lease=5)] == ["s"]
         await w.close()
-    assert not isinstance(EncryptedWorld(bare, K1), SessionLister)
+    assert not any(isinstance(EncryptedWorld(bare, K1), p) for p in protocols)
 
 
 def test_importing_fxworld_loads_no_cryptography() -> None:
