@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxworld_conformance.history import History, entry_dicts
+from fxworld_conformance.checkers.history import History, entry_dicts
 
 from fxworld import Agent, NewEntry, World
 from fxworld.testing import ScriptedModel
