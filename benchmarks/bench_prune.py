@@ -10,6 +10,7 @@ sessions that are all active (only ``last_entry`` each).
 
     python benchmarks/bench_prune.py                   # SQLite, and a throwaway PostgreSQL
     python benchmarks/bench_prune.py --sessions 500 --url postgresql://user@host/db
+    python benchmarks/bench_prune.py --s3 --sessions 100  # also a throwaway S3 server
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a PostgreSQL server (default: a throwaway local one)")
     parser.add_argument("--sessions", type=int, default=300)
+    parser.add_argument("--s3", action="store_true", help="also S3World on a throwaway server")
     args = parser.parse_args()
     server = None
+    s3 = None
     url = args.url
     if url is None:
         from tests.support.postgres_server import start_postgres
@@ -93,7 +96,14 @@ if __name__ == "__main__":
     try:
         with tempfile.TemporaryDirectory() as tmp:
             worlds = {"sqlite": f"sqlite:///{tmp}/w.db", "postgres": url}
+            if args.s3:
+                from tests.support.s3_server import start_s3
+
+                s3 = start_s3()
+                worlds["s3"] = s3.url(prefix=f"bench-{uuid.uuid4().hex[:8]}")
             asyncio.run(main(worlds, args.sessions))
     finally:
         if server is not None:
             server.stop()
+        if s3 is not None:
+            s3.stop()

@@ -361,6 +361,14 @@ class Wakes:
             return (lease[1] if due is None else due), until, int(lease[2])
         return None if due is None else (due, None, 0)
 
+    async def pending(self, sid: str) -> bool:
+        """Whether the server holds a wake state for ``sid`` (one GET, never the
+        cache): a due wake, a lease (held or expired: delivered again, W12), a
+        request made during a lease (W13) or an append's wake intent (W7). A state
+        with none of them is removed by :meth:`change`, so any state is pending."""
+        _, doc = await self._get(sid)
+        return doc is not None and not _empty(doc)
+
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14)."""
         async with self.locks.hold(sid):

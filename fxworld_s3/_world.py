@@ -445,6 +445,61 @@ class S3World:
         await self._here()
         return await self.logs.list_marked(after, limit)
 
+    async def last_entry(self, session_id: str) -> Entry | None:
+        """The log's last entry, or ``None`` (``fxworld.protocol.LastEntryReader``):
+        the tail lookup, whose last request read the tail batch or found nothing
+        after it. With the session cached: 1 GET of the next position (404); in a
+        fresh world: 1 GET ``g`` + 1 GET ``b/1``, and for a longer log 1 GET of the
+        next position, then 1 LIST of the segments + 1 LIST of the batches after
+        them + 1 GET of the last one + 1 GET of the next position (404)."""
+        validate.session_id(session_id)
+        await self._here()
+        st = await self.logs.refresh(session_id, await self.logs.state(session_id))
+        tail = st.tail  # confirmed: nothing after it (W9: the chain has no hole)
+        if not tail.real or tail.deleted or not tail.count:
+            return None
+        return _entries(session_id, [tail], tail.last - 1, 1)[0]
+
+    async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
+        """``delete`` only if the log still ends at ``last`` and no wake is pending
+        (``fxworld.protocol.IdleDeleter``). The wake state is read first (1 GET);
+        then the tail is confirmed (1 GET of the next position) and position
+        ``last + 1`` is claimed with the batch that ends a generation, created with
+        ``If-None-Match: *``: an append racing it loses its own create there, reads
+        the end and lands in the next generation (W4). From the claim on, any
+        writer or reader that meets it finishes the delete (the roll-forward of a
+        delete that died half way), so a claim cannot be withdrawn: the wake is
+        checked before it. A ``wake()`` that arrives between that GET and the
+        claim is kept, as a wake of the emptied session (W14: this delete removes
+        no wake, it saw none; W13: no request is lost)."""
+        validate.session_id(session_id)
+        validate.last_seq(last)
+        await self._here()
+        token = uuid.uuid4().hex
+
+        def decide(st: State, confirmed: bool) -> Write:
+            tail = st.tail
+            if not confirmed:
+                return Write()  # decide on the tail the server holds now
+            if not tail.real or tail.last != last:
+                return Write(result=0)  # empty, or changed since it was looked at
+            end = Batch(last + 1, 0, tail.top, False, token=token, at=time.time(), deleted=True)
+            return Write(end)  # the claim: the token makes its body (and ETag) unique
+
+        async with self.locks.hold(session_id):
+            # W7, W11-W13: a due wake, a lease, or the intent of an append with
+            # wake= (stored before its batch) keeps the session
+            if await self.wakes.pending(session_id):
+                return False
+            done = await self.logs.write(session_id, decide)
+            if done.batch is None:
+                return False
+            st = done.state  # the generation the claim ended
+            assert st is not None
+            await self.logs.roll_forward(session_id, st, done.batch)
+            await self.logs.scrub(session_id, st.gen)
+        return True
+
     async def delete(self, session_id: str) -> None:
         """Ends the live generation with a batch marked deleted at the next position
         (so no stale writer can land after it), points ``g`` at a new, empty

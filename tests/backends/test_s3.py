@@ -538,3 +538,147 @@ async def test_wake_states_are_listed_without_taking_them(s3: S3World) -> None:
         await s3.finish_wake(x)
     assert [st.session_id for st in await other.list_wakes()] == ["a"]
     await other.close()
+
+
+# -- delete_if_idle: the races prune meets (fxworld.prune, IdleDeleter) ----------------
+
+
+def _pair(s3: S3World) -> S3World:
+    """Another world on the same namespace: another process's view, with its own cache."""
+    return S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+
+
+async def _taken(world: S3World) -> str | None:
+    lease = await world.take_wake(lease=5)
+    if lease is None:
+        return None
+    await world.finish_wake(lease)
+    return lease.session_id
+
+
+async def test_delete_if_idle_keeps_an_append_that_lands_before_its_claim(s3: S3World) -> None:
+    """Prune looked (last seq 1) and found no wake; then, right before its claim of
+    position 2, another process's prompt with a wake lands there. The claim's
+    conditional create loses: nothing is deleted, and the prompt and its wake stay."""
+    writer = _pair(s3)
+    await s3.append("s", [NewEntry("note", {"n": 1})])
+    assert await writer.read("s") != []  # the writer knows the tail too
+    last = await s3.last_entry("s")
+    assert last is not None and last.seq == 1
+    claim = s3.keys.batch("s", 0, 2)
+    put_new = s3.store.put_new
+    raced: list[int] = []
+
+    async def append_first(key: str, body: bytes) -> str | None:
+        if key == claim:
+            raced.append(await writer.append("s", [NewEntry("prompt", {"text": "wait"})], wake=0))
+        return await put_new(key, body)
+
+    s3.store.put_new = append_first  # type: ignore[method-assign]
+    assert await s3.delete_if_idle("s", last=1) is False
+    assert raced == [2]
+    fresh = _pair(s3)
+    assert [e.data for e in await fresh.read("s")] == [{"n": 1}, {"text": "wait"}]
+    await writer.logs.drain()
+    assert await _taken(fresh) == "s"  # W7: the prompt's wake is kept
+    for w in (writer, fresh):
+        await w.close()
+
+
+async def test_delete_if_idle_claim_first_sends_a_racing_append_to_a_fresh_log(
+    s3: S3World,
+) -> None:
+    """The claim lands first: the racing append (its writer still holds the old
+    tail) loses position 2, reads the end there and lands at seq 1 of the next
+    generation, with its wake (W7): deleted, and the new prompt starts the session
+    anew, as after any delete. Nothing that returned is lost."""
+    writer = _pair(s3)
+    await s3.append("s", [NewEntry("note", {"n": 1})])
+    assert await writer.read("s") != []
+    claim = s3.keys.batch("s", 0, 2)
+    put_new = s3.store.put_new
+    raced: list[int] = []
+
+    async def append_after(key: str, body: bytes) -> str | None:
+        tag = await put_new(key, body)
+        if key == claim:
+            raced.append(await writer.append("s", [NewEntry("prompt", {"text": "new"})], wake=0))
+        return tag
+
+    s3.store.put_new = append_after  # type: ignore[method-assign]
+    assert await s3.delete_if_idle("s", last=1) is True
+    assert raced == [1]
+    fresh = _pair(s3)
+    assert [(e.seq, e.data) for e in await fresh.read("s")] == [(1, {"text": "new"})]
+    assert await fresh.list_sessions() == ["s"]
+    await writer.logs.drain()
+    assert await _taken(fresh) == "s"
+    for w in (writer, fresh):
+        await w.close()
+
+
+async def test_delete_if_idle_keeps_a_wake_requested_after_its_wake_check(s3: S3World) -> None:
+    """The window the claim cannot close (docs/s3.md): a wake() that arrives after
+    delete_if_idle read the wake state does not stop the delete; it is kept, as a
+    wake of the emptied session (W13: no request is lost)."""
+    other = _pair(s3)
+    await s3.append("s", [NewEntry("note", {"n": 1})])
+    pending = s3.wakes.pending
+
+    async def then_a_wake(sid: str) -> bool:
+        found = await pending(sid)
+        await other.wake(sid)
+        return found
+
+    s3.wakes.pending = then_a_wake  # type: ignore[method-assign]
+    assert await s3.delete_if_idle("s", last=1) is True
+    assert await other.read("s") == []
+    assert await _taken(other) == "s"
+    await other.close()
+
+
+async def test_delete_if_idle_racing_appends_keep_every_session_whole(s3: S3World) -> None:
+    """Many sessions, each pruned by one world while another appends to it at the
+    same moment: each session is either kept whole (both entries) or deleted with
+    the append landing at seq 1 of its fresh log; never cut, never a lost append."""
+    writer = _pair(s3)
+    sids = [f"r{i}" for i in range(8)]
+    for sid in sids:
+        await s3.append(sid, [NewEntry("note", {"n": 1})])
+        assert await writer.read(sid) != []
+    results = await asyncio.gather(
+        *(s3.delete_if_idle(sid, last=1) for sid in sids),
+        *(writer.append(sid, [NewEntry("prompt", {"text": sid})]) for sid in sids),
+    )
+    deleted, seqs = results[: len(sids)], results[len(sids) :]
+    fresh = _pair(s3)
+    for sid, gone, seq in zip(sids, deleted, seqs, strict=True):
+        log = [(e.seq, e.data) for e in await fresh.read(sid)]
+        if gone:
+            assert log == [(1, {"text": sid})] and seq == 1, (sid, log)
+        else:
+            assert log == [(1, {"n": 1}), (2, {"text": sid})] and seq == 2, (sid, log)
+    for w in (writer, fresh):
+        await w.close()
+
+
+async def test_last_entry_and_delete_if_idle_request_counts(s3: S3World) -> None:
+    """last_entry is the tail lookup: 1 GET with the session cached, a handful in a
+    fresh world; an idle delete_if_idle adds 1 GET (wake state) + 1 GET (the tail
+    confirmed) + 1 PUT (the claim) to what delete does."""
+    for i in range(40):
+        await s3.append("s", [NewEntry("note", {"i": i})])
+    await s3.logs.drain()  # compaction
+    before = s3.store.counts.copy()
+    last = await s3.last_entry("s")
+    assert last is not None and last.seq == 40 and last.data == {"i": 39}
+    assert s3.store.counts - before == {"GET": 1}
+    fresh = _pair(s3)
+    before = fresh.store.counts.copy()
+    assert await fresh.last_entry("s") == last
+    print("last_entry, fresh world:", dict(fresh.store.counts - before))
+    before = fresh.store.counts.copy()
+    assert await fresh.delete_if_idle("s", last=40) is True
+    print("delete_if_idle, 40 batches:", dict(fresh.store.counts - before))
+    assert await s3.last_entry("s") is None
+    await fresh.close()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxworld_conformance.checkers.history import History, entry_dicts
-
 from fxworld import Agent, NewEntry, World
 from fxworld.testing import ScriptedModel
 from fxworld.types import Entry
 from fxworld_conformance.checkers import check_dense, check_epochs
+from fxworld_conformance.checkers.history import History, entry_dicts
 
 __all__ = ["fill", "lookup", "SESSIONS", "whole", "logs_of", "kit_findings", "same_log"]
 
