@@ -3,7 +3,8 @@
 redis-py's asyncio ``RedisCluster`` opens up to ``max_connections`` per node and
 raises ``MaxConnectionsError`` past them (it has no blocking pool). A world keeps
 its budget itself instead: at most ``budget`` calls in flight at once in the
-process, so no node ever sees more than ``budget`` of its connections, and a call
+process, so no node ever sees more than ``budget`` of its connections for calls (plus
+the one redis-py keeps on the node of the URL to discover the slots), and a call
 past them waits its turn rather than failing.
 
 The followers' blocking ``XREAD`` (one per partition waited on, see ``_follow``)
