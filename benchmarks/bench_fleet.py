@@ -13,9 +13,12 @@ For each worker count W: W workers (benchmarks/_fleet_agent.py: turns of
 ``--steps`` no-op tool steps) start and log ready; then ``--sessions`` prompts land
 at once (all due together) and the run ends when every turn has finished. Printed:
 
-* steps/s (tool steps of all sessions / seconds from the first prompt to the last
-  ``turn.finished``, by the store's stamps) and efficiency per worker
-  (steps/s / (W x steps/s at W=1));
+* steps/s in the steady state: the tool steps finished between the 10th and the
+  90th percentile of ``tool.finished`` stamps (the store's), over the time between
+  them; the ramp (workers waking to the burst) and the tail (fewer sessions left
+  than slots) are left out, as the model predicts a rate, not a start-up; and
+  efficiency per worker (steps/s / (W x steps/s at W=1)); ``all`` is the whole run
+  (tool steps / seconds from the first prompt to the last ``turn.finished``);
 * wake lag, due -> taken: from each prompt's entry to its session's first ``fence``
   entry (both stamped by the store), p50/p99;
 * fairness: each session's share of its steps done when half of all steps were
@@ -26,11 +29,18 @@ at once (all due together) and the run ends when every turn has finished. Printe
 * the capacity model of docs/scaling.md: ``min(W / c, (C_W - P_W) / (c + s), K / a)``
   with c and s the client's and the server's CPU per step (beyond polling), C_W the
   fair share of the cores W workers and the server get beside others' load
-  (``cores_for``: the machine is shared, its load is printed), P_W the cores the W
+  (``cores_for``: the machine is shared; L, others' runnable processes, is counted
+  in ``/proc/loadavg`` while the W workers sit idle just before each run, not taken
+  from the 1-minute load average, which still holds this benchmark's own previous
+  runs), less the cores this driver itself spends reading the sessions' progress,
+  P_W the cores the W
   workers' polling for wakes keeps busy (measured idle, before the prompts), K the
-  store's ceiling in single-entry appends/s from 4 processes (``fxworld bench``, run
-  first) and a the world's calls per step (from the logs: one per distinct entry
-  stamp, the appends and acquires, plus take, finish and the replay's read per turn).
+  store's ceiling: the most single-entry appends/s ``fxworld bench`` measures from 1,
+  4 or 8 processes (run first; SQLite does best from 1, a single writer, Redis from
+  8, which fill its group commit of fsyncs: 4 processes alone left the model below
+  what the fleet did on Redis) and a the world's
+  calls per step (from the logs: one per distinct entry stamp,
+  the appends and acquires, plus take, finish and the replay's read per turn).
 """
 
 from __future__ import annotations
@@ -73,7 +83,8 @@ def cores_for(workers: int, load: float) -> float:
 @dataclass
 class Result:
     workers: int
-    steps_per_s: float
+    steps_per_s: float  # in the steady state (10th to 90th percentile of steps)
+    overall: float  # steps/s over the whole run
     lags: list[float]  # seconds, due -> taken
     progress: list[float]
     connections: int
@@ -81,6 +92,8 @@ class Result:
     server_cpu: float  # seconds per step, beyond what the idle workers' polling costs
     idle_cpu: float  # cores the W idle workers and their polling keep busy
     calls: float  # calls of the world per step, from the logs
+    others: float  # others' runnable processes, counted just before the run
+    driver_cpu: float  # cores this driver spent during the run
     passed: int  # sessions taken out of due order
 
 
@@ -153,8 +166,10 @@ async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Pr
 async def drive(
     world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
 ) -> Result:
+    others = asyncio.create_task(others_running(2.0))
     idle = await idle_rate(procs, probe)
     cpu0 = sum(cpu_seconds(p.pid) for p in procs)
+    driver0 = sum(os.times()[:2])
     server0 = await probe.server_cpu()
     peak = 0
     sids = [f"s{i:05d}" for i in range(args.sessions)]
@@ -169,11 +184,13 @@ async def drive(
     logs = done.result()
     elapsed = span(logs) or time.perf_counter() - t0
     steps = args.sessions * args.steps
+    driver = (sum(os.times()[:2]) - driver0) / (time.perf_counter() - t0)
     cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0 - idle[0] * elapsed
     server = await probe.server_cpu() - server0 - idle[1] * elapsed
     return Result(
         workers=workers,
-        steps_per_s=steps / elapsed,
+        steps_per_s=steady_rate(logs),
+        overall=steps / elapsed,
         lags=[wake_lag(log) for log in logs.values()],
         progress=progress_at_half(logs, args.steps),
         connections=peak,
@@ -182,7 +199,24 @@ async def drive(
         idle_cpu=idle[0] + idle[1],
         passed=out_of_order(logs),
         calls=sum(len({e.at for e in log}) + 3 for log in logs.values()) / steps,
+        others=await others,
+        driver_cpu=driver,
     )
+
+
+async def others_running(seconds: float) -> float:
+    """Others' runnable processes on average over ``seconds`` (``/proc/loadavg``'s
+    running count, less this sampler), taken while the fleet sits idle."""
+    counts = []
+    for _ in range(int(seconds / 0.1)):
+        counts.append(max(0, running() - 1))
+        await asyncio.sleep(0.1)
+    return statistics.fmean(counts)
+
+
+def running() -> int:
+    """Runnable processes on the machine now (``/proc/loadavg``'s fourth field)."""
+    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
 
 
 async def idle_rate(procs: list[Worker], probe: Probe) -> tuple[float, float]:
@@ -225,6 +259,13 @@ def span(logs: dict[str, list[Any]]) -> float:
     return (last - first).total_seconds()
 
 
+def steady_rate(logs: dict[str, list[Any]]) -> float:
+    """Tool steps/s between the 10th and 90th percentile of ``tool.finished``."""
+    ats = sorted(e.at for log in logs.values() for e in log if e.kind == "tool.finished")
+    first, last = len(ats) // 10, len(ats) * 9 // 10
+    return (last - first) / max(1e-6, (ats[last] - ats[first]).total_seconds())
+
+
 def wake_lag(log: list[Any]) -> float:
     """Seconds from the prompt (due at once) to the first fence (taken)."""
     due, taken = _due_taken(log)
@@ -238,39 +279,41 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
     return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
 
 
-def predict(r: Result, load: float, ceiling: float) -> float:
+def predict(r: Result, ceiling: float) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
     them and the server bound by their share of the cores (less what polling for
     wakes keeps busy), and the store by its ceiling of statements."""
     w, c, s = r.workers, r.client_cpu, r.server_cpu
-    cores = max(0.01, cores_for(w, load) - r.idle_cpu)
+    cores = max(0.01, cores_for(w, r.others) - r.idle_cpu - r.driver_cpu)
     return min(w / c, cores / (c + s), ceiling / r.calls)
 
 
 def store_ceiling(base: str) -> float:
-    """Single-entry appends/s from 4 processes (``fxworld bench``), in a fresh namespace."""
+    """The most single-entry appends/s from 1, 4 or 8 processes (``fxworld bench``)."""
+    return max(ceiling_rows(base, 4) + ceiling_rows(base, 8))
+
+
+def ceiling_rows(base: str, processes: int) -> list[float]:
+    """Single-entry appends/s from 1 and ``processes`` processes, in a fresh namespace."""
     url = with_namespace(base, f"ceiling_{uuid.uuid4().hex[:10]}")
-    subprocess.run([sys.executable, "-m", "fxworld.cli", "setup", "--world", url], check=True)
-    out = subprocess.run(
-        [sys.executable, "-m", "fxworld.cli", "bench", "--world", url, "--seconds", "1"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    line = next(x for x in out.splitlines() if x.startswith("single-entry append") and "4 p" in x)
-    return float(line.split()[-2].replace(",", ""))
+    cli = [sys.executable, "-m", "fxworld.cli"]
+    subprocess.run([*cli, "setup", "--world", url], check=True, capture_output=True)
+    bench = [*cli, "bench", "--world", url, "--seconds", "1", "--processes", str(processes)]
+    out = subprocess.run(bench, check=True, capture_output=True, text=True).stdout
+    lines = [x for x in out.splitlines() if x.startswith("single-entry append")]
+    return [float(x.split()[-2].replace(",", "")) for x in lines]
 
 
-def print_row(r: Result, one: Result, load: float, ceiling: float) -> None:
+def print_row(r: Result, one: Result, ceiling: float) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
-    pred = predict(r, load, ceiling)
+    pred = predict(r, ceiling)
     print(
-        f"{r.workers:>3} {r.steps_per_s:>8,.0f} {eff:>5.0%} "
+        f"{r.workers:>3} {r.steps_per_s:>8,.0f} {r.overall:>6,.0f} {eff:>5.0%} "
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
         f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
         f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
-        f"{r.calls:>6.1f} "
+        f"{r.calls:>6.1f} {r.others:>5.1f} {r.driver_cpu:>5.2f} "
         f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
         flush=True,
     )
@@ -282,23 +325,25 @@ def pct(values: list[float], p: float) -> float:
 
 
 HEADER = (
-    "  W   steps/s  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st  predict  meas"
+    "  W   steps/s    all  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st"
+    "     L drvr   predict  meas"
 )
 
 
 async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
+    load = os.getloadavg()[0]  # before the store's ceiling loads the machine itself
     ceiling = store_ceiling(base)
-    load = os.getloadavg()[0]
-    print(f"{os.cpu_count()} cores; load {load:.1f} before the run (others' processes)")
-    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s (4 processes)")
+    print(f"{os.cpu_count()} cores; load average {load:.1f} before the run")
+    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s (best of 1, 4, 8 processes)")
     print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
-    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls)")
+    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls;")
+    print(" L: others' runnable processes before the run; drvr: this driver's cores)")
     print(HEADER)
     one: Result | None = None
     for w in args.workers:
         result = await run_fleet(base, w, args, probe)
         one = one or result
-        print_row(result, one, load, ceiling)
+        print_row(result, one, ceiling)
         print(f"      taken out of due order (50 ms grain): {result.passed} of {args.sessions}")
 
 

@@ -3,9 +3,9 @@
 URL: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
 ``?namespace=ns``, ``?cluster=true`` (Redis Cluster), ``?partitions=N``,
 ``?max_entry_bytes=N`` and ``?durable=true|false``; other query parameters go to
-redis-py (``?max_connections=N``: on one server the world's budget, default 8, a
-pool whose calls wait for a free connection; on a Cluster redis-py's pool per
-node). Or the application's own
+redis-py (``?max_connections=N``: the world's budget, ``connection_budget``,
+default 8, per server and per node on a Cluster; calls wait for a free
+connection). Or the application's own
 ``redis.asyncio.Redis`` / ``RedisCluster``, which ``close()`` leaves open::
 
     from fxworld import world
@@ -31,7 +31,8 @@ How it keeps the contract (key layout and scripts in ``_scripts``):
 * Due times and leases come from the server's clock (``TIME`` in the scripts).
 * ``follow()`` is pushed: the followers of a partition share one blocking ``XREAD``
   over all their streams (``_follow``), so however many they are, they hold at most
-  one connection per partition; the world's calls keep the rest of the pool.
+  one connection per partition (on a Cluster, half the budget at most: ``_budget``);
+  the world's calls keep the rest.
 * ``list_sessions()`` pages through one sorted set of session ids per partition.
 * Driver errors are translated in ``_errors``; calls the server refused unrun,
   and idempotent ones, are retried inside the world first.

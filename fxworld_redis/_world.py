@@ -28,6 +28,7 @@ from fxworld.errors import (
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, parse, split_query
 from fxworld_redis import _errors, _scripts, _settings
+from fxworld_redis._budget import Budget
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
 from fxworld_redis._scripts import Keys, text
@@ -42,10 +43,9 @@ _MAX_PARTITIONS = 1024
 _DEFAULT_PARTITIONS = {False: 1, True: 16}  # one server / a Cluster
 _FOLLOW_BLOCK_MS = 1000
 POOL_SIZE = 8
-"""The connection budget of one world on one server: its pool blocks past this many
-connections (``?max_connections=`` sets another), the followers' shared ``XREAD``
-included. On a Cluster, redis-py's own limit per node applies (``max_connections``,
-100 unless set)."""
+"""The connection budget of one world, per server (per node on a Cluster): calls
+past this many connections wait for a free one (``?max_connections=`` sets another,
+at least 2), the followers' shared ``XREAD`` included (see ``_budget``)."""
 _CALL_TIMEOUT = 30.0  # s: > follow's XREAD BLOCK; a stalled link ends
 _PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
 _US = 1_000_000
@@ -91,12 +91,14 @@ class RedisWorld:
             if cluster is None:
                 cluster = _flag(own.get("cluster", "false"), "cluster", url_or_client)
             self._url = mask(url_or_client)
-            self._make = _client_factory(base, cluster)
+            self.connection_budget = _budget_of(base)
+            self._make = _client_factory(base, cluster, self.connection_budget)
             self._client: _Client = self._make()
             self._owns_client = True
         elif isinstance(url_or_client, (Redis, RedisCluster)):
             _check_no_resend(url_or_client)
             cluster = isinstance(url_or_client, RedisCluster)
+            self.connection_budget = _given_budget(url_or_client)
             self._client = url_or_client
             self._owns_client = False
         else:
@@ -125,6 +127,7 @@ class RedisWorld:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: Deadlines  # made for each event loop, with the loop
         self._waits: Waits  # the followers waiting on this loop (one XREAD per partition)
+        self._budget: Budget | None = None  # Cluster: calls wait for a free connection
         self._turn = 0  # which partition wins a tie in a Cluster's peek
         self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
         self._peeked_at = 0.0
@@ -284,10 +287,16 @@ class RedisWorld:
     async def _xread(self, streams: list[str], ids: list[str]) -> Any:
         """One ``XREAD`` for the followers of a group: the first new entry of each
         stream past its id, or nothing after ``_FOLLOW_BLOCK_MS``."""
-        block = str(_FOLLOW_BLOCK_MS)
-        return await self._command(
-            "follow", "XREAD", "COUNT", "1", "BLOCK", block, "STREAMS", *streams, *ids
-        )
+
+        async def xread(block_ms: int) -> Any:
+            block = str(block_ms)
+            return await self._command(
+                "follow", "XREAD", "COUNT", "1", "BLOCK", block, "STREAMS", *streams, *ids
+            )
+
+        if self._budget is None:  # one server: one XREAD, in the blocking pool
+            return await xread(_FOLLOW_BLOCK_MS)
+        return await self._budget.xread(xread, _FOLLOW_BLOCK_MS)  # W10: writers keep a share
 
     # -- enqueue-wake ------------------------------------------------------------------
 
@@ -516,7 +525,9 @@ class RedisWorld:
         attempt = 0
         while True:
             try:
-                return await self._deadlines.run(call, *args)
+                if self._budget is None:  # one server: the blocking pool waits
+                    return await self._deadlines.run(call, *args)
+                return await self._budget.call(lambda: self._deadlines.run(call, *args))
             except Exception as e:
                 if _errors.needs_reload(e):
                     raise _NoScript() from None
@@ -552,6 +563,7 @@ class RedisWorld:
         self._peeking = None
         self._deadlines = Deadlines(_CALL_TIMEOUT)
         self._waits = Waits(self._xread)
+        self._budget = Budget(self.connection_budget) if self.cluster else None
         self._loop = loop
 
     async def _fix_partitions(self) -> int:
@@ -594,7 +606,7 @@ def _partitions(namespace: str, count: int) -> list[Keys]:
     return [Keys.of(namespace, p) for p in range(count)]
 
 
-def _client_factory(url: str, cluster: bool) -> Any:
+def _client_factory(url: str, cluster: bool, budget: int) -> Any:
     """A function that builds this world's own client: redis-py's automatic resend
     off (the world decides what may run again), bounded timeouts."""
     options: dict[str, Any] = {
@@ -610,19 +622,36 @@ def _client_factory(url: str, cluster: bool) -> Any:
         options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
     except ImportError:  # older redis-py always checks
         pass
+    options["max_connections"] = budget  # per node on a Cluster (the world waits)
     if cluster:
         return lambda: RedisCluster.from_url(url, **options)
     return lambda: _budgeted(url, options)
 
 
 def _budgeted(url: str, options: dict[str, Any]) -> Redis:
-    """A client whose calls wait for one of at most ``POOL_SIZE`` connections."""
-    pool = BlockingConnectionPool.from_url(
-        url, **{"max_connections": POOL_SIZE, "timeout": _CALL_TIMEOUT, **options}
-    )
+    """A client whose calls wait for one of at most ``budget`` connections."""
+    pool = BlockingConnectionPool.from_url(url, **{"timeout": _CALL_TIMEOUT, **options})
     client = Redis(connection_pool=pool)
     client.auto_close_connection_pool = True  # close() closes the pool it made
     return client
+
+
+def _budget_of(url: str) -> int:
+    """``?max_connections=`` (kept in the URL for redis-py), or ``POOL_SIZE``."""
+    value = split_query(url)[1].get("max_connections", str(POOL_SIZE))
+    if not value.isdigit() or int(value) < 2:
+        raise ConfigurationError(
+            f"max_connections must be an integer of at least 2 (the followers' XREAD "
+            f"takes one, calls need another) in {mask(url)}"
+        )
+    return int(value)
+
+
+def _given_budget(client: Redis | RedisCluster) -> int:
+    """The connections per server (per node) an application's client allows."""
+    if isinstance(client, RedisCluster):
+        return int(client.nodes_manager.connection_kwargs.get("max_connections") or 100)
+    return int(getattr(client.connection_pool, "max_connections", 0) or 2**31)
 
 
 def _check_no_resend(client: Redis | RedisCluster) -> None:

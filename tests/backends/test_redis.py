@@ -721,3 +721,16 @@ async def test_idle_followers_do_not_starve_writers(
         await w.close()
         for a in admins:
             a.close()
+
+
+def test_the_connection_budget_is_stated_and_checked() -> None:
+    """``connection_budget``: per server, per node on a Cluster; below 2 is refused
+    (the followers' ``XREAD`` takes one, calls need another)."""
+    assert RedisWorld("redis://127.0.0.1:1/0").connection_budget == 8
+    assert RedisWorld("redis://127.0.0.1:1/0?cluster=true").connection_budget == 8
+    url = "redis://u:secret@127.0.0.1:1/0?cluster=true&max_connections=3"
+    assert RedisWorld(url).connection_budget == 3
+    for bad in ("1", "0", "many"):
+        with pytest.raises(ConfigurationError, match="max_connections") as e:
+            RedisWorld(f"redis://u:secret@127.0.0.1:1/0?max_connections={bad}")
+        assert "secret" not in str(e.value)

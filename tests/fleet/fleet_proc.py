@@ -1,5 +1,5 @@
 """One process of a fleet, for tests/fleet/test_connections.py: opens the worlds at
-``argv[1:]``, presses each as a busy worker would (many calls at once, a follower,
+``argv[1:]``, presses each as a busy worker would (many calls at once, followers,
 wakes taken and finished), prints ``ready``, then holds its connections, idle, until
 its stdin closes."""
 
@@ -14,11 +14,14 @@ from fxworld import NewEntry, open_world
 
 CALLS = 24
 """Calls in flight at once: more than any pool of the budget holds."""
+FOLLOWED = 8
+"""Sessions followed: on a Cluster, in several partitions (an ``XREAD`` each)."""
 
 
 async def main(urls: list[str]) -> None:
     worlds = [open_world(url) for url in urls]
-    followers = [asyncio.create_task(_follow(w, f"p{os.getpid()}")) for w in worlds]
+    sids = [f"p{os.getpid()}-f{i}" for i in range(FOLLOWED)]
+    followers = [asyncio.create_task(_follow(w, sid)) for w in worlds for sid in sids]
     try:
         await asyncio.gather(*(press(w) for w in worlds))
         print("ready", flush=True)

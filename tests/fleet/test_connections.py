@@ -1,7 +1,8 @@
 """Connection budgets (#28 item 2): 50 processes, each pressing its world harder than
-its pool (tests/fleet/fleet_proc.py), against one PostgreSQL and one Redis server;
-the server's own list of clients (``pg_stat_activity``, ``CLIENT LIST``), sampled
-throughout, never shows a process above its world's stated budget."""
+its pool (tests/fleet/fleet_proc.py), against one PostgreSQL, one Redis server and a 3-master Redis
+Cluster; the servers' own lists of clients (``pg_stat_activity``, ``CLIENT LIST`` on
+each node), sampled throughout, never show a process above its world's stated
+budget (on the Cluster, per node)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import pytest
 import redis.asyncio
 
 from fxworld_postgres import PostgresWorld
-from fxworld_redis import _world as redis_world
+from fxworld_redis import RedisWorld
+from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import RedisCluster, RedisServer
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -88,39 +90,55 @@ def _by_process(names: list[str]) -> dict[str, int]:
 
 
 async def test_fifty_processes_stay_within_their_budgets(
-    pg_url: str, postgres_server: PostgresServer, redis_url: str, redis_server: RedisServer
+    pg_url: str,
+    postgres_server: PostgresServer,
+    redis_url: str,
+    redis_server: RedisServer,
+    redis_cluster: RedisCluster,
 ) -> None:
-    """Each process opens both worlds (one fleet, half the start-up CPU). PostgreSQL
-    runs them with ``pool_size=2`` (a budget of 5: 250 for the fleet, within the test
-    server's 300; the default's 8 would need 400)."""
+    """Each process opens all three worlds (one fleet, one start-up each).
+    PostgreSQL runs them with ``pool_size=2`` (a budget of 5: 250 for the fleet,
+    within the test server's 300; the default's 8 would need 400)."""
     pg_fleet_url = pg_url + "&pool_size=2"
-    budget = PostgresWorld(pg_fleet_url).connection_budget
+    cluster_url = f"{redis_cluster.url}&namespace={fresh_namespace()}"
+    budget = {
+        "pg": PostgresWorld(pg_fleet_url).connection_budget,
+        "redis": RedisWorld(redis_url).connection_budget,
+        "node": RedisWorld(cluster_url).connection_budget,
+    }
     s = postgres_server
     admin = await asyncpg.connect(
         host=s.host, port=s.port, user=s.user, password=s.password, database=s.database
     )
-    redis_admin = redis.asyncio.Redis.from_url(redis_server.url)
-    peaks: dict[str, dict[str, int]] = {"pg": {}, "redis": {}}
+    redis_admins = {"redis": redis.asyncio.Redis.from_url(redis_server.url)} | {
+        f"node{i}": redis.asyncio.Redis(host=n.host, port=n.port)
+        for i, n in enumerate(redis_cluster.nodes)
+    }
 
     async def count() -> dict[str, int]:
         rows = await admin.fetch("SELECT application_name FROM pg_stat_activity")
-        clients = await redis_admin.client_list()
-        return {
-            **{f"pg {k}": n for k, n in _by_process([r[0] for r in rows]).items()},
-            **{f"redis {k}": n for k, n in _by_process([c["name"] for c in clients]).items()},
-        }
+        out = {f"pg {k}": n for k, n in _by_process([r[0] for r in rows]).items()}
+        for server, client in redis_admins.items():
+            names = [c["name"] for c in await client.client_list()]
+            out |= {f"{server} {k}": n for k, n in _by_process(names).items()}
+        return out
 
     try:
-        peak = await _fleet_peak([pg_fleet_url, redis_url], count)
+        peak = await _fleet_peak([pg_fleet_url, redis_url, cluster_url], count)
     finally:
         await admin.close()
-        await redis_admin.aclose()
+        for client in redis_admins.values():
+            await client.aclose()
+    peaks: dict[str, dict[str, int]] = {}
     for key, n in peak.items():
         server, name = key.split()
-        peaks[server][name] = n
-    # every process seen on both servers, each named by its pid, none over budget
-    assert len(peaks["pg"]) == len(peaks["redis"]) == PROCESSES, peak
-    assert max(peaks["pg"].values()) <= budget, peaks["pg"]
-    assert max(peaks["redis"].values()) <= redis_world.POOL_SIZE, peaks["redis"]
+        peaks.setdefault(server, {})[name] = n
+    # every process seen on each server, named by its pid, none over budget
+    assert {len(by_process) for by_process in peaks.values()} == {PROCESSES}, peak
+    assert len(peaks) == 2 + len(redis_cluster.nodes), peaks.keys()
     for server, by_process in peaks.items():
+        # on the Cluster, redis-py keeps one more on the node of the URL (node0), the
+        # connection it discovers the Cluster's slots through
+        stated = budget["node" if server.startswith("node") else server] + (server == "node0")
+        assert max(by_process.values()) <= stated, (server, by_process)
         print(f"{server}: {sum(by_process.values())} connections at most, {PROCESSES} processes")
