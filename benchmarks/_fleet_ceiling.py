@@ -61,7 +61,9 @@ def run_children(url: str, processes: int, tasks: int, seconds: float) -> float:
     ]
     try:
         for child in children:
-            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a ceiling writer exited: {child.wait()}")
         start = time.time() + 0.1
         for child in children:
             assert child.stdin is not None

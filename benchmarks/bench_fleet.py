@@ -36,8 +36,8 @@ at once (all due together) and the run ends when every turn has finished. Printe
   P_W the cores the W
   workers' polling for wakes keeps busy (measured idle, before the prompts), K the
   store's ceiling at the concurrency the fleet offers: single-entry appends/s with as
-  many writers in flight as the largest run has sessions in flight (most ``--workers``
-  x ``--concurrency``, at most ``--sessions``), spread over P processes for each P of
+  many writers in flight as the largest run has sessions in flight (the largest
+  ``--workers`` x ``--concurrency``, at most ``--sessions``), spread over P processes for each P of
   ``--workers``, the best (benchmarks/_fleet_ceiling.py, run first, the same way on
   every backend: one append at a time per process never fills a store that commits
   many clients' writes together, as Redis's fsync per event-loop turn does) and a the
