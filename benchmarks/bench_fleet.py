@@ -35,11 +35,13 @@ at once (all due together) and the run ends when every turn has finished. Printe
   runs), less the cores this driver itself spends reading the sessions' progress,
   P_W the cores the W
   workers' polling for wakes keeps busy (measured idle, before the prompts), K the
-  store's ceiling: the most single-entry appends/s ``fxworld bench`` measures from 1,
-  4 or 8 processes (run first; SQLite does best from 1, a single writer, Redis from
-  8, which fill its group commit of fsyncs: 4 processes alone left the model below
-  what the fleet did on Redis) and a the world's
-  calls per step (from the logs: one per distinct entry stamp,
+  store's ceiling at the concurrency the fleet offers: single-entry appends/s with as
+  many writers in flight as the largest run has sessions in flight (the largest
+  ``--workers`` x ``--concurrency``, at most ``--sessions``), spread over P processes for each P of
+  ``--workers``, the best (benchmarks/_fleet_ceiling.py, run first, the same way on
+  every backend: one append at a time per process never fills a store that commits
+  many clients' writes together, as Redis's fsync per event-loop turn does) and a the
+  world's calls per step (from the logs: one per distinct entry stamp,
   the appends and acquires, plus take, finish and the replay's read per turn).
 """
 
@@ -64,6 +66,7 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
 
+from _fleet_ceiling import store_ceiling  # noqa: E402
 from _fleet_probe import Probe, cpu_seconds, open_probe  # noqa: E402
 
 from fxworld import Agent, open_world  # noqa: E402
@@ -288,22 +291,6 @@ def predict(r: Result, ceiling: float) -> float:
     return min(w / c, cores / (c + s), ceiling / r.calls)
 
 
-def store_ceiling(base: str) -> float:
-    """The most single-entry appends/s from 1, 4 or 8 processes (``fxworld bench``)."""
-    return max(ceiling_rows(base, 4) + ceiling_rows(base, 8))
-
-
-def ceiling_rows(base: str, processes: int) -> list[float]:
-    """Single-entry appends/s from 1 and ``processes`` processes, in a fresh namespace."""
-    url = with_namespace(base, f"ceiling_{uuid.uuid4().hex[:10]}")
-    cli = [sys.executable, "-m", "fxworld.cli"]
-    subprocess.run([*cli, "setup", "--world", url], check=True, capture_output=True)
-    bench = [*cli, "bench", "--world", url, "--seconds", "1", "--processes", str(processes)]
-    out = subprocess.run(bench, check=True, capture_output=True, text=True).stdout
-    lines = [x for x in out.splitlines() if x.startswith("single-entry append")]
-    return [float(x.split()[-2].replace(",", "")) for x in lines]
-
-
 def print_row(r: Result, one: Result, ceiling: float) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
@@ -332,9 +319,10 @@ HEADER = (
 
 async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
     load = os.getloadavg()[0]  # before the store's ceiling loads the machine itself
-    ceiling = store_ceiling(base)
     print(f"{os.cpu_count()} cores; load average {load:.1f} before the run")
-    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s (best of 1, 4, 8 processes)")
+    in_flight = min(args.sessions, max(args.workers) * args.concurrency)
+    ceiling = await store_ceiling(base, in_flight, args.workers)
+    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s ({in_flight} in flight, best)")
     print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
     print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls;")
     print(" L: others' runnable processes before the run; drvr: this driver's cores)")
