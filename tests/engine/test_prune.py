@@ -51,6 +51,11 @@ class LateArrival:
 
     def __init__(self, inner: Any, victim: str) -> None:
         self.inner, self.victim = inner, victim
+        # The optional methods prune looks for, as attributes: from Python 3.12 on,
+        # isinstance() against a Protocol does not see what __getattr__ would give.
+        for name in ("list_sessions", "last_entry", "wake_state", "list_wakes"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
