@@ -27,9 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
+
+if TYPE_CHECKING:
+    from fxworld.protocol import SessionLister
 
 __all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
@@ -159,9 +162,23 @@ async def _found(world: Any, args: argparse.Namespace) -> bool:
     return False
 
 
+def _lister(world: Any, command: str, url: str) -> SessionLister | None:
+    """``world`` if it lists its sessions; if not, ``None`` and one line on stderr
+    saying so."""
+    from fxworld.protocol import SessionLister
+    from fxworld.urls import mask
+
+    if isinstance(world, SessionLister):
+        return world
+    print(
+        f"fxworld sessions {command}: the world at {mask(url)} cannot list its sessions",
+        file=sys.stderr,
+    )
+    return None
+
+
 async def _list(args: argparse.Namespace) -> int:
     from fxworld.errors import InvalidArgument
-    from fxworld.protocol import SessionLister
     from fxworld.urls import mask
 
     if args.limit is not None and args.limit < 1:
@@ -169,16 +186,13 @@ async def _list(args: argparse.Namespace) -> int:
     url = world_url(args)
     world = open_world_for(args, "read")
     try:
-        if not isinstance(world, SessionLister):
-            print(
-                f"fxworld sessions list: the world at {mask(url)} cannot list its sessions",
-                file=sys.stderr,
-            )
+        lister = _lister(world, "list", url)
+        if lister is None:
             return 2
         count, after = 0, ""
         while args.limit is None or count < args.limit:
             page = 500 if args.limit is None else min(500, args.limit - count)
-            ids = await world.list_sessions(after=after, limit=page)
+            ids = await lister.list_sessions(after=after, limit=page)
             for sid in ids:
                 print(sid)
             count += len(ids)
@@ -312,7 +326,6 @@ async def _prune(args: argparse.Namespace) -> int:
     """One line per session deleted (or, ``--dry-run``, that would be) or kept
     although idle, with why; a summary on stderr."""
     from fxworld.engine.retention import parse_duration, prune
-    from fxworld.protocol import SessionLister
     from fxworld.urls import mask
 
     idle_for = parse_duration(args.idle_for)  # a bad duration: one line, exit 2
@@ -324,11 +337,7 @@ async def _prune(args: argparse.Namespace) -> int:
         print(f"{verb} {sid}" if reason is None else f"kept {sid}: {reason}", flush=True)
 
     try:
-        if not isinstance(world, SessionLister):
-            print(
-                f"fxworld sessions prune: the world at {mask(url)} cannot list its sessions",
-                file=sys.stderr,
-            )
+        if _lister(world, "prune", url) is None:
             return 2
         report = await prune(world, idle_for=idle_for, dry_run=args.dry_run, progress=told)
         print(
