@@ -6,6 +6,9 @@ Under ``{prefix}{namespace}/``::
     s/{sid}/{g}/b/{first:020d}      one append batch, created with If-None-Match: *
     s/{sid}/{g}/c/{first}-{last}    a segment: a copy of the batches first..last
     w/{sid}                         the session's wake state, changed with If-Match
+    wd/{p}/{t:015d}/{sid}/{nonce}   a due index key: the session's wake state may be
+                                    deliverable from t (ms since the epoch) on; p is
+                                    one of DUE_PREFIXES prefixes, by the session id
     m/{sid}                         marker {"g": n}: the session has (had) a batch in
                                     generation n; listed by ``list_sessions``
 
@@ -20,14 +23,18 @@ so that epochs keep growing (W1, W14).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from fxworld_s3._store import dumps, loads
 
-__all__ = ["Keys", "Batch", "start_of"]
+__all__ = ["Keys", "Batch", "start_of", "DUE_PREFIXES"]
 
 _W = 20
+_T = 15  # digits of a due index key's time in ms (enough until the year 33658)
+DUE_PREFIXES = 4
+"""Prefixes the due index is spread over, so that no single prefix is hot."""
 
 
 class Keys:
@@ -56,6 +63,19 @@ class Keys:
 
     def wake(self, sid: str) -> str:
         return f"{self.root}w/{sid}"
+
+    def due_prefixes(self) -> list[str]:
+        return [f"{self.root}wd/{p}/" for p in range(DUE_PREFIXES)]
+
+    def due(self, sid: str, t_ms: int, nonce: str) -> str:
+        """A due index key of ``sid`` at ``t_ms``; its prefix is fixed by the id."""
+        p = zlib.crc32(sid.encode()) % DUE_PREFIXES
+        return f"{self.root}wd/{p}/{t_ms:0{_T}d}/{sid}/{nonce}"
+
+    def parse_due(self, key: str) -> tuple[int, str, str]:
+        """``(t_ms, sid, nonce)`` of a due index key (session ids hold no ``/``)."""
+        t, sid, nonce = key[len(self.root) + 3 :].split("/")[1:]
+        return int(t), sid, nonce
 
     def markers(self) -> str:
         return f"{self.root}m/"

@@ -1,29 +1,52 @@
-"""The wake queue on S3: one state object per session, changed with If-Match.
+"""The wake queue on S3: one state object per session, changed with If-Match, and
+a due index that lets ``take_wake`` list only what is due.
 
-``w/{sid}`` holds ``{"due", "L", "again", "chk", "op"}``:
+``w/{sid}`` holds ``{"due", "L", "again", "chk", "ix", "op"}``, the authority on the
+session's wake (W11-W13):
 
 * ``due``: when the pending wake is due (W11: a new request keeps the earlier);
 * ``L``: the lease ``[token, until, attempt]`` of the delivery in progress (W12);
 * ``again``: the earliest request that arrived during the lease: ``finish_wake``
   makes it the next due time instead of removing the wake (W13);
 * ``chk``: wake intents of appends in flight (W7), ``{token: [gen, after, delay,
-  at]}``: written before the append's batch, removed by the writer after the
-  append returned (applying the wake: in the background, or in its next write of
-  the state) or when it was refused. Until then the intent is the wake: a
+  at, t, nonce]}``: written before the append's batch, removed by the writer after
+  the append returned (applying the wake: in the background, or in its next write
+  of the state) or when it was refused. Until then the intent is the wake: a
   ``take_wake`` that meets one whose wake would be due looks once at the position
   ``after + 1`` and applies the wake if the batch with that token is there. A
-  writer that died in between leaves its intent; the next ``take_wake`` after
+  writer that died in between leaves its intent; a ``take_wake`` after
   :data:`RECOVER_AFTER` seconds looks for the batch with that token in the log
   after ``after`` and applies the wake (due at the batch's commit time plus the
   delay) or, once the intent is older than :data:`DROP_AFTER` and no such batch
-  exists, drops it;
+  exists, drops it. Each intent has its own index key at ``t`` (``at + delay``),
+  written beside the intent and before the batch;
+* ``ix``: the index keys ``[[t, nonce]]`` that cover the state (usually one);
 * ``op``: names the write that made this version, so that a retried write whose
-  first attempt landed recognises itself.
+  first attempt landed recognises itself (and two versions never share an ETag,
+  the body's MD5).
 
-There is no index and no hot key: ``take_wake`` LISTs ``w/`` (one request per
-page of 1,000 sessions with wake state), GETs only the states whose ETag changed
-since it last looked, and takes a due one with one conditional PUT, trying the
-due sessions in random order so that several workers rarely race for one.
+**The due index** (``wd/{p}/{t}/{sid}/{nonce}``, spread over
+:data:`~fxworld_s3._layout.DUE_PREFIXES` prefixes by the session id; keys sort by
+``t``). The state may be deliverable from ``D`` on (the lease's end while leased,
+else ``due``); the rules that keep every wake found:
+
+1. Every key named in ``ix`` exists, with ``t <= D``. A key is written before the
+   state that names it (:meth:`Wakes.change` writes it, then the conditional PUT),
+   and removed only after a state without it landed. A writer that read an older
+   state fails its If-Match and reads again, so it never relies on a removed key.
+2. A change that makes ``D`` earlier than it was gets a fresh key (a new name): a
+   taker that judged a key "not deliverable before X" may skip that key until X.
+3. A renewal that finds its cover already due moves it to the lease's end, so a
+   long turn does not sit at the front of the index.
+4. A key that no state names (its writer died between the key and the state, or a
+   removal failed) is left alone for :data:`ORPHAN_AFTER` seconds, then removed
+   after a conditional write of the state, which makes any writer that still
+   relies on it fail its If-Match and write a fresh key.
+
+``take_wake`` LISTs the first :data:`PAGE` keys of each prefix (one listing shared
+by the takers of this world), GETs the states of the due sessions, in random order
+within that page so that several workers rarely race for one, and takes a due one
+with one conditional PUT.
 """
 
 from __future__ import annotations
@@ -35,7 +58,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from functools import partial
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fxworld.errors import LeaseLost
@@ -43,7 +66,7 @@ from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER"]
+__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE"]
 
 RECOVER_AFTER = 1.0
 """Seconds an append's wake intent is left to its writer before take_wake recovers it."""
@@ -54,9 +77,23 @@ SETTLE_AFTER = 0.05
 """Seconds a landed intent waits for this world's next write of the session's wake
 state (the next append with a wake) before it is settled alone."""
 
+ORPHAN_AFTER = 30.0
+"""Seconds an index key that no state names is left to the writer that made it."""
+PAGE = 16
+"""Index keys a take LISTs per prefix (more pages only if these are all passed over)."""
+_PAGES = 8  # at most this many pages of one prefix per take
+_LOOK = 8  # states a take reads at once
+_MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
+
 R = TypeVar("R")
 Doc = dict[str, Any]
 Change = Callable[[Doc | None, float], tuple[Doc | None, R]]
+Cover = tuple[int, str]  # (t in ms, nonce) of an index key
+
+
+def _ms(seconds: float) -> int:
+    """An index key's time: rounded down, so a key is never later than what it covers."""
+    return int(seconds * 1000)
 
 
 def _empty(doc: Doc) -> bool:
@@ -74,6 +111,67 @@ def _requested(doc: Doc | None, due: float, now: float) -> Doc:
         old = doc.get("due")
         doc["due"] = due if old is None else min(old, due)
     return doc
+
+
+def _deliverable_at(doc: Doc | None) -> float | None:
+    """When ``doc`` is deliverable (the lease's end while leased, else ``due``)."""
+    if doc is None:
+        return None
+    lease = doc.get("L")
+    return float(lease[1]) if lease else doc.get("due")
+
+
+def _covers(doc: Doc | None) -> list[Cover]:
+    return [(int(t), str(n)) for t, n in (doc or {}).get("ix", [])]
+
+
+def _intent_keys(doc: Doc | None) -> dict[str, Cover]:
+    """Each intent's own index key, by the intent's token."""
+    return {
+        token: (int(i[4]), str(i[5]))
+        for token, i in (doc or {}).get("chk", {}).items()
+        if len(i) >= 6
+    }
+
+
+@dataclass
+class Plan:
+    """The index keys of one state change: ``create`` before it, ``drop`` after it."""
+
+    create: Cover | None = None
+    drop: list[Cover] = field(default_factory=list)
+
+
+def _cover(
+    old: Doc | None, new: Doc | None, applied: set[str], now: float, *, move: bool = False
+) -> Plan:
+    """Set ``new["ix"]`` so that rules 1-3 of the module docstring hold, and say
+    which key to write before ``new`` and which keys to remove after it. ``applied``:
+    the intents this change applied (their keys exist: their batches landed)."""
+    old_ix, old_intents = _covers(old), _intent_keys(old)
+    gone = [k for token, k in old_intents.items() if token not in _intent_keys(new)]
+    plan = Plan()
+    at = _deliverable_at(new)
+    if new is None or at is None:
+        if new is not None:
+            new.pop("ix", None)
+        plan.drop = old_ix + gone
+        return plan
+    limit = _ms(at)
+    adoptable = [k for token, k in old_intents.items() if token in applied and k in gone]
+    candidates = [k for k in adoptable if k[0] <= limit]
+    before = _deliverable_at(old)
+    if before is not None and at >= before:  # rule 2: not earlier, the old covers hold
+        candidates += [k for k in old_ix if k[0] <= limit]
+    if move and at > now + _MOVE_AFTER:  # rule 3
+        candidates = [k for k in candidates if k[0] > _ms(now)]
+    if candidates:
+        best = max(candidates)
+    else:
+        best = plan.create = (limit, uuid.uuid4().hex[:12])
+    new["ix"] = [list(best)]
+    plan.drop = [k for k in dict.fromkeys(old_ix + gone) if k != best]
+    return plan
 
 
 class Wakes:
@@ -95,16 +193,21 @@ class Wakes:
         self.locks = KeyedLocks()
         self._looked: dict[str, float] = {}  # intent token -> when we last looked
         self._peeked: set[str] = set()  # intent tokens whose next position was looked at
-        self._listing: asyncio.Future[list[tuple[str, str]]] | None = None  # LIST in flight
-        self._next_list: asyncio.Future[list[tuple[str, str]]] | None = None  # the one after
+        self._listing: asyncio.Future[list[list[str]]] | None = None  # LIST in flight
+        self._next_list: asyncio.Future[list[list[str]]] | None = None  # the one after
+        # index key -> the time before which it needs no look (judged on a fresh state)
+        self._skip: Lru[str, float] = Lru(cache_size)
+        self._orphans: Lru[str, float] = Lru(cache_size)  # key no state names -> first seen
+        self._trying: set[str] = set()  # sessions a take of this world is looking at
         # sid -> {token: commit time (None: refused)}: this world's appends whose
         # intents are still to settle; the next write of the state settles them
         self.landed: dict[str, dict[str, float | None]] = {}
 
-    async def change(self, sid: str, fn: Change[R]) -> R:
+    async def change(self, sid: str, fn: Change[R], *, move: bool = False) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
-        result. The same write settles this world's landed intents of ``sid``."""
+        result. The same write settles this world's landed intents of ``sid``, and
+        keeps the due index (the module docstring's rules)."""
         async with self.locks.hold(sid):
             key = self.keys.wake(sid)
             known = self.states.get(sid)
@@ -130,30 +233,43 @@ class Wakes:
                         return result
                     known = None  # nothing to write? only if the cache was right
                     continue
-                op = uuid.uuid4().hex
-                if new is None:
-                    ok = await self.store.delete(key, etag=etag) if etag else True
-                    if ok:
-                        self.states[sid] = ("", None)
-                        self._forget(sid, settling)
-                        return result
-                else:
-                    new["op"] = op
-                    body = dumps(new)
-                    put = (
-                        self.store.put_if(key, body, etag)
-                        if etag
-                        else self.store.put_new(key, body)
-                    )
-                    tag = await put
-                    if tag is not None:
-                        self.states[sid] = (tag, new)
-                        self._forget(sid, settling)
-                        return result
-                known = await self._get(sid)
-                if known[1] is not None and known[1].get("op") == op:
+                applied = {t for t, at in settling.items() if at is not None}
+                plan = _cover(doc, new, applied, now, move=move)
+                if plan.create is not None:  # rule 1: the key before the state naming it
+                    await self.store.put(self.keys.due(sid, *plan.create), b"")
+                if await self._write(sid, key, etag, new):
                     self._forget(sid, settling)
-                    return result  # an attempt that seemed to fail had landed
+                    self._drop(sid, plan.drop)
+                    return result
+                if plan.create is not None:  # named by no state that landed
+                    self._drop(sid, [plan.create])
+                known = None
+
+    async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
+        """Write ``new`` over the version ``etag`` (``""``: none); whether it landed
+        (a retried attempt that seemed to fail but landed counts, by its ``op``)."""
+        if new is None:
+            ok = await self.store.delete(key, etag=etag) if etag else True
+            if ok:
+                self.states[sid] = ("", None)
+            return ok
+        op = new["op"] = uuid.uuid4().hex
+        body = dumps(new)
+        tag = await (self.store.put_if(key, body, etag) if etag else self.store.put_new(key, body))
+        if tag is not None:
+            self.states[sid] = (tag, new)
+            return True
+        known = await self._get(sid)
+        return known[1] is not None and known[1].get("op") == op
+
+    def _drop(self, sid: str, covers: list[Cover]) -> None:
+        """Remove index keys in the background (rule 1: after the state without them)."""
+        for t, nonce in covers:
+            self.spawn(self._remove(self.keys.due(sid, t, nonce)))
+
+    async def _remove(self, key: str) -> None:
+        with contextlib.suppress(Exception):  # left behind: an orphan, removed later
+            await self.store.delete(key)
 
     def _forget(self, sid: str, settled: dict[str, float | None]) -> None:
         """The intents ``settled`` are settled in the server's state: forget them."""
@@ -181,14 +297,27 @@ class Wakes:
         await self.change(sid, fn)
 
     async def intend(self, sid: str, token: str, gen: int, after: int, delay: float) -> None:
-        """Record an append's wake intent before its batch is written (W7)."""
+        """Record an append's wake intent before its batch is written (W7), and its
+        index key beside it (both before the batch: the wake is owed once it lands)."""
+        at = time.time()
+        mine = (_ms(at + delay), uuid.uuid4().hex[:12])
 
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
             doc = dict(doc or {})
-            doc["chk"] = {**doc.get("chk", {}), token: [gen, after, delay, now]}
+            doc["chk"] = {**doc.get("chk", {}), token: [gen, after, delay, at, *mine]}
             return doc, None
 
-        await self.change(sid, fn)
+        results = await asyncio.gather(
+            self.store.put(self.keys.due(sid, *mine), b""),
+            self.change(sid, fn),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:  # no batch follows: drop the intent if it landed, and its key
+            with contextlib.suppress(Exception):
+                await self.settle(sid, token, None)
+            self._drop(sid, [mine])
+            raise failed[0]
 
     async def settle(self, sid: str, token: str, landed_at: float | None) -> None:
         """The append named ``token`` landed at ``landed_at`` (apply its wake) or
@@ -214,76 +343,159 @@ class Wakes:
         self, lease: float, find: Callable[[str, int, int, str, bool], Any], limit: int = 1
     ) -> list[tuple[str, str, int, float]]:
         """Take up to ``limit`` due wakes, each ``(sid, token, attempt, until)`` (W12),
-        from one LIST. ``find(sid, gen, after, token, quick)`` awaits the commit time
-        of the batch written by ``token`` (``quick``: only if it is at ``after + 1``),
-        or ``None`` (intent recovery, W7)."""
-        listed = await self._list_states()
-        prefix = len(self.keys.wakes())
-        docs: dict[str, Doc | None] = {}
-        for k, tag in listed:
-            known = self.states.get(k[prefix:])
-            if known is not None and known[0] == tag:
-                docs[k[prefix:]] = known[1]
-        stale = [k[prefix:] for k, _ in listed if k[prefix:] not in docs]
-        # this call's own answers, not the cache: more states than it holds may be due
-        for sid, got in zip(stale, await asyncio.gather(*map(self._get, stale)), strict=True):
-            docs[sid] = got[1]
-        now = time.time()
-        due: list[str] = []
-        for sid, doc in docs.items():
-            if doc is None:
-                continue
-            if _deliverable(doc, now):
-                due.append(sid)
-            for token, (gen, after, delay, at) in list(doc.get("chk", {}).items()):
-                # W7: an intent whose wake would be due is owed once its batch landed:
-                # look at the position right after ``after`` once, at once (its writer
-                # may still be settling it), then the whole log after RECOVER_AFTER
-                quick = at + delay <= now and token not in self._peeked
-                if quick or (
-                    now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
-                ):
-                    if quick:
-                        self._peeked.add(token)
-                    else:
-                        self._looked[token] = now
-                    await self._recover(sid, token, (gen, after, at), find, quick=quick)
-                    if _deliverable((self.states.get(sid) or ("", None))[1] or {}, time.time()):
-                        due.append(sid)
-        random.shuffle(due)
-        left = list(dict.fromkeys(due))  # W12: each session once in a batch
+        from the due index. ``find(sid, gen, after, token, quick)`` awaits the
+        commit time of the batch written by ``token`` (``quick``: only if it is at
+        ``after + 1``), or ``None`` (intent recovery, W7)."""
+        pages = await self._list_due()
+        candidates = self._candidates([k for page in pages for k in page])
+        for prefix, page in zip(self.keys.due_prefixes(), pages, strict=True):
+            # all of a full page passed over (judged, or being tried): look further
+            for _ in range(_PAGES):
+                if len(candidates) >= limit or not page or len(page) % PAGE:
+                    break
+                if self._future(page[-1]):
+                    break
+                listed = await self.store.list(prefix, start_after=page[-1], limit=PAGE)
+                more = [k for k, _ in listed]
+                if not more:
+                    break
+                page += more
+                for sid, keys in self._candidates(more).items():
+                    candidates.setdefault(sid, []).extend(keys)
+        left = [sid for sid in candidates if sid not in self._trying]
+        random.shuffle(left)  # several workers rarely race for one
+        self._trying.update(left)
+        try:
+            return await self._take_from(lease, left, candidates, find, limit)
+        finally:
+            self._trying.difference_update(left)
+
+    async def _take_from(
+        self, lease: float, left: list[str], listed: dict[str, list[str]], find: Any, limit: int
+    ) -> list[tuple[str, str, int, float]]:
+        """Look at the states of a few candidates at once (a GET each), then take
+        the due ones, as many at once as the batch lacks; one that lost a race or was
+        not due after all is replaced from the rest."""
         out: list[tuple[str, str, int, float]] = []
         while left and len(out) < limit:
-            # as many conditional PUTs at once as the batch still lacks; one that
-            # lost a race to another taker is replaced from the rest
-            tries, left = left[: limit - len(out)], left[limit - len(out) :]
-            out += [t for t in await asyncio.gather(*map(partial(self._take, lease), tries)) if t]
+            size = max(_LOOK, 2 * (limit - len(out)))
+            chunk, left = left[:size], left[size:]
+            looked = await asyncio.gather(*(self._look(sid, find) for sid in chunk))
+            due = [sid for sid, ok in zip(chunk, looked, strict=True) if ok]
+            while due and len(out) < limit:
+                tries, due = due[: limit - len(out)], due[limit - len(out) :]
+                taken = await asyncio.gather(*(self._take(lease, sid) for sid in tries))
+                out += [t for t in taken if t]
+            for sid in chunk:
+                if not any(t[0] == sid for t in out):
+                    self._judge(sid, listed[sid])
         return out
 
-    async def _list_states(self) -> list[tuple[str, str]]:
-        """LIST ``w/``, shared by the takers of this world that call while one LIST
-        runs: they wait for the next one, which starts after their calls (so it sees
-        every wake requested before them), and take its answer (group commit)."""
+    def _future(self, key: str) -> bool:
+        return self.keys.parse_due(key)[0] > _ms(time.time())
+
+    def _candidates(self, listed: list[str]) -> dict[str, list[str]]:
+        """Listed keys that are due and not judged already, by session."""
+        now = time.time()
+        out: dict[str, list[str]] = {}
+        for key in listed:
+            t, sid, _ = self.keys.parse_due(key)
+            if t <= _ms(now) and (self._skip.get(key) or 0.0) <= now and sid not in self._trying:
+                out.setdefault(sid, []).append(key)
+        return out
+
+    async def _look(self, sid: str, find: Any) -> bool:
+        """Read ``sid``'s state (one GET) and recover its intents: is it due?"""
+        _, doc = await self._get(sid)
+        if doc is not None and doc.get("chk"):
+            await self._recover_all(sid, doc, find)
+        _, doc = self.states.get(sid) or ("", None)
+        return doc is not None and _deliverable(doc, time.time())
+
+    async def _recover_all(self, sid: str, doc: Doc, find: Any) -> None:
+        now = time.time()
+        for token, (gen, after, delay, at, *_) in list(doc.get("chk", {}).items()):
+            # W7: an intent whose wake would be due is owed once its batch landed:
+            # look at the position right after ``after`` once, at once (its writer
+            # may still be settling it), then the whole log after RECOVER_AFTER
+            quick = at + delay <= now and token not in self._peeked
+            if quick or (
+                now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
+            ):
+                if quick:
+                    self._peeked.add(token)
+                else:
+                    self._looked[token] = now
+                await self._recover(sid, token, (gen, after, at), find, quick=quick)
+
+    def _judge(self, sid: str, listed: list[str]) -> None:
+        """Keys that listed ``sid``, which was not taken, judged on the state just
+        read: a cover needs no look before the state is deliverable (rule 2); an
+        intent's key, a look soon (its writer settles it) or after RECOVER_AFTER; a
+        key no state names is an orphan (rule 4)."""
+        _, doc = self.states.get(sid) or ("", None)
+        now = time.time()
+        covers = {n for _, n in _covers(doc)}
+        intents = {k[1]: age for k, age in _intent_ages(doc, now)}
+        for key in listed:
+            nonce = self.keys.parse_due(key)[2]
+            if nonce in covers:
+                self._skip[key] = _deliverable_at(doc) or now
+                self._orphans.pop(key)
+            elif nonce in intents:
+                self._skip[key] = now + (0.1 if intents[nonce] < RECOVER_AFTER else RECOVER_AFTER)
+                self._orphans.pop(key)
+            else:
+                first = self._orphans.get(key)
+                if first is None:
+                    first = self._orphans[key] = now
+                if now - first >= ORPHAN_AFTER:
+                    self.spawn(self._clear_orphan(sid, key))
+                self._skip[key] = now + max(0.05, now - first)
+
+    async def _clear_orphan(self, sid: str, key: str) -> None:
+        """Rule 4: a conditional write of the state (as it is, with a new ``op``)
+        first, so that a writer that still relies on ``key`` fails its If-Match and
+        writes a fresh key; then remove ``key``."""
+        nonce = self.keys.parse_due(key)[2]
+        async with self.locks.hold(sid):
+            etag, doc = await self._get(sid)
+            if nonce in {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}:
+                return  # its state landed after all
+            body = dict(doc or {})
+            if not await self._write(sid, self.keys.wake(sid), etag, body):
+                return  # changed meanwhile: judged again at the next look
+        await self._remove(key)
+        self._orphans.pop(key)
+
+    async def _list_due(self) -> list[list[str]]:
+        """The first PAGE keys of each prefix of the due index, shared by the takers
+        of this world that call while one listing runs: they wait for the next one,
+        which starts after their calls (so it sees every key written before them),
+        and take its answer (group commit)."""
         while True:
             shared = self._next_list
             if shared is None:
-                return await self._lead_list()
+                return [list(p) for p in await self._lead_list()]
             try:
-                return await asyncio.shield(shared)
+                return [list(p) for p in await asyncio.shield(shared)]
             except asyncio.CancelledError:
                 if not shared.cancelled():
                     raise  # this taker was cancelled
                 # its leader was cancelled: lead the next one
 
-    async def _lead_list(self) -> list[tuple[str, str]]:
-        nxt: asyncio.Future[list[tuple[str, str]]] = asyncio.get_running_loop().create_future()
+    async def _lead_list(self) -> list[list[str]]:
+        nxt: asyncio.Future[list[list[str]]] = asyncio.get_running_loop().create_future()
         self._next_list = nxt
         try:
             while self._listing is not None:  # the LIST in flight started before us
                 await asyncio.wait([self._listing])
             self._next_list = None
             self._listing = nxt
-            nxt.set_result(await self.store.list(self.keys.wakes()))
+            pages = await asyncio.gather(
+                *(self.store.list(p, limit=PAGE) for p in self.keys.due_prefixes())
+            )
+            nxt.set_result([[k for k, _ in page] for page in pages])
         except BaseException as e:
             if self._next_list is nxt:
                 self._next_list = None
@@ -325,7 +537,7 @@ class Wakes:
             doc["L"] = [token, now + lease, doc["L"][2]]
             return doc, now + lease
 
-        return await self.change(sid, fn)
+        return await self.change(sid, fn, move=True)
 
     async def finish(self, sid: str, token: str) -> None:
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
@@ -351,7 +563,7 @@ class Wakes:
             return None
         now = time.time()
         due = doc.get("due")
-        for token, (gen, after, delay, _) in doc.get("chk", {}).items():
+        for token, (gen, after, delay, *_) in doc.get("chk", {}).items():
             at = await find(sid, gen, after, token, True)
             if at is not None:
                 due = at + delay if due is None else min(due, at + delay)
@@ -370,11 +582,19 @@ class Wakes:
         return doc is not None and not _empty(doc)
 
     async def forget(self, sid: str) -> None:
-        """Remove the session's wake (``delete``, W14)."""
+        """Remove the session's wake (``delete``, W14), then its index keys."""
         async with self.locks.hold(sid):
+            _, doc = await self._get(sid)
             await self.store.delete(self.keys.wake(sid))
             self.states[sid] = ("", None)
             self.landed.pop(sid, None)  # its intents went with it
+        self._drop(sid, _covers(doc) + list(_intent_keys(doc).values()))
+
+
+def _intent_ages(doc: Doc | None, now: float) -> list[tuple[Cover, float]]:
+    """Each intent's key, with the intent's age in seconds."""
+    chk = (doc or {}).get("chk", {})
+    return [(k, now - float(chk[token][3])) for token, k in _intent_keys(doc).items()]
 
 
 def _unchanged(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
@@ -394,7 +614,7 @@ def _settled(doc: Doc | None, token: str, landed_at: float | None, now: float) -
         return doc
     doc = dict(doc)
     chk = dict(doc["chk"])
-    _, _, delay, _ = chk.pop(token)
+    delay = chk.pop(token)[2]
     doc["chk"] = chk
     if landed_at is not None:
         doc = _requested(doc, landed_at + delay, now)

@@ -495,15 +495,42 @@ async def test_list_sessions_is_one_list_and_survives_a_delete_that_died(s3: S3W
 async def test_an_append_with_wake_returns_after_two_puts_and_is_owed_at_once(
     s3: S3World,
 ) -> None:
-    """The intent and the batch are the append's only requests; the wake is settled
-    afterwards, in the background, and another world can take it at once (W7)."""
+    """The intent with its due index key (two PUTs at once), then the batch, are the
+    append's only requests; the wake is settled afterwards, in the background, and
+    another world can take it at once (W7)."""
     await s3.append("s", [NewEntry("first", {})], wake=0)
     lease = await s3.take_wake(lease=5)
     assert lease is not None
     await s3.finish_wake(lease)  # the world now knows the wake state's etag
-    before = s3.store.counts.copy()
+    await s3.logs.drain()
+    rounds: list[list[str]] = []  # the PUTs started while none was in flight, and after
+    flying = 0
+    store = s3.store
+
+    def counted(name: str) -> None:
+        method = getattr(store, name)
+
+        async def wrapper(key: str, *args: object) -> object:
+            nonlocal flying
+            if not flying:
+                rounds.append([])
+            rounds[-1].append(key)
+            flying += 1
+            try:
+                return await method(key, *args)
+            finally:
+                flying -= 1
+
+        setattr(store, name, wrapper)
+
+    for name in ("put", "put_new", "put_if"):
+        counted(name)
+    before = store.counts.copy()
     await s3.append("s", [NewEntry("second", {})], wake=0)
-    assert s3.store.counts - before == {"PUT": 2}
+    assert store.counts - before == {"PUT": 3}
+    assert [sorted(k.split("/")[1] for k in keys) for keys in rounds] == [["w", "wd"], ["s"]]
+    for name in ("put", "put_new", "put_if"):
+        delattr(store, name)
     other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
     lease = await other.take_wake(lease=5)
     assert lease is not None and lease.session_id == "s"
