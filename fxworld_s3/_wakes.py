@@ -82,7 +82,7 @@ ORPHAN_AFTER = 30.0
 PAGE = 16
 """Index keys a take LISTs per prefix (more pages only if these are all passed over)."""
 _PAGES = 8  # at most this many pages of one prefix per take
-_LOOK = 8  # states a take reads at once
+_LOOK = 32  # states a take reads at once, at most
 _MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
 
 R = TypeVar("R")
@@ -373,12 +373,14 @@ class Wakes:
     async def _take_from(
         self, lease: float, left: list[str], listed: dict[str, list[str]], find: Any, limit: int
     ) -> list[tuple[str, str, int, float]]:
-        """Look at the states of a few candidates at once (a GET each), then take
-        the due ones, as many at once as the batch lacks; one that lost a race or was
-        not due after all is replaced from the rest."""
+        """Look at the states of as many candidates as the batch lacks (a GET each;
+        twice as many each round after), then take the due ones, as many at once as
+        the batch lacks; one that lost a race or was not due after all is replaced
+        from the rest."""
         out: list[tuple[str, str, int, float]] = []
+        grow = 1  # doubled after each round: keys passed over are soon passed
         while left and len(out) < limit:
-            size = max(_LOOK, 2 * (limit - len(out)))
+            size, grow = min(_LOOK, (limit - len(out)) * grow), grow * 2
             chunk, left = left[:size], left[size:]
             looked = await asyncio.gather(*(self._look(sid, find) for sid in chunk))
             due = [sid for sid, ok in zip(chunk, looked, strict=True) if ok]

@@ -709,3 +709,100 @@ async def test_last_entry_and_delete_if_idle_request_counts(s3: S3World) -> None
     print("delete_if_idle, 40 batches:", dict(fresh.store.counts - before))
     assert await s3.last_entry("s") is None
     await fresh.close()
+
+
+# -- the due index (#25: take_wake lists only what is due) ------------------------------
+
+
+async def _index(world: S3World) -> list[str]:
+    """Every key of the due index, over all its prefixes."""
+    pages = [await world.store.list(p) for p in world.keys.due_prefixes()]
+    return [k for page in pages for k, _ in page]
+
+
+async def test_take_wake_costs_the_same_at_40_and_at_400_due(s3: S3World) -> None:
+    """A fresh world's take LISTs the first page of each index prefix, reads the
+    state of the sessions it looks at and takes one: the queue's length does not
+    change what one take costs."""
+    costs = []
+    for queued in (40, 400):
+        ns = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=f"{s3.namespace}-{queued}")
+        for i in range(0, queued, 50):
+            await asyncio.gather(*(ns.wake(f"q{j}") for j in range(i, min(queued, i + 50))))
+        fresh = _pair(ns)
+        before = fresh.store.counts.copy()
+        assert await _taken(fresh) is not None
+        costs.append(fresh.store.counts - before)
+        await asyncio.gather(ns.close(), fresh.close())
+    assert costs[0] == costs[1]
+    assert costs[0]["LIST"] == 4  # one per prefix of the index
+    print("take + finish, fresh world:", dict(costs[0]))
+
+
+async def test_the_due_index_is_spread_and_emptied_by_finished_wakes(s3: S3World) -> None:
+    """Index keys land under every prefix; once every wake is taken and finished (and
+    an append's wake too), none is left: a stale key is removed once a state that no
+    longer names it landed."""
+    for i in range(40):
+        await s3.wake(f"sp{i}")
+    await s3.append("sp-append", [NewEntry("e", {})], wake=0)
+    keys = await _index(s3)
+    assert {k.split("/")[2] for k in keys} == {"0", "1", "2", "3"}
+    taken = 0
+    while lease := await s3.take_wake(lease=5):
+        await s3.finish_wake(lease)
+        taken += 1
+    assert taken == 41
+    await s3.logs.drain()
+    assert await _index(s3) == []
+    assert await s3.take_wake(lease=5) is None
+
+
+async def test_a_renewal_moves_a_due_cover_to_the_lease_end(s3: S3World) -> None:
+    """A long turn does not sit at the front of the index: the first renewal of its
+    lease moves the session's key to the lease's end; finishing removes it."""
+    await s3.wake("long")
+    lease = await s3.take_wake(lease=30)
+    assert lease is not None
+    await s3.logs.drain()
+    assert [s3.keys.parse_due(k)[0] / 1000 <= time.time() for k in await _index(s3)] == [True]
+    lease = await s3.renew_wake(lease, lease=30)
+    await s3.logs.drain()
+    [key] = await _index(s3)
+    assert s3.keys.parse_due(key)[0] / 1000 >= time.time() + 25
+    other = _pair(s3)
+    assert await other.take_wake(lease=5) is None  # leased: W12
+    await s3.finish_wake(lease)
+    await s3.logs.drain()
+    assert await _index(s3) == []
+    await other.close()
+
+
+async def test_an_index_key_no_state_names_is_removed_and_loses_no_wake(
+    s3: S3World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key whose writer died before its state landed is passed over, then removed
+    after a conditional write of the state; a world that still holds the state as
+    it was before that write has its next write refused, reads again and writes a
+    fresh key: its wake is delivered."""
+    from fxworld_s3 import _wakes
+
+    stale = _pair(s3)
+    await stale.wake("orphan")  # its state and key exist; stale caches the state
+    lease = await s3.take_wake(lease=5)
+    assert lease is not None
+    await s3.finish_wake(lease)
+    await s3.logs.drain()
+    await stale.wakes._get("orphan")  # the state as it is now (none): cached by stale
+    dead = s3.keys.due("orphan", int(time.time() * 1000), "deadwriter")
+    await s3.store.put(dead, b"")  # a writer that died between its key and its state
+    assert await s3.take_wake(lease=5) is None
+    monkeypatch.setattr(_wakes, "ORPHAN_AFTER", 0.0)
+    await asyncio.sleep(0.1)
+    assert await s3.take_wake(lease=5) is None
+    await s3.logs.drain()
+    assert await _index(s3) == []  # removed, after a write of the (empty) state
+    await stale.wake("orphan")  # its cached state is out of date: refused, read again
+    assert len(await _index(s3)) == 1
+    assert await _taken(s3) == "orphan"
+    await stale.close()
