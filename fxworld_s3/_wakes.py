@@ -79,9 +79,9 @@ state (the next append with a wake) before it is settled alone."""
 
 ORPHAN_AFTER = 30.0
 """Seconds an index key that no state names is left to the writer that made it."""
-PAGE = 16
-"""Index keys a take LISTs per prefix (more pages only if these are all passed over)."""
-_PAGES = 8  # at most this many pages of one prefix per take
+PAGE = 10
+"""Index keys a take LISTs per prefix (more only if these are all passed over)."""
+_MORE = 100  # keys per further page
 _LOOK = 32  # states a take reads at once, at most
 _MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
 
@@ -114,11 +114,14 @@ def _requested(doc: Doc | None, due: float, now: float) -> Doc:
 
 
 def _deliverable_at(doc: Doc | None) -> float | None:
-    """When ``doc`` is deliverable (the lease's end while leased, else ``due``)."""
+    """From when ``doc`` needs a look: the lease's end while leased, else ``due``,
+    or earlier if an intent with no index key of its own would be due then."""
     if doc is None:
         return None
     lease = doc.get("L")
-    return float(lease[1]) if lease else doc.get("due")
+    times = [float(lease[1]) if lease else doc.get("due")]
+    times += [i[3] + i[2] for i in doc.get("chk", {}).values() if len(i) < 6]
+    return min((t for t in times if t is not None), default=None)
 
 
 def _covers(doc: Doc | None) -> list[Cover]:
@@ -241,8 +244,8 @@ class Wakes:
                     self._forget(sid, settling)
                     self._drop(sid, plan.drop)
                     return result
-                if plan.create is not None:  # named by no state that landed
-                    self._drop(sid, [plan.create])
+                # plan.create stays: a state that landed and was changed since may
+                # name it; if none does, it is an orphan (rule 4)
                 known = None
 
     async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
@@ -263,9 +266,13 @@ class Wakes:
         return known[1] is not None and known[1].get("op") == op
 
     def _drop(self, sid: str, covers: list[Cover]) -> None:
-        """Remove index keys in the background (rule 1: after the state without them)."""
+        """Remove index keys in the background (rule 1: after the state without them).
+        No state names them again (a cover is always a fresh key): takes of this
+        world pass them over from now on."""
         for t, nonce in covers:
-            self.spawn(self._remove(self.keys.due(sid, t, nonce)))
+            key = self.keys.due(sid, t, nonce)
+            self._skip[key] = float("inf")
+            self.spawn(self._remove(key))
 
     async def _remove(self, key: str) -> None:
         with contextlib.suppress(Exception):  # left behind: an orphan, removed later
@@ -298,15 +305,26 @@ class Wakes:
 
     async def intend(self, sid: str, token: str, gen: int, after: int, delay: float) -> None:
         """Record an append's wake intent before its batch is written (W7), and its
-        index key beside it (both before the batch: the wake is owed once it lands)."""
+        own index key beside it (both before the batch: the wake is owed once it
+        lands), unless the state is due by the intent's time anyway."""
         at = time.time()
-        mine = (_ms(at + delay), uuid.uuid4().hex[:12])
+        known = self.states.get(sid)
+        covered = _deliverable_at(known[1] if known else None)
+        if covered is not None and covered <= at + delay:
+            # already due by then: the state's cover serves (checked again on the
+            # state the write lands on, which writes a key first if it must)
+            mine: list[Any] = []
+        else:
+            mine = [_ms(at + delay), uuid.uuid4().hex[:12]]
 
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
             doc = dict(doc or {})
             doc["chk"] = {**doc.get("chk", {}), token: [gen, after, delay, at, *mine]}
             return doc, None
 
+        if not mine:
+            await self.change(sid, fn)
+            return
         results = await asyncio.gather(
             self.store.put(self.keys.due(sid, *mine), b""),
             self.change(sid, fn),
@@ -316,7 +334,7 @@ class Wakes:
         if failed:  # no batch follows: drop the intent if it landed, and its key
             with contextlib.suppress(Exception):
                 await self.settle(sid, token, None)
-            self._drop(sid, [mine])
+            self._drop(sid, [(mine[0], mine[1])])
             raise failed[0]
 
     async def settle(self, sid: str, token: str, landed_at: float | None) -> None:
@@ -349,17 +367,13 @@ class Wakes:
         pages = await self._list_due()
         candidates = self._candidates([k for page in pages for k in page])
         for prefix, page in zip(self.keys.due_prefixes(), pages, strict=True):
-            # all of a full page passed over (judged, or being tried): look further
-            for _ in range(_PAGES):
-                if len(candidates) >= limit or not page or len(page) % PAGE:
-                    break
-                if self._future(page[-1]):
-                    break
-                listed = await self.store.list(prefix, start_after=page[-1], limit=PAGE)
+            # a full page all passed over (judged, or being tried): look further, to
+            # the first key not yet due (what is passed over is what runs now)
+            size = PAGE
+            while len(candidates) < limit and len(page) == size and not self._future(page[-1]):
+                listed = await self.store.list(prefix, start_after=page[-1], limit=_MORE)
                 more = [k for k, _ in listed]
-                if not more:
-                    break
-                page += more
+                page, size = more, _MORE
                 for sid, keys in self._candidates(more).items():
                     candidates.setdefault(sid, []).extend(keys)
         left = [sid for sid in candidates if sid not in self._trying]
@@ -388,8 +402,12 @@ class Wakes:
                 tries, due = due[: limit - len(out)], due[limit - len(out) :]
                 taken = await asyncio.gather(*(self._take(lease, sid) for sid in tries))
                 out += [t for t in taken if t]
+            ours = {t[0]: t[3] for t in out}
             for sid in chunk:
-                if not any(t[0] == sid for t in out):
+                if sid in ours:  # leased to us: no look before the lease ends (rule 2)
+                    for key in listed[sid]:
+                        self._skip[key] = ours[sid]
+                else:
                     self._judge(sid, listed[sid])
         return out
 
@@ -432,28 +450,28 @@ class Wakes:
 
     def _judge(self, sid: str, listed: list[str]) -> None:
         """Keys that listed ``sid``, which was not taken, judged on the state just
-        read: a cover needs no look before the state is deliverable (rule 2); an
-        intent's key, a look soon (its writer settles it) or after RECOVER_AFTER; a
-        key no state names is an orphan (rule 4)."""
+        read. A cover needs no look before the state is deliverable (rule 2): until
+        the lease's end, the due time, or an intent's time if one with no key of its
+        own is still to settle (it may become due once settled, with no new key).
+        An intent's own key is looked at every time (it is adopted when settled).
+        A key no state names is an orphan: its state may still land (rule 4), so it
+        too is looked at every time, and removed once ORPHAN_AFTER has passed."""
         _, doc = self.states.get(sid) or ("", None)
         now = time.time()
-        covers = {n for _, n in _covers(doc)}
-        intents = {k[1]: age for k, age in _intent_ages(doc, now)}
+        named = {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}
         for key in listed:
-            nonce = self.keys.parse_due(key)[2]
-            if nonce in covers:
-                self._skip[key] = _deliverable_at(doc) or now
+            if self.keys.parse_due(key)[2] in named:
                 self._orphans.pop(key)
-            elif nonce in intents:
-                self._skip[key] = now + (0.1 if intents[nonce] < RECOVER_AFTER else RECOVER_AFTER)
-                self._orphans.pop(key)
-            else:
-                first = self._orphans.get(key)
-                if first is None:
-                    first = self._orphans[key] = now
-                if now - first >= ORPHAN_AFTER:
-                    self.spawn(self._clear_orphan(sid, key))
-                self._skip[key] = now + max(0.05, now - first)
+                at = _deliverable_at(doc)  # an unsettled intent's time counts (rule 2)
+                if at is not None and at > now:
+                    self._skip[key] = at
+                continue
+            first = self._orphans.get(key)
+            if first is None:
+                self._orphans[key] = now
+            elif now - first >= ORPHAN_AFTER:
+                self._skip[key] = now + ORPHAN_AFTER  # its removal runs
+                self.spawn(self._clear_orphan(sid, key))
 
     async def _clear_orphan(self, sid: str, key: str) -> None:
         """Rule 4: a conditional write of the state (as it is, with a new ``op``)
@@ -591,12 +609,6 @@ class Wakes:
             self.states[sid] = ("", None)
             self.landed.pop(sid, None)  # its intents went with it
         self._drop(sid, _covers(doc) + list(_intent_keys(doc).values()))
-
-
-def _intent_ages(doc: Doc | None, now: float) -> list[tuple[Cover, float]]:
-    """Each intent's key, with the intent's age in seconds."""
-    chk = (doc or {}).get("chk", {})
-    return [(k, now - float(chk[token][3])) for token, k in _intent_keys(doc).items()]
 
 
 def _unchanged(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
