@@ -16,6 +16,12 @@ newest epoch issued so far (``E``) and whether that epoch's fence entry is in th
 generation (``V``): the log is the fence (W1, W2, W8). A batch with ``D`` ends its
 generation (``delete``): the next generation starts empty, with ``E`` carried over
 so that epochs keep growing (W1, W14).
+
+Key maps (W6, a fresh world's keyed append at a constant cost): a segment
+``{"b": [batches], "K": {key: seq}}`` carries every key of its generation up to its
+last position (an older segment is a plain list of batches, with no map); a batch
+carries ``kf`` and ``K``, every key of the positions ``kf`` to just before it, when
+its writer knew them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 
 from fxworld_s3._store import dumps, loads
 
-__all__ = ["Keys", "Batch", "start_of"]
+__all__ = ["Keys", "Batch", "start_of", "segment_body", "parse_segment"]
 
 _W = 20
 
@@ -91,6 +97,8 @@ class Batch:
     items: list[tuple[str, str]] = field(default_factory=list)  # (kind, JSON data)
     deleted: bool = False  # D: the generation ends here (delete)
     real: bool = True  # False for the empty start of a generation (no object)
+    keys_from: int | None = None  # kf: keys_before holds every key of positions kf..first-1
+    keys_before: dict[str, int] = field(default_factory=dict)  # K: key -> last seq (W6)
 
     @property
     def last(self) -> int:
@@ -111,6 +119,9 @@ class Batch:
                 out[name] = value
         if self.deleted:
             out["D"] = True
+        if self.keys_from is not None:
+            out["kf"] = self.keys_from
+            out["K"] = self.keys_before
         return out
 
     def body(self) -> bytes:
@@ -130,6 +141,8 @@ class Batch:
             at=float(d.get("at", 0.0)),
             items=[(str(k), str(v)) for k, v in d.get("x", [])],
             deleted=bool(d.get("D", False)),
+            keys_from=d.get("kf"),
+            keys_before={str(k): int(s) for k, s in d.get("K", {}).items()},
         )
 
     @classmethod
@@ -140,3 +153,23 @@ class Batch:
 def start_of(top: int) -> Batch:
     """The empty start of a generation whose epochs continue after ``top``."""
     return Batch(first=1, count=0, top=top, held=False, real=False)
+
+
+def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
+    """A segment's object: its batches and, when known, the generation's key map up to
+    its last position."""
+    out: dict[str, Any] = {"b": [b.to_json() for b in batches]}
+    if keys is not None:
+        out["K"] = keys
+    return dumps(out)
+
+
+def parse_segment(body: bytes) -> tuple[list[Batch], dict[str, int] | None]:
+    """A segment's batches and key map (``None``: not carried, as in a segment of the
+    older format, a plain list of batches)."""
+    d = loads(body)
+    if isinstance(d, list):
+        return [Batch.from_json(b) for b in d], None
+    keys = d.get("K")
+    batches = [Batch.from_json(b) for b in d["b"]]
+    return batches, None if keys is None else {str(k): int(s) for k, s in keys.items()}
