@@ -220,6 +220,8 @@ class Logs:
                     bisect.insort(st.firsts, first)
             if listed:
                 batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
+            elif not st.tail.real and not st.segments:
+                return st  # no batch at all in the generation, as the LIST just found
             else:
                 batch = await self._last_compacted(sid, st)
             if batch is None:  # replaced by a stub between the LIST and the GET
