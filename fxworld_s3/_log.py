@@ -288,7 +288,7 @@ class Logs:
             if need_keys and not st.keys_known():
                 tail = st.tail
                 st = await self.load_keys(sid, st)
-                confirmed = confirmed and st.tail == tail  # a later tail read: not confirmed
+                confirmed = confirmed and st.tail is tail  # a later tail read: not confirmed
                 continue
             choice = decide(st, confirmed)
             choice.state = st
