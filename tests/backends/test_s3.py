@@ -741,7 +741,10 @@ async def test_a_fresh_worlds_keyed_append_costs_at_most_8_requests(s3: S3World)
         other.logs._compacting.add("s")
         await other.append("s", [NewEntry("e", {})])
         await other.close()
-        costs[length, "after a fresh plain batch"] = (await _keyed_cost(s3, "s", "k0"))[0]
+        for name, key in (("segment map", "k0"), ("tail batch's map", f"new{length}")):
+            cost, seq, added = await _keyed_cost(s3, "s", key)
+            assert (seq, added) == (keys[key], 0), (length, key)
+            costs[length, f"after a fresh plain batch, {name}"] = cost
     print("keyed append, fresh world:", costs)
     assert max(costs.values()) <= 8, costs
 
