@@ -17,9 +17,9 @@ generation (``V``): the log is the fence (W1, W2, W8). A batch with ``D`` ends i
 generation (``delete``): the next generation starts empty, with ``E`` carried over
 so that epochs keep growing (W1, W14).
 
-Key maps (W6, a fresh world's keyed append at a constant cost): a segment
-``{"b": [batches], "K": {key: seq}}`` carries every key of its generation up to its
-last position (an older segment is a plain list of batches, with no map); a batch
+Key maps (W6, a fresh world's keyed append at a constant cost): a segment's last
+batch carries ``S`` = ``{key: last seq of its call}``, every key of its generation up
+to the segment's end (a segment written by an earlier version has none); a batch
 carries ``kf`` and ``K``, every key of the positions ``kf`` to just before it, when
 its writer knew them.
 """
@@ -156,20 +156,19 @@ def start_of(top: int) -> Batch:
 
 
 def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
-    """A segment's object: its batches and, when known, the generation's key map up to
-    its last position."""
-    out: dict[str, Any] = {"b": [b.to_json() for b in batches]}
+    """A segment's object: the list of its batches; the last one also carries ``S``,
+    when known, the generation's key map up to the segment's end (a world of an
+    earlier version reads the list and ignores the field)."""
+    out = [b.to_json() for b in batches]
     if keys is not None:
-        out["K"] = keys
+        out[-1]["S"] = keys
     return dumps(out)
 
 
 def parse_segment(body: bytes) -> tuple[list[Batch], dict[str, int] | None]:
-    """A segment's batches and key map (``None``: not carried, as in a segment of the
-    older format, a plain list of batches)."""
+    """A segment's batches and key map (``None``: not carried, as in a segment
+    written by an earlier version)."""
     d = loads(body)
-    if isinstance(d, list):
-        return [Batch.from_json(b) for b in d], None
-    keys = d.get("K")
-    batches = [Batch.from_json(b) for b in d["b"]]
+    keys = d[-1].get("S") if d else None
+    batches = [Batch.from_json(b) for b in d]
     return batches, None if keys is None else {str(k): int(s) for k, s in keys.items()}
