@@ -31,7 +31,7 @@ from typing import Any
 
 from fxworld_s3._store import dumps, loads
 
-__all__ = ["Keys", "Batch", "start_of", "segment_body", "parse_segment"]
+__all__ = ["Keys", "Batch", "start_of"]
 
 _W = 20
 
@@ -153,22 +153,3 @@ class Batch:
 def start_of(top: int) -> Batch:
     """The empty start of a generation whose epochs continue after ``top``."""
     return Batch(first=1, count=0, top=top, held=False, real=False)
-
-
-def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
-    """A segment's object: the list of its batches; the last one also carries ``S``,
-    when known, the generation's key map up to the segment's end (a world of an
-    earlier version reads the list and ignores the field)."""
-    out = [b.to_json() for b in batches]
-    if keys is not None:
-        out[-1]["S"] = keys
-    return dumps(out)
-
-
-def parse_segment(body: bytes) -> tuple[list[Batch], dict[str, int] | None]:
-    """A segment's batches and key map (``None``: not carried, as in a segment
-    written by an earlier version)."""
-    d = loads(body)
-    keys = d[-1].get("S") if d else None
-    batches = [Batch.from_json(b) for b in d]
-    return batches, None if keys is None else {str(k): int(s) for k, s in keys.items()}

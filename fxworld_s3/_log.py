@@ -18,10 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, Lru
-from fxworld_s3._layout import Batch, Keys, parse_segment, segment_body, start_of
+from fxworld_s3._layout import Batch, Keys, start_of
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = ["State", "Logs", "Write", "COMPACT_EVERY", "SEGMENT_ENTRIES"]
+__all__ = [
+    "State",
+    "Logs",
+    "Write",
+    "COMPACT_EVERY",
+    "SEGMENT_ENTRIES",
+    "segment_body",
+    "parse_segment",
+]
 
 COMPACT_EVERY = 16
 """Batches past the last segment that make a writer compact them into one."""
@@ -600,6 +608,25 @@ def _keys_after(keys: dict[str, int] | None, batches: list[Batch]) -> dict[str, 
         for k, seq in _own_key(b).items():
             out.setdefault(k, seq)
     return out
+
+
+def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
+    """A segment's object: the list of its batches; the last one also carries ``S``,
+    when known, the generation's key map up to the segment's end (a world of an
+    earlier version reads the list and ignores the field)."""
+    out = [b.to_json() for b in batches]
+    if keys is not None:
+        out[-1]["S"] = keys
+    return dumps(out)
+
+
+def parse_segment(body: bytes) -> tuple[list[Batch], dict[str, int] | None]:
+    """A segment's batches and key map (``None``: not carried, as in a segment
+    written by an earlier version)."""
+    d = loads(body)
+    keys = d[-1].get("S") if d else None
+    batches = [Batch.from_json(b) for b in d]
+    return batches, None if keys is None else {str(k): int(s) for k, s in keys.items()}
 
 
 def _entries(batches: list[Batch]) -> int:
