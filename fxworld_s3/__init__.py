@@ -28,9 +28,11 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   epoch there means ``Fenced`` (W2, W8). ``expect`` is "the next position is
   expect + 1" (W5).
 * The idempotency key and the wake request are stored in the batch itself, so
-  they hold when the writer dies between two requests. A key is found by reading
-  the log (segments make that cheap; the world caches what it has read, for its
-  ``cache_size`` most recently used sessions) (W6). An
+  they hold when the writer dies between two requests. A key is found in the
+  key maps that segments and batches carry: a fresh world's keyed append reads
+  the newest segment and the tail batch, at most 8 requests at any log length;
+  the world caches the keys, for its ``cache_size`` most recently used sessions
+  (W6). An
   append with ``wake=`` first writes a wake *intent* into the session's wake
   state, then the batch, and returns; the intent is turned into the wake in the
   background. Until then a ``take_wake`` finds the batch by its token right after

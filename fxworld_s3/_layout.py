@@ -19,6 +19,12 @@ newest epoch issued so far (``E``) and whether that epoch's fence entry is in th
 generation (``V``): the log is the fence (W1, W2, W8). A batch with ``D`` ends its
 generation (``delete``): the next generation starts empty, with ``E`` carried over
 so that epochs keep growing (W1, W14).
+
+Key maps (W6, a fresh world's keyed append at a constant cost): a segment's last
+batch carries ``S`` = ``{key: last seq of its call}``, every key of its generation up
+to the segment's end (a segment written by an earlier version has none); a batch
+carries ``kf`` and ``K``, every key of the positions ``kf`` to just before it, when
+its writer knew them.
 """
 
 from __future__ import annotations
@@ -111,6 +117,8 @@ class Batch:
     items: list[tuple[str, str]] = field(default_factory=list)  # (kind, JSON data)
     deleted: bool = False  # D: the generation ends here (delete)
     real: bool = True  # False for the empty start of a generation (no object)
+    keys_from: int | None = None  # kf: keys_before holds every key of positions kf..first-1
+    keys_before: dict[str, int] = field(default_factory=dict)  # K: key -> last seq (W6)
 
     @property
     def last(self) -> int:
@@ -131,6 +139,9 @@ class Batch:
                 out[name] = value
         if self.deleted:
             out["D"] = True
+        if self.keys_from is not None:
+            out["kf"] = self.keys_from
+            out["K"] = self.keys_before
         return out
 
     def body(self) -> bytes:
@@ -150,6 +161,8 @@ class Batch:
             at=float(d.get("at", 0.0)),
             items=[(str(k), str(v)) for k, v in d.get("x", [])],
             deleted=bool(d.get("D", False)),
+            keys_from=d.get("kf"),
+            keys_before={str(k): int(s) for k, s in d.get("K", {}).items()},
         )
 
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,7 +21,15 @@ from fxworld_s3._cache import DEFAULT_CACHE_SIZE, Lru
 from fxworld_s3._layout import Batch, Keys, start_of
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = ["State", "Logs", "Write", "COMPACT_EVERY", "SEGMENT_ENTRIES"]
+__all__ = [
+    "State",
+    "Logs",
+    "Write",
+    "COMPACT_EVERY",
+    "SEGMENT_ENTRIES",
+    "segment_body",
+    "parse_segment",
+]
 
 COMPACT_EVERY = 16
 """Batches past the last segment that make a writer compact them into one."""
@@ -40,11 +49,12 @@ class State:
     tail: Batch  # the last batch known (``start_of(base)`` for an empty generation)
     firsts: list[int] = field(default_factory=list)  # known batch positions, sorted
     keys: dict[str, int] = field(default_factory=dict)  # key -> last seq of its call
-    keys_upto: int = 0  # keys holds every key of the batches up to this seq
+    keys_from: int = 1  # keys holds every key of the batches from this position
+    keys_upto: int = 0  # ... up to this seq (every key of the log: keys_from == 1)
     segments: list[tuple[int, int]] | None = None  # segment ranges, as last listed
     since_compact: int = 0  # batches landed since the last compaction looked
     recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
-    small: tuple[tuple[int, int], list[Batch]] | None = None  # the last segment, if small
+    small: Segment | None = None  # the last segment written, if small
     marked: bool = False  # this world wrote (or found) the session's marker for ``gen``
 
     def saw(self, batch: Batch) -> None:
@@ -54,14 +64,44 @@ class State:
         i = bisect.bisect_left(self.firsts, batch.first)
         if i == len(self.firsts) or self.firsts[i] != batch.first:
             self.firsts.insert(i, batch.first)
-        if batch.first == self.keys_upto + 1 and not batch.deleted:
-            if batch.key is not None:
-                self.keys.setdefault(batch.key, batch.last)
-            self.keys_upto = batch.last
+        if not batch.deleted:
+            if batch.keys_from is not None:  # the keys its writer knew, before it
+                self.know(batch.keys_before, batch.keys_from, batch.first - 1)
+            if batch.first == self.keys_upto + 1:
+                self.know(_own_key(batch), batch.first, batch.last)
         if batch.first > self.tail.first or not self.tail.real:
             self.tail = batch
         if batch.first > self.compacted() and len(self.recent) < SEGMENT_ENTRIES:
             self.recent[batch.first] = batch
+
+    def know(self, keys: dict[str, int], lo: int, hi: int) -> None:
+        """Learn ``keys``: every key of the positions ``lo`` to ``hi``. Joined to what
+        is known when the two ranges touch; else the later range is kept. Then
+        extended through the batches held in memory."""
+        if hi < lo or (self.keys_from <= lo and hi <= self.keys_upto):
+            return
+        if lo <= self.keys_upto + 1 and hi + 1 >= self.keys_from:
+            for k, seq in keys.items():
+                self.keys.setdefault(k, seq)
+            self.keys_from, self.keys_upto = min(lo, self.keys_from), max(hi, self.keys_upto)
+        elif hi > self.keys_upto:
+            self.keys, self.keys_from, self.keys_upto = dict(keys), lo, hi
+        else:
+            return
+        while (b := self.recent.get(self.keys_upto + 1)) is not None and not b.deleted:
+            for k, seq in _own_key(b).items():
+                self.keys.setdefault(k, seq)
+            self.keys_upto = b.last
+
+    def keys_known(self) -> bool:
+        """Does ``keys`` hold every key of the log, up to the tail known (W6)?"""
+        return self.keys_from == 1 and self.keys_upto >= self.tail.last
+
+    def keys_until(self, last: int) -> dict[str, int] | None:
+        """Every key of the positions up to ``last``, if known."""
+        if self.keys_from > 1 or self.keys_upto < last:
+            return None
+        return {k: seq for k, seq in self.keys.items() if seq <= last}
 
     def compacted(self) -> int:
         """The last seq of the segment chain from 1, as last known."""
@@ -72,6 +112,27 @@ class State:
         """The greatest known batch position at or before ``seq`` (1 at worst)."""
         i = bisect.bisect_right(self.firsts, seq)
         return self.firsts[i - 1] if i else 1
+
+
+Segment = tuple[tuple[int, int], list[Batch], dict[str, int] | None]
+"""A segment's range, its batches and its key map (``None``: it carries none)."""
+
+
+def _own_key(batch: Batch) -> dict[str, int]:
+    return {} if batch.key is None else {batch.key: batch.last}
+
+
+def with_keys(st: State, batch: Batch) -> Batch:
+    """``batch`` carrying the keys of the positions between the segment chain's end
+    (as known) and itself, when ``st`` knows them all; else as it is. A batch that
+    loses its position is decided again, with its map, on the newer view."""
+    if batch.deleted or st.keys_upto < batch.first - 1 or st.keys_from > batch.first:
+        return batch
+    start = max(st.keys_from, min(st.compacted(), batch.first - 1) + 1)
+    before = {k: seq for k, seq in st.keys.items() if start <= seq < batch.first}
+    if len(before) > SEGMENT_ENTRIES:  # bounded: a reader falls back to reading
+        return batch
+    return dataclasses.replace(batch, keys_from=start, keys_before=before)
 
 
 class Restart(Exception):
@@ -137,12 +198,14 @@ class Logs:
         await self.unmark(sid, st.gen)
         return fresh
 
-    async def refresh(self, sid: str, st: State) -> State:
+    async def refresh(self, sid: str, st: State, *, seek: bool = False) -> State:
         """Find the tail; returns the state (a new one if the generation ended),
         its tail confirmed by the server on return. The batches form a chain with
         no hole (W9), so a GET of the position after the tail that finds nothing
-        confirms it; a tail far behind is found with a LIST after the segments."""
-        steps = 0
+        confirms it; a tail far behind is found with a LIST after the segments
+        (at once with ``seek``: a fresh world's keyed append, which needs the
+        segments and the tail batch's key map)."""
+        steps = _STEPS if seek else 0
         while True:
             tail = st.tail
             if tail.deleted:
@@ -165,6 +228,8 @@ class Logs:
                     bisect.insort(st.firsts, first)
             if listed:
                 batch = await self.get_batch(sid, st, self.keys.first_of(listed[-1][0]))
+            elif not st.tail.real and not st.segments:
+                return st  # no batch at all in the generation, as the LIST just found
             else:
                 batch = await self._last_compacted(sid, st)
             if batch is None:  # replaced by a stub between the LIST and the GET
@@ -185,14 +250,24 @@ class Logs:
         chain = _chain(st.segments or [], 1)
         if not chain or chain[-1][1] <= st.tail.last:
             return st.tail if st.tail.real else None
-        got = await self.store.get(self.keys.segment(sid, st.gen, *chain[-1]))
-        if not isinstance(got, tuple):  # superseded and removed: list again
-            st.segments = None
+        got = await self.get_segment(sid, st, chain[-1])
+        if got is None:
             return st.tail if st.tail.real else None
-        batches = [Batch.from_json(d) for d in loads(got[0])]
+        return got[1][-1]
+
+    async def get_segment(self, sid: str, st: State, segment: tuple[int, int]) -> Segment | None:
+        """GET a segment; its batches and key map are taken into ``st``. ``None``:
+        superseded and removed (``st.segments`` is then listed again)."""
+        got = await self.store.get(self.keys.segment(sid, st.gen, *segment))
+        if not isinstance(got, tuple):
+            st.segments = None
+            return None
+        batches, keys = parse_segment(got[0])
+        if keys is not None:  # every key of the generation up to the segment's end (W6)
+            st.know(keys, 1, segment[1])
         for b in batches:
             st.saw(b)
-        return batches[-1]
+        return segment, batches, keys
 
     async def state_again(self, sid: str) -> State:
         self.states.pop(sid)
@@ -213,13 +288,15 @@ class Logs:
         token: str | None = None
         while True:
             if not st.tail.real and not confirmed:
-                st = await self.refresh(sid, st)
+                st = await self.refresh(sid, st, seek=need_keys)
                 confirmed = True
             if st.tail.deleted:
                 st = await self.roll_forward(sid, st, st.tail)
                 continue
-            if need_keys and st.keys_upto < st.tail.last:
+            if need_keys and not st.keys_known():
+                tail = st.tail
                 st = await self.load_keys(sid, st)
+                confirmed = confirmed and st.tail is tail  # a later tail read: not confirmed
                 continue
             choice = decide(st, confirmed)
             choice.state = st
@@ -229,7 +306,7 @@ class Logs:
                 st = await self.refresh(sid, st)  # W2/W5: refuse only on a confirmed tail
                 confirmed = True
                 continue
-            batch = choice.batch
+            batch = choice.batch = with_keys(st, choice.batch)
             token = batch.token
             if batch.first == 1 and not st.marked:  # before the generation's first batch
                 await self.mark(sid, st.gen)
@@ -319,15 +396,10 @@ class Logs:
         if st.segments is None or (st.segments and p <= st.segments[-1][1]):
             await self._list_segments(sid, st)
         for first, last in _chain(st.segments or [], p):
-            got = await self.store.get(self.keys.segment(sid, st.gen, first, last))
-            if not isinstance(got, tuple):  # superseded and removed: list again
-                st.segments = None
+            got = await self.get_segment(sid, st, (first, last))
+            if got is None:  # superseded and removed: list again
                 return await self.batches(sid, st, after, limit)
-            for d in loads(got[0]):
-                b = Batch.from_json(d)
-                st.saw(b)
-                if b.last >= p and b.first <= end:
-                    out.append(b)
+            out += [b for b in got[1] if b.last >= p and b.first <= end]
             p = last + 1
             if p > end:
                 return out, False
@@ -364,7 +436,18 @@ class Logs:
         st.segments = sorted(self.keys.range_of(k) for k, _ in listed)
 
     async def load_keys(self, sid: str, st: State) -> State:
-        """Read the whole generation so that ``st.keys`` holds every key (W6)."""
+        """Make ``st.keys`` hold every key of the log (W6): the newest segment's map
+        joined to the one the tail batch carries (from at most that segment's end
+        on), else a read of the generation from what is known on."""
+        if st.segments is None:
+            await self._list_segments(sid, st)
+        chain = _chain(st.segments or [], 1)
+        if chain and (st.keys_from > 1 or st.keys_upto < chain[-1][1]):
+            await self.get_segment(sid, st, chain[-1])
+        if st.keys_known():
+            return st
+        if st.keys_from > 1:  # a later range only: read from the start
+            st.keys, st.keys_from, st.keys_upto = {}, 1, 0
         while st.keys_upto < st.tail.last:
             before = st.keys_upto
             try:
@@ -405,19 +488,28 @@ class Logs:
         fresh = _bounded(fresh)
         if len(fresh) < COMPACT_EVERY:
             return
+        last = fresh[-1].last
+        merge = bool(chain) and chain[-1][1] - chain[-1][0] + 1 + _entries(fresh) <= SEGMENT_ENTRIES
+        keys = st.keys_until(last)
         batches: list[Batch] = []
-        if chain and chain[-1][1] - chain[-1][0] + 1 + _entries(fresh) <= SEGMENT_ENTRIES:
-            prior = await self._segment_batches(sid, st, chain[-1])  # merged: still small
+        if chain and (merge or keys is None):  # merged while still small; or for its map
+            prior = await self._segment_batches(sid, st, chain[-1])
             if prior is None:
                 return
-            batches = prior
+            batches = prior[1] if merge else []
+            keys = keys if keys is not None else _keys_after(prior[2], fresh)
+        elif keys is None:  # the first segment: the keys of its batches
+            keys = _keys_after({}, fresh)
         batches += fresh
-        first, last = batches[0].first, batches[-1].last
-        body = dumps([b.to_json() for b in batches])
+        first = batches[0].first
+        body = segment_body(batches, keys)  # keys: every key up to last (W6), or None
         await self.store.put_new(self.keys.segment(sid, gen, first, last), body)
+        if keys is not None:
+            st.know(keys, 1, last)
         old = [r for r in st.segments or [] if first <= r[0] and r[1] < last]
         st.segments = sorted({*(st.segments or []), (first, last)} - set(old))
-        st.small = ((first, last), batches) if last - first + 1 < SEGMENT_ENTRIES else None
+        small = last - first + 1 < SEGMENT_ENTRIES
+        st.small = ((first, last), batches, keys) if small else None
         for f in [f for f in st.recent if f <= last]:
             del st.recent[f]
         for r in old:  # superseded: inside the new range
@@ -425,16 +517,12 @@ class Logs:
 
     async def _segment_batches(
         self, sid: str, st: State, segment: tuple[int, int]
-    ) -> list[Batch] | None:
-        """The batches of ``segment``: from memory if this world wrote it, else a GET
-        (``None`` if another compactor removed it)."""
+    ) -> Segment | None:
+        """``segment``: from memory if this world wrote it, else a GET (``None`` if
+        another compactor removed it)."""
         if st.small is not None and st.small[0] == segment:
-            return list(st.small[1])
-        got = await self.store.get(self.keys.segment(sid, st.gen, *segment))
-        if not isinstance(got, tuple):  # removed by another compactor: list again
-            st.segments = None
-            return None
-        return [Batch.from_json(d) for d in loads(got[0])]
+            return segment, list(st.small[1]), st.small[2]
+        return await self.get_segment(sid, st, segment)
 
     async def _read_after(self, sid: str, st: State, start: int) -> list[Batch]:
         """The batches from position ``start`` on, read from the store (a world
@@ -509,6 +597,36 @@ def _bounded(batches: list[Batch]) -> list[Batch]:
             break
         out.append(b)
     return out
+
+
+def _keys_after(keys: dict[str, int] | None, batches: list[Batch]) -> dict[str, int] | None:
+    """``keys`` (every key before ``batches``, or ``None``: not known) and theirs."""
+    if keys is None:
+        return None
+    out = dict(keys)
+    for b in batches:
+        for k, seq in _own_key(b).items():
+            out.setdefault(k, seq)
+    return out
+
+
+def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
+    """A segment's object: the list of its batches; the last one also carries ``S``,
+    when known, the generation's key map up to the segment's end (a world of an
+    earlier version reads the list and ignores the field)."""
+    out = [b.to_json() for b in batches]
+    if keys is not None:
+        out[-1]["S"] = keys
+    return dumps(out)
+
+
+def parse_segment(body: bytes) -> tuple[list[Batch], dict[str, int] | None]:
+    """A segment's batches and key map (``None``: not carried, as in a segment
+    written by an earlier version)."""
+    d = loads(body)
+    keys = d[-1].get("S") if d else None
+    batches = [Batch.from_json(b) for b in d]
+    return batches, None if keys is None else {str(k): int(s) for k, s in keys.items()}
 
 
 def _entries(batches: list[Batch]) -> int:

@@ -6,6 +6,7 @@ errors and credentials)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -21,6 +22,7 @@ from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
 from fxworld_s3 import S3World
 from fxworld_s3._follow import AT_ONCE, POLLS_PER_SECOND, QUIET_READS_PER_SECOND
+from fxworld_s3._log import parse_segment
 from tests.support.namespaces import fresh_namespace
 from tests.support.s3_server import SECRET_KEY, S3Server
 
@@ -188,6 +190,129 @@ async def test_compaction_under_racing_writers_keeps_the_log_exact(s3_server: S3
         assert mine == [i for i in range(40) for _ in range(1 + i % 3)]
     for w in [*worlds, reader]:
         await w.close()
+
+
+# -- keyed appends at a constant cost (#25 item 6) --------------------------------------
+
+
+async def _keyed_cost(s3: S3World, sid: str, key: str, entries: int = 1) -> tuple[int, int, int]:
+    """A fresh world's keyed append: (its requests, the seq it returned, the objects
+    it added to the namespace)."""
+    fresh = _pair(s3)
+    fresh.logs._compacting.add(sid)  # its own compaction would be counted too
+    objects = len(await s3.store.list(s3.keys.root))
+    before = fresh.store.requests
+    seq = await fresh.append(sid, [NewEntry("e", {"key": key})] * entries, key=key)
+    cost = fresh.store.requests - before
+    await fresh.close()
+    return cost, seq, len(await s3.store.list(s3.keys.root)) - objects
+
+
+async def _grow(s3: S3World, sid: str, to: int, keys: dict[str, int]) -> None:
+    """Append batches of 10 entries up to ``to`` entries: every third keyed, from
+    ``s3`` (a warm writer), every seventh from a fresh world that writes no key."""
+    n = (await s3.logs.refresh(sid, await s3.logs.state(sid))).tail.last
+    while n < to:
+        batch = [NewEntry("e", {"i": n})] * 10
+        if n // 10 % 7 == 6:
+            other = _pair(s3)
+            n = await other.append(sid, batch)
+            await other.close()
+        elif n // 10 % 3 == 0:
+            key = f"k{n}"
+            n = keys[key] = await s3.append(sid, batch, key=key)
+        else:
+            n = await s3.append(sid, batch)
+    await s3.logs.drain()
+
+
+async def test_a_fresh_worlds_keyed_append_costs_at_most_8_requests(s3: S3World) -> None:
+    """At 100, 1,000 and 5,000 entries, a fresh world's keyed append finds a repeated
+    key (the first of the log, and a recent one) and a new one in at most 8 requests:
+    the key maps of the newest segment and of the tail batch (W6)."""
+    keys: dict[str, int] = {}
+    costs = {}
+    for length in (100, 1000, 5000):
+        await _grow(s3, "s", length, keys)
+        for name, key in (("first key", "k0"), ("recent key", max(keys, key=lambda k: keys[k]))):
+            cost, seq, added = await _keyed_cost(s3, "s", key)
+            assert (seq, added) == (keys[key], 0), (length, key)  # W6: nothing written
+            costs[length, name] = cost
+        cost, seq, added = await _keyed_cost(s3, "s", f"new{length}")
+        assert added == 1 and seq > length
+        keys[f"new{length}"] = seq
+        costs[length, "new key"] = cost
+        # a fresh non-keyed writer's batch last, with no compaction since
+        other = _pair(s3)
+        other.logs._compacting.add("s")
+        await other.append("s", [NewEntry("e", {})])
+        await other.close()
+        for name, key in (("segment map", "k0"), ("tail batch's map", f"new{length}")):
+            cost, seq, added = await _keyed_cost(s3, "s", key)
+            assert (seq, added) == (keys[key], 0), (length, key)
+            costs[length, f"after a fresh plain batch, {name}"] = cost
+    print("keyed append, fresh world:", costs)
+    assert max(costs.values()) <= 8, costs
+
+
+async def test_keyed_appends_without_compaction_or_with_old_segments(s3: S3World) -> None:
+    """A log whose writers never compacted (the tail batch's map from position 1), and
+    one whose segments an earlier version wrote (no maps: read through), both
+    answer every key right."""
+    keys: dict[str, int] = {}
+    s3.logs._compacting.add("plain")
+    await _grow(s3, "plain", 300, keys)
+    for key, seq in keys.items():
+        cost, got, added = await _keyed_cost(s3, "plain", key)
+        assert (got, added) == (seq, 0) and cost <= 8, (key, cost)
+    s3.logs._compacting.discard("plain")
+    keys = {}
+    await _grow(s3, "old", 400, keys)
+    for k, _ in await s3.store.list(s3.keys.segments("old", 0)):  # rewrite as old segments
+        body = await s3.store.get(k)
+        assert isinstance(body, tuple)
+        batches, mapped = parse_segment(body[0])
+        assert mapped is not None and set(mapped) <= set(keys)
+        old = [{f: v for f, v in b.to_json().items() if f not in ("kf", "K")} for b in batches]
+        await s3.store.put(k, json.dumps(old).encode())
+    for key, seq in keys.items():
+        assert (await _keyed_cost(s3, "old", key))[1:] == (seq, 0), key
+    _, seq, added = await _keyed_cost(s3, "old", "brand-new", entries=3)
+    assert added == 1 and seq == (await s3.last_entry("old")).seq  # type: ignore[union-attr]
+
+
+async def test_key_maps_follow_deletes_races_and_mixed_writers(s3: S3World) -> None:
+    """Keys of a deleted generation are not keys of the next; racing fresh writers of
+    one key land it once; a mixed log keeps every key through compaction (W6)."""
+    keys: dict[str, int] = {}
+    await _grow(s3, "s", 200, keys)
+    await s3.delete("s")
+    cost, seq, added = await _keyed_cost(s3, "s", "k0")
+    assert (seq, added) == (1, 2)  # the first batch of the new log, and its marker
+    assert cost <= 5, cost  # GET g, LIST segments, LIST batches, PUT marker, PUT batch
+    keys = {"k0": 1}
+    for i in range(8):  # fresh writers of both kinds, racing; a warm one, compacting
+        worlds = [_pair(s3) for _ in range(3)]
+        batch = [NewEntry("e", {"i": i})] * (1 + i % 3)
+        seqs = await asyncio.gather(
+            worlds[0].append("s", batch, key=f"r{i}"),
+            worlds[1].append("s", batch, key=f"r{i}"),
+            worlds[2].append("s", batch),
+        )
+        assert seqs[0] == seqs[1], seqs  # W6: one call landed, the other returned its seq
+        keys[f"r{i}"] = seqs[0]
+        for w in worlds:
+            await w.close()
+        for _ in range(2):
+            keys[f"w{i}"] = await s3.append("s", [NewEntry("e", {})], key=f"w{i}")
+            await s3.append("s", [NewEntry("e", {})])
+    await s3.logs.drain()
+    log = await s3.read("s", limit=10_000)
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert len(log) == 1 + sum(2 * (1 + i % 3) + 3 for i in range(8))
+    assert await s3.store.list(s3.keys.segments("s", 1))
+    for key, seq in keys.items():
+        assert (await _keyed_cost(s3, "s", key))[1:] == (seq, 0), key
 
 
 async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> None:
