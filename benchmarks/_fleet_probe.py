@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["Probe", "open_probe", "cpu_seconds"]
+__all__ = ["Probe", "open_probe", "cpu_seconds", "running_threads"]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -24,14 +24,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def running_threads(pid: int) -> int:
+    """Threads of process ``pid`` that are runnable now (state R)."""
+    count = 0
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                count += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+    return count
+
+
 class Probe:
     """No server (SQLite): nothing to count."""
+
+    processes = 0  # the server's processes busy at once here, for the fair share
 
     async def connections(self) -> int:
         return 0
 
-    async def server_cpu(self) -> float:
-        return 0.0
+    async def server_pids(self) -> list[int]:
+        return []
 
     async def close(self) -> None:
         pass
@@ -44,7 +56,7 @@ class PostgresProbe(Probe):
     def __init__(self, conn: Any, extra_pids: list[int]) -> None:
         self.conn = conn
         self.extra = extra_pids
-        self.seen: dict[int, float] = {}  # backend pid -> its CPU when last seen
+        self.processes = 1 + len(extra_pids)
 
     async def connections(self) -> int:
         return int(
@@ -54,14 +66,12 @@ class PostgresProbe(Probe):
             )
         )
 
-    async def server_cpu(self) -> float:
-        """CPU of every backend seen so far (a backend gone keeps its last figure)."""
+    async def server_pids(self) -> list[int]:
+        """The database's client backends now, and PgBouncer's process."""
         pids = await self.conn.fetch(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
         )
-        for (pid,) in pids:
-            self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
-        return sum(self.seen.values()) + sum(cpu_seconds(p) for p in self.extra)
+        return [pid for (pid,) in pids] + self.extra
 
     async def close(self) -> None:
         await self.conn.close()
@@ -72,6 +82,8 @@ class RedisProbe(Probe):
 
     def __init__(self, nodes: list[Any]) -> None:
         self.nodes = nodes
+        self.processes = len(nodes)
+        self.pids: list[int] = []
 
     async def connections(self) -> int:
         total = 0
@@ -79,11 +91,10 @@ class RedisProbe(Probe):
             total += len(await n.client_list()) - 1
         return total
 
-    async def server_cpu(self) -> float:
-        total = 0.0
-        for n in self.nodes:
-            total += cpu_seconds(int((await n.info("server"))["process_id"]))
-        return total
+    async def server_pids(self) -> list[int]:
+        if not self.pids:
+            self.pids = [int((await n.info("server"))["process_id"]) for n in self.nodes]
+        return self.pids
 
     async def close(self) -> None:
         for n in self.nodes:

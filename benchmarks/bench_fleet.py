@@ -55,7 +55,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,21 +65,23 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
 
-from _fleet_ceiling import store_ceiling  # noqa: E402
-from _fleet_probe import Probe, cpu_seconds, open_probe  # noqa: E402
+from _fleet_ceiling import store_ceiling, turn_calls  # noqa: E402
+from _fleet_cpu import CpuSampler  # noqa: E402
+from _fleet_probe import Probe, open_probe  # noqa: E402
 
 from fxworld import Agent, open_world  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 from fxworld_conformance.target import with_namespace  # noqa: E402
 
 
-def cores_for(workers: int, load: float) -> float:
+def cores_for(workers: int, server: int, load: float) -> float:
     """Cores the fleet gets on a machine others load: a fair share of the
-    ``os.cpu_count()`` cores for its W workers and the server's one busy process
-    beside the ``load`` runnable processes of others (the 1-minute load average
-    taken before the run)."""
+    ``os.cpu_count()`` cores for its W workers and the ``server``'s processes that
+    run here (0 for SQLite, 1 for PostgreSQL or Redis, 2 with PgBouncer, 3 for the
+    Cluster's masters) beside the ``load`` runnable processes of others."""
     cores = os.cpu_count() or 1
-    return min(cores, cores * (workers + 1) / (workers + 1 + load))
+    ours = workers + server
+    return min(cores, cores * ours / (ours + load))
 
 
 @dataclass
@@ -91,13 +92,14 @@ class Result:
     lags: list[float]  # seconds, due -> taken
     progress: list[float]
     connections: int
-    client_cpu: float  # seconds per step, beyond the idle workers' polling
-    server_cpu: float  # seconds per step, beyond what the idle workers' polling costs
-    idle_cpu: float  # cores the W idle workers and their polling keep busy
+    client_cpu: float  # the workers' CPU seconds per step, in the steady window
+    server_cpu: float  # the server's CPU seconds per step, in the steady window
+    server_processes: int  # the server's processes that run here
     calls: float  # calls of the world per step, from the logs
-    others: float  # others' runnable processes, counted just before the run
-    driver_cpu: float  # cores this driver spent during the run
+    others: float  # others' runnable threads, on average in the steady window
+    driver_cpu: float  # cores this driver spent in the steady window
     passed: int  # sessions taken out of due order
+    logs: dict[str, list[Any]]  # every session's entries
 
 
 def start_workers(url: str, n: int, args: argparse.Namespace, tmp: Path) -> list[Worker]:
@@ -169,14 +171,41 @@ async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Pr
 async def drive(
     world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
 ) -> Result:
-    others = asyncio.create_task(others_running(2.0))
-    idle = await idle_rate(procs, probe)
-    cpu0 = sum(cpu_seconds(p.pid) for p in procs)
-    driver0 = sum(os.times()[:2])
-    server0 = await probe.server_cpu()
+    sampler = CpuSampler([p.pid for p in procs], probe.server_pids)
+    sampling = asyncio.create_task(sampler.run())
+    try:
+        logs, peak = await prompt_and_wait(world, client, args.sessions, probe)
+    finally:
+        sampling.cancel()
+    sampler.sample(await probe.server_pids())  # the last, after every step landed
+    t0, t1, steps = steady_window(logs)
+    used = sampler.between(t0, t1)
+    return Result(
+        workers=workers,
+        steps_per_s=steps / (t1 - t0),
+        overall=args.sessions * args.steps / span(logs),
+        lags=[wake_lag(log) for log in logs.values()],
+        progress=progress_at_half(logs, args.steps),
+        connections=peak,
+        client_cpu=used.workers / steps,
+        server_cpu=used.server / steps,
+        server_processes=probe.processes,
+        passed=out_of_order(logs),
+        calls=sum(len({e.at for e in log}) + 3 for log in logs.values())
+        / (args.sessions * args.steps),
+        others=used.others,
+        driver_cpu=used.driver / (t1 - t0),
+        logs=logs,
+    )
+
+
+async def prompt_and_wait(
+    world: Any, client: Agent, sessions: int, probe: Probe
+) -> tuple[dict[str, list[Any]], int]:
+    """Prompt every session at once, read until every turn finished: the logs and
+    the most server connections seen meanwhile."""
     peak = 0
-    sids = [f"s{i:05d}" for i in range(args.sessions)]
-    t0 = time.perf_counter()
+    sids = [f"s{i:05d}" for i in range(sessions)]
     for i in range(0, len(sids), 200):  # a burst of 10,000 in chunks: the pool's queue
         chunk = sids[i : i + 200]
         await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in chunk))
@@ -184,53 +213,7 @@ async def drive(
     while not done.done():
         peak = max(peak, await probe.connections())
         await asyncio.wait([done], timeout=0.25)
-    logs = done.result()
-    elapsed = span(logs) or time.perf_counter() - t0
-    steps = args.sessions * args.steps
-    driver = (sum(os.times()[:2]) - driver0) / (time.perf_counter() - t0)
-    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0 - idle[0] * elapsed
-    server = await probe.server_cpu() - server0 - idle[1] * elapsed
-    return Result(
-        workers=workers,
-        steps_per_s=steady_rate(logs),
-        overall=steps / elapsed,
-        lags=[wake_lag(log) for log in logs.values()],
-        progress=progress_at_half(logs, args.steps),
-        connections=peak,
-        client_cpu=max(0.0, cpu) / steps,
-        server_cpu=max(0.0, server) / steps,
-        idle_cpu=idle[0] + idle[1],
-        passed=out_of_order(logs),
-        calls=sum(len({e.at for e in log}) + 3 for log in logs.values()) / steps,
-        others=await others,
-        driver_cpu=driver,
-    )
-
-
-async def others_running(seconds: float) -> float:
-    """Others' runnable processes on average over ``seconds`` (``/proc/loadavg``'s
-    running count, less this sampler), taken while the fleet sits idle."""
-    counts = []
-    for _ in range(int(seconds / 0.1)):
-        counts.append(max(0, running() - 1))
-        await asyncio.sleep(0.1)
-    return statistics.fmean(counts)
-
-
-def running() -> int:
-    """Runnable processes on the machine now (``/proc/loadavg``'s fourth field)."""
-    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
-
-
-async def idle_rate(procs: list[Worker], probe: Probe) -> tuple[float, float]:
-    """CPU seconds per second of the ready, idle workers (polling for wakes) and of
-    the server answering them, over 2 s."""
-    client0, server0 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
-    t0 = time.perf_counter()
-    await asyncio.sleep(2.0)
-    client1, server1 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
-    elapsed = time.perf_counter() - t0
-    return (client1 - client0) / elapsed, (server1 - server0) / elapsed
+    return done.result(), peak
 
 
 def out_of_order(logs: dict[str, list[Any]], grain: float = 0.05) -> int:
@@ -262,11 +245,13 @@ def span(logs: dict[str, list[Any]]) -> float:
     return (last - first).total_seconds()
 
 
-def steady_rate(logs: dict[str, list[Any]]) -> float:
-    """Tool steps/s between the 10th and 90th percentile of ``tool.finished``."""
+def steady_window(logs: dict[str, list[Any]]) -> tuple[float, float, int]:
+    """The 10th and 90th percentile of ``tool.finished`` stamps (seconds since the
+    epoch) and the tool steps finished between them."""
     ats = sorted(e.at for log in logs.values() for e in log if e.kind == "tool.finished")
     first, last = len(ats) // 10, len(ats) * 9 // 10
-    return (last - first) / max(1e-6, (ats[last] - ats[first]).total_seconds())
+    t0, t1 = ats[first].timestamp(), ats[last].timestamp()
+    return t0, max(t1, t0 + 1e-6), last - first
 
 
 def wake_lag(log: list[Any]) -> float:
@@ -284,11 +269,11 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
 
 def predict(r: Result, ceiling: float) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
-    them and the server bound by their share of the cores (less what polling for
-    wakes keeps busy), and the store by its ceiling of statements."""
+    them and the server bound by their share of the cores (less the driver's), and
+    the store by its ceiling K in steps/s (the fleet's calls replayed)."""
     w, c, s = r.workers, r.client_cpu, r.server_cpu
-    cores = max(0.01, cores_for(w, r.others) - r.idle_cpu - r.driver_cpu)
-    return min(w / c, cores / (c + s), ceiling / r.calls)
+    cores = max(0.01, cores_for(w, r.server_processes, r.others) - r.driver_cpu)
+    return min(w / max(c, 1e-9), cores / max(c + s, 1e-9), ceiling)
 
 
 def print_row(r: Result, one: Result, ceiling: float) -> None:
@@ -318,20 +303,23 @@ HEADER = (
 
 
 async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
-    load = os.getloadavg()[0]  # before the store's ceiling loads the machine itself
-    print(f"{os.cpu_count()} cores; load average {load:.1f} before the run")
-    in_flight = min(args.sessions, max(args.workers) * args.concurrency)
-    ceiling = await store_ceiling(base, in_flight, args.workers)
-    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s ({in_flight} in flight, best)")
-    print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
-    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls;")
-    print(" L: others' runnable processes before the run; drvr: this driver's cores)")
-    print(HEADER)
-    one: Result | None = None
+    print(f"{os.cpu_count()} cores; {args.sessions} sessions x {args.steps} tool steps,")
+    print(f"concurrency {args.concurrency}; the fleets first, then the store's ceiling K")
+    results = []
     for w in args.workers:
-        result = await run_fleet(base, w, args, probe)
-        one = one or result
-        print_row(result, one, ceiling)
+        load = os.getloadavg()[0]
+        results.append(await run_fleet(base, w, args, probe))
+        print(f"  W = {w}: load average {load:.1f} before, L {results[-1].others:.1f}")
+    in_flight = min(args.sessions, max(args.workers) * args.concurrency)
+    turn = turn_calls(next(iter(results[0].logs.values())))
+    ceiling = await store_ceiling(base, in_flight, args.workers, turn)
+    print(f"store ceiling K: {ceiling:,.0f} steps/s (the fleet's calls, {in_flight} in flight)")
+    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step, steady window;")
+    print(" st/st: calls; L: others' runnable threads and drvr: this driver's cores, both")
+    print(" in the steady window)")
+    print(HEADER)
+    for result in results:
+        print_row(result, results[0], ceiling)
         print(f"      taken out of due order (50 ms grain): {result.passed} of {args.sessions}")
 
 

@@ -1,0 +1,81 @@
+"""CPU of the fleet, the server and the driver, and others' runnable threads,
+sampled with timestamps while benchmarks/bench_fleet.py runs, so that each figure
+can be taken over the same window as the steady rate (the store's stamps and
+``time.time()`` read one clock: every backend here runs on this machine)."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from _fleet_probe import cpu_seconds, running_threads
+
+__all__ = ["CpuSampler", "Usage"]
+
+
+@dataclass
+class Usage:
+    """CPU seconds spent between two times (the workers, the server, this driver)
+    and others' runnable threads on average over the samples between them."""
+
+    workers: float
+    server: float
+    driver: float
+    others: float
+
+
+@dataclass
+class CpuSampler:
+    """Samples every ``every`` seconds from /proc (no call to the server: its pids
+    are asked for once a second, by ``server_pids``)."""
+
+    workers: list[int]
+    server_pids: Callable[[], Awaitable[list[int]]]
+    every: float = 0.05
+    times: list[float] = field(default_factory=list)
+    samples: list[tuple[float, float, float]] = field(default_factory=list)
+    others: list[int] = field(default_factory=list)  # runnable threads not ours
+    seen: dict[int, float] = field(default_factory=dict)  # server pid -> CPU last seen
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        pids: list[int] = []
+        while True:
+            if not self.times or len(self.times) % int(1 / self.every) == 0:
+                pids = await self.server_pids()
+            self.sample(pids)
+            await asyncio.sleep(self.every)
+
+    def sample(self, server: list[int]) -> None:
+        for pid in server:  # a server process gone keeps its last figure
+            self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
+        workers = sum(cpu_seconds(p) for p in self.workers)
+        ours = sum(running_threads(p) for p in [*self.workers, *server, os.getpid()])
+        self.others.append(max(0, runnable() - ours))
+        self.times.append(time.time())
+        self.samples.append((workers, sum(self.seen.values()), sum(os.times()[:2])))
+
+    def at(self, t: float) -> tuple[float, ...]:
+        """The counters at ``t``, linear between the samples around it."""
+        i = min(max(1, bisect.bisect_left(self.times, t)), len(self.times) - 1)
+        t0, t1 = self.times[i - 1], self.times[i]
+        f = min(1.0, max(0.0, (t - t0) / (t1 - t0))) if t1 > t0 else 1.0
+        a, b = self.samples[i - 1], self.samples[i]
+        return tuple(x + f * (y - x) for x, y in zip(a, b, strict=True))
+
+    def between(self, t0: float, t1: float) -> Usage:
+        start, end = self.at(t0), self.at(t1)
+        inside = [n for t, n in zip(self.times, self.others, strict=True) if t0 <= t <= t1]
+        others = sum(inside) / len(inside) if inside else self.others[-1]
+        workers, server, driver = (y - x for x, y in zip(start, end, strict=True))
+        return Usage(workers, server, driver, others)
+
+
+def runnable() -> int:
+    """Runnable threads on the machine now (``/proc/loadavg``'s fourth field)."""
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[0])
