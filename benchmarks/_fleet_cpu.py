@@ -30,8 +30,8 @@ class Usage:
 
 @dataclass
 class CpuSampler:
-    """Samples every ``every`` seconds from /proc (no call to the server: its pids
-    are asked for once a second, by ``server_pids``)."""
+    """Samples every ``every`` seconds from /proc; the server's pids are asked for
+    at each sample (``server_pids``: a pool may open a backend at any time)."""
 
     workers: list[int]
     server_pids: Callable[[], Awaitable[list[int]]]
@@ -43,11 +43,8 @@ class CpuSampler:
 
     async def run(self) -> None:
         """Sample until cancelled."""
-        pids: list[int] = []
         while True:
-            if not self.times or len(self.times) % int(1 / self.every) == 0:
-                pids = await self.server_pids()
-            self.sample(pids)
+            self.sample(await self.server_pids())
             await asyncio.sleep(self.every)
 
     def sample(self, server: list[int]) -> None:

@@ -67,9 +67,10 @@ class PostgresProbe(Probe):
         )
 
     async def server_pids(self) -> list[int]:
-        """The database's client backends now, and PgBouncer's process."""
+        """The database's client backends now (not this probe's), and PgBouncer's."""
         pids = await self.conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+            "AND pid <> pg_backend_pid()"
         )
         return [pid for (pid,) in pids] + self.extra
 

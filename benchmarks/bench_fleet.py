@@ -24,25 +24,25 @@ at once (all due together) and the run ends when every turn has finished. Printe
 * fairness: each session's share of its steps done when half of all steps were
   done (the median ``tool.finished`` time): min, max;
 * server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
-* per step: the workers' CPU (after their start-up), the server's CPU (its backends,
-  PgBouncer, redis-server, where they run here) and the world's calls;
-* the capacity model of docs/scaling.md: ``min(W / c, (C_W - P_W) / (c + s), K / a)``
-  with c and s the client's and the server's CPU per step (beyond polling), C_W the
-  fair share of the cores W workers and the server get beside others' load
-  (``cores_for``: the machine is shared; L, others' runnable processes, is counted
-  in ``/proc/loadavg`` while the W workers sit idle just before each run, not taken
-  from the 1-minute load average, which still holds this benchmark's own previous
-  runs), less the cores this driver itself spends reading the sessions' progress,
-  P_W the cores the W
-  workers' polling for wakes keeps busy (measured idle, before the prompts), K the
-  store's ceiling at the concurrency the fleet offers: single-entry appends/s with as
-  many writers in flight as the largest run has sessions in flight (the largest
-  ``--workers`` x ``--concurrency``, at most ``--sessions``), spread over P processes for each P of
-  ``--workers``, the best (benchmarks/_fleet_ceiling.py, run first, the same way on
-  every backend: one append at a time per process never fills a store that commits
-  many clients' writes together, as Redis's fsync per event-loop turn does) and a the
-  world's calls per step (from the logs: one per distinct entry stamp,
-  the appends and acquires, plus take, finish and the replay's read per turn).
+* per step, over the same steady window as the rate: the workers' CPU (c), the
+  server's CPU (s: its backends, PgBouncer, redis-server, where they run here), both
+  sampled every 50 ms from /proc with ``time.time()`` stamps and interpolated at the
+  window's ends (the store stamps entries by this machine's clock too: the SQLite
+  writer's, PostgreSQL's ``now()``, Redis's ``TIME``); the world's calls per step
+  (one per distinct entry stamp, plus take, finish and the replay's read per turn);
+  L, others' runnable threads (``/proc/loadavg``'s running count less the runnable
+  threads of the workers, the server and this driver), averaged over the samples in
+  the window; and this driver's cores in the window (it reads the sessions' progress);
+* the capacity model of docs/scaling.md: ``min(W / c, C_W / (c + s), K)``, with
+  C_W the fair share of the cores for the W workers and the server's processes here
+  beside L (``cores_for``) less the driver's cores, and K the store's ceiling in
+  steps/s: the fleet's own calls of a turn (read from a finished session of the
+  first run) replayed without the engine with as many sessions in flight as the
+  largest run has (the largest ``--workers`` x ``--concurrency``, at most
+  ``--sessions``), over P processes for each P of ``--workers``, the best
+  (benchmarks/_fleet_ceiling.py, run after the fleets, the same on every backend).
+  The workers' polling for wakes is inside c and s in the window, so nothing is
+  subtracted for it. Every input is measured in the same run; nothing is fitted.
 """
 
 from __future__ import annotations
