@@ -8,11 +8,13 @@ wake), ``take_wake``, ``acquire``, the replay's ``read`` (of the prompt and the 
 as a session's first turn reads), each fenced append with the entries it carried,
 ``finish_wake``. ``in_flight`` tasks, each replaying turn after turn on a session of
 its own (so the store holds as many sessions as the fleet's run: ``in_flight``),
-spread over P processes of ``in_flight / P`` tasks each, for each P of a sweep;
-K is the best, in tool steps/s. It is measured the same way on every backend, and
-it holds what binds the store whatever it is: its commit rate, its write lock
-(SQLite: one writer at a time, held for every call of a turn, the larger ones too),
-its fsyncs per event-loop turn (Redis ``appendfsync always``).
+spread over P processes of ``in_flight / P`` tasks each, for each P of a sweep:
+K for a fleet of W processes is the figure for P = W, in tool steps/s (on a shared
+machine a store's ceiling falls as more client processes share its cores, so the
+best of the sweep over-states it for the other counts). It is measured the same
+way on every backend, and it holds what binds the store whatever it is: its commit
+rate, its write lock (SQLite: one writer at a time, held for every call of a turn,
+the larger ones too), its fsyncs per event-loop turn (Redis ``appendfsync always``).
 
     python benchmarks/_fleet_ceiling.py URL TASKS SECONDS TURN_JSON   (one child)
 """
@@ -54,10 +56,10 @@ def turn_calls(log: list[Any]) -> Turn:
 
 async def store_ceiling(
     base: str, in_flight: int, sweep: list[int], turn: Turn, seconds: float = 1.0
-) -> float:
-    """The most tool steps/s of ``in_flight`` replaying tasks over P processes, for
-    each P in ``sweep`` (capped at ``in_flight``), each in a fresh namespace; prints each."""
-    best = 0.0
+) -> dict[int, float]:
+    """Tool steps/s of ``in_flight`` replaying tasks over P processes, for each P in
+    ``sweep`` (capped at ``in_flight``), each in a fresh namespace; prints each."""
+    found = {}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(turn, f)
         f.flush()
@@ -68,8 +70,8 @@ async def store_ceiling(
             args = (url, processes, tasks, seconds, f.name)
             rate = await asyncio.to_thread(run_children, *args)
             print(f"  K from {processes} x {tasks} sessions in flight: {rate:,.0f} steps/s")
-            best = max(best, rate)
-    return best
+            found[processes] = rate
+    return {p: found[min(p, in_flight)] for p in sweep}
 
 
 def run_children(url: str, processes: int, tasks: int, seconds: float, turn: str) -> float:

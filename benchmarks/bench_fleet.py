@@ -39,8 +39,8 @@ at once (all due together) and the run ends when every turn has finished. Printe
   steps/s: the fleet's own calls of a turn (read from a finished session of the
   first run) replayed without the engine with as many sessions in flight as the
   largest run has (the largest ``--workers`` x ``--concurrency``, at most
-  ``--sessions``), over P processes for each P of ``--workers``, the best
-  (benchmarks/_fleet_ceiling.py, run after the fleets, the same on every backend).
+  ``--sessions``), over as many processes as the row's W (benchmarks/_fleet_ceiling.py,
+  run after the fleets, the same on every backend).
   The workers' polling for wakes is inside c and s in the window, so nothing is
   subtracted for it. Every input is measured in the same run; nothing is fitted.
 """
@@ -267,16 +267,16 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
     return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
 
 
-def predict(r: Result, ceiling: float) -> float:
+def predict(r: Result, ceiling: dict[int, float]) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
     them and the server bound by their share of the cores (less the driver's), and
     the store by its ceiling K in steps/s (the fleet's calls replayed)."""
     w, c, s = r.workers, r.client_cpu, r.server_cpu
     cores = max(0.01, cores_for(w, r.server_processes, r.others) - r.driver_cpu)
-    return min(w / max(c, 1e-9), cores / max(c + s, 1e-9), ceiling)
+    return min(w / max(c, 1e-9), cores / max(c + s, 1e-9), ceiling[w])
 
 
-def print_row(r: Result, one: Result, ceiling: float) -> None:
+def print_row(r: Result, one: Result, ceiling: dict[int, float]) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
     pred = predict(r, ceiling)
@@ -285,7 +285,7 @@ def print_row(r: Result, one: Result, ceiling: float) -> None:
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
         f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
         f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
-        f"{r.calls:>6.1f} {r.others:>5.1f} {r.driver_cpu:>5.2f} "
+        f"{r.calls:>6.1f} {r.others:>5.1f} {r.driver_cpu:>5.2f} {ceiling[r.workers]:>6,.0f} "
         f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
         flush=True,
     )
@@ -298,7 +298,7 @@ def pct(values: list[float], p: float) -> float:
 
 HEADER = (
     "  W   steps/s    all  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st"
-    "     L drvr   predict  meas"
+    "     L drvr      K   predict  meas"
 )
 
 
@@ -313,7 +313,9 @@ async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
     in_flight = min(args.sessions, max(args.workers) * args.concurrency)
     turn = turn_calls(next(iter(results[0].logs.values())))
     ceiling = await store_ceiling(base, in_flight, args.workers, turn)
-    print(f"store ceiling K: {ceiling:,.0f} steps/s (the fleet's calls, {in_flight} in flight)")
+    print(
+        f"store ceiling K: the fleet's calls with {in_flight} sessions in flight over W processes"
+    )
     print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step, steady window;")
     print(" st/st: calls; L: others' runnable threads and drvr: this driver's cores, both")
     print(" in the steady window)")
