@@ -4,6 +4,7 @@ starts for ``--world sqlite|postgres|pgbouncer|redis|redis-cluster``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -57,21 +58,24 @@ class PostgresProbe(Probe):
         self.conn = conn
         self.extra = extra_pids
         self.processes = 1 + len(extra_pids)
+        self.lock = asyncio.Lock()  # one query at a time on the connection
 
     async def connections(self) -> int:
-        return int(
-            await self.conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                "AND datname = current_database() AND pid <> pg_backend_pid()"
+        async with self.lock:
+            return int(
+                await self.conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND datname = current_database() AND pid <> pg_backend_pid()"
+                )
             )
-        )
 
     async def server_pids(self) -> list[int]:
         """The database's client backends now (not this probe's), and PgBouncer's."""
-        pids = await self.conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
-            "AND pid <> pg_backend_pid()"
-        )
+        async with self.lock:
+            pids = await self.conn.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()"
+            )
         return [pid for (pid,) in pids] + self.extra
 
     async def close(self) -> None:
