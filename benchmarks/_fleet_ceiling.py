@@ -1,17 +1,19 @@
 """The store's ceiling K for benchmarks/bench_fleet.py, in tool steps/s: the fleet's
-own calls of the world, replayed without the engine, with as many sessions in flight
-as the fleet's largest run has.
+own calls of the world, replayed without the engine by as many processes with as
+many sessions in flight each as the fleet has.
 
 One turn is replayed as the fleet made it (its calls read from a finished session's
 log, one append per distinct entry stamp): the prompt (an unfenced append with its
 wake), ``take_wake``, ``acquire``, the replay's ``read`` (of the prompt and the fence,
 as a session's first turn reads), each fenced append with the entries it carried,
-``finish_wake``. ``in_flight`` tasks, each replaying turn after turn on a session of
-its own (so the store holds as many sessions as the fleet's run: ``in_flight``),
-spread over P processes of ``in_flight / P`` tasks each, for each P of a sweep:
-K for a fleet of W processes is the figure for P = W, in tool steps/s (on a shared
-machine a store's ceiling falls as more client processes share its cores, so the
-best of the sweep over-states it for the other counts). It is measured the same
+``finish_wake``. For a fleet of W workers of S slots each, W processes of S tasks
+replay turn after turn on W x S sessions: each task prompts its own session, runs
+a turn on whichever session is due, prompts that one again once its turn is done,
+and so on (so no session is prompted while a turn runs on it, as in the fleet's
+run). K for W is their tool steps/s: the fleet's shape without the engine's CPU (on
+a shared machine a store's ceiling falls as more client processes share its cores,
+and a process's calls queue for its pool, so one figure for every W would not do;
+the best of a sweep over-stated it for the other counts). It is measured the same
 way on every backend, and it holds what binds the store whatever it is: its commit
 rate, its write lock (SQLite: one writer at a time, held for every call of a turn,
 the larger ones too), its fsyncs per event-loop turn (Redis ``appendfsync always``).
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import subprocess
 import sys
@@ -55,23 +56,23 @@ def turn_calls(log: list[Any]) -> Turn:
 
 
 async def store_ceiling(
-    base: str, in_flight: int, sweep: list[int], turn: Turn, seconds: float = 1.0
+    base: str, slots: int, sweep: list[int], turn: Turn, seconds: float = 1.0
 ) -> dict[int, float]:
-    """Tool steps/s of ``in_flight`` replaying tasks over P processes, for each P in
-    ``sweep`` (capped at ``in_flight``), each in a fresh namespace; prints each."""
+    """Tool steps/s of P processes of ``slots`` replaying tasks each, for each P in
+    ``sweep``, each in a fresh namespace; prints each."""
     found = {}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(turn, f)
         f.flush()
-        for processes in sorted({min(p, in_flight) for p in sweep}):
-            tasks = math.ceil(in_flight / processes)
+        for processes in sorted(set(sweep)):
+            tasks = slots
             url = with_namespace(base, f"ceiling_{uuid.uuid4().hex[:10]}")
             await setup(url)
             args = (url, processes, tasks, seconds, f.name)
             rate = await asyncio.to_thread(run_children, *args)
             print(f"  K from {processes} x {tasks} sessions in flight: {rate:,.0f} steps/s")
             found[processes] = rate
-    return {p: found[min(p, in_flight)] for p in sweep}
+    return found
 
 
 def run_children(url: str, processes: int, tasks: int, seconds: float, turn: str) -> float:
@@ -113,19 +114,18 @@ async def setup(url: str) -> None:
         await world.close()
 
 
-async def replay_turn(world: Any, sid: str, turn: list[list[NewEntry]]) -> int:
-    """One turn's calls as the fleet makes them; the tool steps it holds (0 if no
-    wake was due when this task asked: another task took it)."""
-    await world.append(sid, turn[0], wake=0.0)  # the prompt
+async def replay_turn(world: Any, turn: list[list[NewEntry]]) -> tuple[int, str | None]:
+    """One turn's calls as the fleet makes them, on a due session taken: the tool
+    steps it holds and the session (``None`` if no wake was due)."""
     wake = await world.take_wake(lease=30.0)
     if wake is None:
-        return 0
+        return 0, None
     fence = await world.acquire(wake.session_id)
     await world.read(wake.session_id, fence.seq - 2, limit=10_000)  # prompt and fence
     for entries in turn[1:]:
         await world.append(wake.session_id, entries, fence=fence)
     await world.finish_wake(wake)
-    return sum(e.kind == "tool.finished" for entries in turn for e in entries)
+    return sum(e.kind == "tool.finished" for entries in turn for e in entries), wake.session_id
 
 
 async def child(
@@ -136,10 +136,14 @@ async def child(
     world = open_world(url)
     done = 0
 
-    async def task(sid: str, until: float) -> None:
+    async def task(sid: str | None, until: float) -> None:
+        """Prompt a session nobody runs (this task's own, then each one it just
+        ran: never one in a turn), then run a turn on a due one."""
         nonlocal done
         while time.time() < until:
-            steps = await replay_turn(world, sid, turn)
+            if sid is not None:
+                await world.append(sid, turn[0], wake=0.0)  # the prompt
+            steps, sid = await replay_turn(world, turn)
             done += steps  # not ``done += await ...``: that reads ``done`` before the await
 
     try:

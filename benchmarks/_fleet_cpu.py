@@ -12,7 +12,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from _fleet_probe import cpu_seconds, running_threads
+from _fleet_probe import cpu_seconds
+from _fleet_share import group_of, runnable_groups
 
 __all__ = ["CpuSampler", "Usage"]
 
@@ -25,7 +26,7 @@ class Usage:
     workers: float
     server: float
     driver: float
-    others: float
+    others: dict[str, float]  # autogroup -> its runnable threads, not ours
 
 
 @dataclass
@@ -38,21 +39,21 @@ class CpuSampler:
     every: float = 0.05
     times: list[float] = field(default_factory=list)
     samples: list[tuple[float, float, float]] = field(default_factory=list)
-    others: list[int] = field(default_factory=list)  # runnable threads not ours
+    others: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     seen: dict[int, float] = field(default_factory=dict)  # server pid -> CPU last seen
 
     async def run(self) -> None:
         """Sample until cancelled."""
         while True:
             self.sample(await self.server_pids())
+            if len(self.times) % 4 == 1:  # every 0.2 s: a scan of /proc costs ~8 ms
+                self.sample_others()
             await asyncio.sleep(self.every)
 
     def sample(self, server: list[int]) -> None:
         for pid in server:  # a server process gone keeps its last figure
             self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
         workers = sum(cpu_seconds(p) for p in self.workers)
-        ours = sum(running_threads(p) for p in [*self.workers, *server, os.getpid()])
-        self.others.append(max(0, runnable() - ours))
         self.times.append(time.time())
         self.samples.append((workers, sum(self.seen.values()), sum(os.times()[:2])))
 
@@ -64,15 +65,19 @@ class CpuSampler:
         a, b = self.samples[i - 1], self.samples[i]
         return tuple(x + f * (y - x) for x, y in zip(a, b, strict=True))
 
+    def sample_others(self) -> None:
+        """Runnable threads of every autogroup but the fleet's, the server's and
+        this driver's."""
+        ours = {group_of(p) for p in [*self.workers, *self.seen, os.getpid()]}
+        found = runnable_groups()
+        self.others.append((time.time(), {g: n for g, n in found.items() if g not in ours}))
+
     def between(self, t0: float, t1: float) -> Usage:
         start, end = self.at(t0), self.at(t1)
-        inside = [n for t, n in zip(self.times, self.others, strict=True) if t0 <= t <= t1]
-        others = sum(inside) / len(inside) if inside else self.others[-1]
+        inside = [n for t, n in self.others if t0 <= t <= t1] or [self.others[-1][1]]
+        others: dict[str, float] = {}
+        for counts in inside:
+            for g, n in counts.items():
+                others[g] = others.get(g, 0.0) + n / len(inside)
         workers, server, driver = (y - x for x, y in zip(start, end, strict=True))
         return Usage(workers, server, driver, others)
-
-
-def runnable() -> int:
-    """Runnable threads on the machine now (``/proc/loadavg``'s fourth field)."""
-    with open("/proc/loadavg") as f:
-        return int(f.read().split()[3].split("/")[0])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["Probe", "open_probe", "cpu_seconds", "running_threads"]
+__all__ = ["Probe", "open_probe", "cpu_seconds"]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -23,16 +23,6 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def running_threads(pid: int) -> int:
-    """Threads of process ``pid`` that are runnable now (state R)."""
-    count = 0
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                count += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
-    return count
 
 
 class Probe:

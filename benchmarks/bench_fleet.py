@@ -37,10 +37,9 @@ at once (all due together) and the run ends when every turn has finished. Printe
   C_W the fair share of the cores for the W workers and the server's processes here
   beside L (``cores_for``) less the driver's cores, and K the store's ceiling in
   steps/s: the fleet's own calls of a turn (read from a finished session of the
-  first run) replayed without the engine with as many sessions in flight as the
-  largest run has (the largest ``--workers`` x ``--concurrency``, at most
-  ``--sessions``), over as many processes as the row's W (benchmarks/_fleet_ceiling.py,
-  run after the fleets, the same on every backend).
+  first run) replayed without the engine by W processes of ``--concurrency``
+  sessions in flight each, the fleet's shape (benchmarks/_fleet_ceiling.py, run
+  after the fleets, the same on every backend).
   The workers' polling for wakes is inside c and s in the window, so nothing is
   subtracted for it. Every input is measured in the same run; nothing is fitted.
 """
@@ -68,20 +67,23 @@ sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
 from _fleet_ceiling import store_ceiling, turn_calls  # noqa: E402
 from _fleet_cpu import CpuSampler  # noqa: E402
 from _fleet_probe import Probe, open_probe  # noqa: E402
+from _fleet_share import fair_cores, group_of  # noqa: E402
 
 from fxworld import Agent, open_world  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 from fxworld_conformance.target import with_namespace  # noqa: E402
 
 
-def cores_for(workers: int, server: int, load: float) -> float:
-    """Cores the fleet gets on a machine others load: a fair share of the
-    ``os.cpu_count()`` cores for its W workers and the ``server``'s processes that
-    run here (0 for SQLite, 1 for PostgreSQL or Redis, 2 with PgBouncer, 3 for the
-    Cluster's masters) beside the ``load`` runnable processes of others."""
-    cores = os.cpu_count() or 1
-    ours = workers + server
-    return min(cores, cores * ours / (ours + load))
+def cores_for(r: Result) -> float:
+    """Cores the fleet gets on a machine others load: the ``os.cpu_count()`` cores
+    shared equally among the autogroups with runnable threads in the steady window
+    (others' as counted; the fleet's asking for one core per worker and per server
+    process that runs here: 0 for SQLite, 1 for PostgreSQL or Redis, 2 with
+    PgBouncer, 3 for the Cluster's masters), none given more than it asks."""
+    demands = dict(r.others)
+    for group, n in r.ours.items():
+        demands[group] = demands.get(group, 0.0) + n
+    return fair_cores(os.cpu_count() or 1, demands, set(r.ours))
 
 
 @dataclass
@@ -94,9 +96,9 @@ class Result:
     connections: int
     client_cpu: float  # the workers' CPU seconds per step, in the steady window
     server_cpu: float  # the server's CPU seconds per step, in the steady window
-    server_processes: int  # the server's processes that run here
+    ours: dict[str, float]  # autogroup -> the fleet's processes in it (workers, server)
     calls: float  # calls of the world per step, from the logs
-    others: float  # others' runnable threads, on average in the steady window
+    others: dict[str, float]  # autogroup -> others' runnable threads, in the window
     driver_cpu: float  # cores this driver spent in the steady window
     passed: int  # sessions taken out of due order
     logs: dict[str, list[Any]]  # every session's entries
@@ -189,7 +191,7 @@ async def drive(
         connections=peak,
         client_cpu=used.workers / steps,
         server_cpu=used.server / steps,
-        server_processes=probe.processes,
+        ours=await our_groups(procs, probe),
         passed=out_of_order(logs),
         calls=sum(len({e.at for e in log}) + 3 for log in logs.values())
         / (args.sessions * args.steps),
@@ -197,6 +199,18 @@ async def drive(
         driver_cpu=used.driver / (t1 - t0),
         logs=logs,
     )
+
+
+async def our_groups(procs: list[Worker], probe: Probe) -> dict[str, float]:
+    """The fleet's processes by autogroup: each worker, and the server's busy
+    processes (``probe.processes``) in the group of its first pid."""
+    groups: dict[str, float] = {}
+    for p in procs:
+        groups[group_of(p.pid)] = groups.get(group_of(p.pid), 0.0) + 1
+    pids = await probe.server_pids()
+    if pids and probe.processes:
+        groups[group_of(pids[0])] = groups.get(group_of(pids[0]), 0.0) + probe.processes
+    return groups
 
 
 async def prompt_and_wait(
@@ -272,7 +286,7 @@ def predict(r: Result, ceiling: dict[int, float]) -> float:
     them and the server bound by their share of the cores (less the driver's), and
     the store by its ceiling K in steps/s (the fleet's calls replayed)."""
     w, c, s = r.workers, r.client_cpu, r.server_cpu
-    cores = max(0.01, cores_for(w, r.server_processes, r.others) - r.driver_cpu)
+    cores = max(0.01, cores_for(r) - r.driver_cpu)
     return min(w / max(c, 1e-9), cores / max(c + s, 1e-9), ceiling[w])
 
 
@@ -285,7 +299,8 @@ def print_row(r: Result, one: Result, ceiling: dict[int, float]) -> None:
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
         f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
         f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
-        f"{r.calls:>6.1f} {r.others:>5.1f} {r.driver_cpu:>5.2f} {ceiling[r.workers]:>6,.0f} "
+        f"{r.calls:>6.1f} {sum(r.others.values()):>5.1f} {len(r.others):>3} {cores_for(r):>4.2f} "
+        f"{r.driver_cpu:>5.2f} {ceiling[r.workers]:>6,.0f} "
         f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
         flush=True,
     )
@@ -298,7 +313,7 @@ def pct(values: list[float], p: float) -> float:
 
 HEADER = (
     "  W   steps/s    all  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st"
-    "     L drvr      K   predict  meas"
+    "     L grp  C_W drvr      K   predict  meas"
 )
 
 
@@ -309,16 +324,13 @@ async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
     for w in args.workers:
         load = os.getloadavg()[0]
         results.append(await run_fleet(base, w, args, probe))
-        print(f"  W = {w}: load average {load:.1f} before, L {results[-1].others:.1f}")
-    in_flight = min(args.sessions, max(args.workers) * args.concurrency)
+        print(f"  W = {w}: load average {load:.1f} before")
     turn = turn_calls(next(iter(results[0].logs.values())))
-    ceiling = await store_ceiling(base, in_flight, args.workers, turn)
-    print(
-        f"store ceiling K: the fleet's calls with {in_flight} sessions in flight over W processes"
-    )
+    ceiling = await store_ceiling(base, args.concurrency, args.workers, turn)
+    print(f"K: the fleet's calls replayed by W processes x {args.concurrency} sessions, steps/s")
     print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step, steady window;")
-    print(" st/st: calls; L: others' runnable threads and drvr: this driver's cores, both")
-    print(" in the steady window)")
+    print(" st/st: calls; L, grp: others' runnable threads and their autogroups, C_W: the")
+    print(" fleet's fair share of the cores, drvr: this driver's cores, all in the window)")
     print(HEADER)
     for result in results:
         print_row(result, results[0], ceiling)
