@@ -30,12 +30,15 @@ at once (all due together) and the run ends when every turn has finished. Printe
   window's ends (the store stamps entries by this machine's clock too: the SQLite
   writer's, PostgreSQL's ``now()``, Redis's ``TIME``); the world's calls per step
   (one per distinct entry stamp, plus take, finish and the replay's read per turn);
-  L, others' runnable threads (``/proc/loadavg``'s running count less the runnable
-  threads of the workers, the server and this driver), averaged over the samples in
-  the window; and this driver's cores in the window (it reads the sessions' progress);
+  others' load: the runnable threads of every autogroup but the fleet's (scanned
+  every 0.1 s, benchmarks/_fleet_share.py), averaged over the window and a scan
+  either side, printed as L (their sum) and grp (their groups); and this driver's
+  cores in the window (it reads the sessions' progress);
 * the capacity model of docs/scaling.md: ``min(W / c, C_W / (c + s), K)``, with
-  C_W the fair share of the cores for the W workers and the server's processes here
-  beside L (``cores_for``) less the driver's cores, and K the store's ceiling in
+  C_W the fleet's fair share of the cores (``cores_for``: the kernel here shares
+  them between autogroups first, so equally among the groups with runnable threads,
+  none given more than it has, the fleet's asking for its W workers and the
+  server's processes here) less the driver's cores, and K the store's ceiling in
   steps/s: the fleet's own calls of a turn (read from a finished session of the
   first run) replayed without the engine by W processes of ``--concurrency``
   sessions in flight each, the fleet's shape (benchmarks/_fleet_ceiling.py, run
