@@ -188,7 +188,7 @@ async def drive(
     return Result(
         workers=workers,
         steps_per_s=steps / (t1 - t0),
-        overall=args.sessions * args.steps / span(logs),
+        overall=args.sessions * args.steps / max(span(logs), 1e-6),
         lags=[wake_lag(log) for log in logs.values()],
         progress=progress_at_half(logs, args.steps),
         connections=peak,
