@@ -4,6 +4,7 @@ starts for ``--world sqlite|postgres|pgbouncer|redis|redis-cluster``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -27,11 +28,13 @@ def cpu_seconds(pid: int) -> float:
 class Probe:
     """No server (SQLite): nothing to count."""
 
+    processes = 0  # the server's processes busy at once here, for the fair share
+
     async def connections(self) -> int:
         return 0
 
-    async def server_cpu(self) -> float:
-        return 0.0
+    async def server_pids(self) -> list[int]:
+        return []
 
     async def close(self) -> None:
         pass
@@ -44,24 +47,26 @@ class PostgresProbe(Probe):
     def __init__(self, conn: Any, extra_pids: list[int]) -> None:
         self.conn = conn
         self.extra = extra_pids
-        self.seen: dict[int, float] = {}  # backend pid -> its CPU when last seen
+        self.processes = 1 + len(extra_pids)
+        self.lock = asyncio.Lock()  # one query at a time on the connection
 
     async def connections(self) -> int:
-        return int(
-            await self.conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                "AND datname = current_database() AND pid <> pg_backend_pid()"
+        async with self.lock:
+            return int(
+                await self.conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND datname = current_database() AND pid <> pg_backend_pid()"
+                )
             )
-        )
 
-    async def server_cpu(self) -> float:
-        """CPU of every backend seen so far (a backend gone keeps its last figure)."""
-        pids = await self.conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
-        )
-        for (pid,) in pids:
-            self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
-        return sum(self.seen.values()) + sum(cpu_seconds(p) for p in self.extra)
+    async def server_pids(self) -> list[int]:
+        """The database's client backends now (not this probe's), and PgBouncer's."""
+        async with self.lock:
+            pids = await self.conn.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()"
+            )
+        return [pid for (pid,) in pids] + self.extra
 
     async def close(self) -> None:
         await self.conn.close()
@@ -72,6 +77,8 @@ class RedisProbe(Probe):
 
     def __init__(self, nodes: list[Any]) -> None:
         self.nodes = nodes
+        self.processes = len(nodes)
+        self.pids: list[int] = []
 
     async def connections(self) -> int:
         total = 0
@@ -79,11 +86,10 @@ class RedisProbe(Probe):
             total += len(await n.client_list()) - 1
         return total
 
-    async def server_cpu(self) -> float:
-        total = 0.0
-        for n in self.nodes:
-            total += cpu_seconds(int((await n.info("server"))["process_id"]))
-        return total
+    async def server_pids(self) -> list[int]:
+        if not self.pids:
+            self.pids = [int((await n.info("server"))["process_id"]) for n in self.nodes]
+        return self.pids
 
     async def close(self) -> None:
         for n in self.nodes:

@@ -24,25 +24,27 @@ at once (all due together) and the run ends when every turn has finished. Printe
 * fairness: each session's share of its steps done when half of all steps were
   done (the median ``tool.finished`` time): min, max;
 * server connections at most (``pg_stat_activity``, ``CLIENT LIST`` on every node);
-* per step: the workers' CPU (after their start-up), the server's CPU (its backends,
-  PgBouncer, redis-server, where they run here) and the world's calls;
-* the capacity model of docs/scaling.md: ``min(W / c, (C_W - P_W) / (c + s), K / a)``
-  with c and s the client's and the server's CPU per step (beyond polling), C_W the
-  fair share of the cores W workers and the server get beside others' load
-  (``cores_for``: the machine is shared; L, others' runnable processes, is counted
-  in ``/proc/loadavg`` while the W workers sit idle just before each run, not taken
-  from the 1-minute load average, which still holds this benchmark's own previous
-  runs), less the cores this driver itself spends reading the sessions' progress,
-  P_W the cores the W
-  workers' polling for wakes keeps busy (measured idle, before the prompts), K the
-  store's ceiling at the concurrency the fleet offers: single-entry appends/s with as
-  many writers in flight as the largest run has sessions in flight (the largest
-  ``--workers`` x ``--concurrency``, at most ``--sessions``), spread over P processes for each P of
-  ``--workers``, the best (benchmarks/_fleet_ceiling.py, run first, the same way on
-  every backend: one append at a time per process never fills a store that commits
-  many clients' writes together, as Redis's fsync per event-loop turn does) and a the
-  world's calls per step (from the logs: one per distinct entry stamp,
-  the appends and acquires, plus take, finish and the replay's read per turn).
+* per step, over the same steady window as the rate: the workers' CPU (c), the
+  server's CPU (s: its backends, PgBouncer, redis-server, where they run here), both
+  sampled every 50 ms from /proc with ``time.time()`` stamps and interpolated at the
+  window's ends (the store stamps entries by this machine's clock too: the SQLite
+  writer's, PostgreSQL's ``now()``, Redis's ``TIME``); the world's calls per step
+  (one per distinct entry stamp, plus take, finish and the replay's read per turn);
+  others' load: the runnable threads of every autogroup but the fleet's (scanned
+  every 0.1 s, benchmarks/_fleet_share.py), averaged over the window and a scan
+  either side, printed as L (their sum) and grp (their groups); and this driver's
+  cores in the window (it reads the sessions' progress);
+* the capacity model of docs/scaling.md: ``min(W / c, C_W / (c + s), K)``, with
+  C_W the fleet's fair share of the cores (``cores_for``: the kernel here shares
+  them between autogroups first, so equally among the groups with runnable threads,
+  none given more than it has, the fleet's asking for its W workers and the
+  server's processes here) less the driver's cores, and K the store's ceiling in
+  steps/s: the fleet's own calls of a turn (read from a finished session of the
+  first run) replayed without the engine by W processes of ``--concurrency``
+  sessions in flight each, the fleet's shape (benchmarks/_fleet_ceiling.py, run
+  after the fleets, the same on every backend).
+  The workers' polling for wakes is inside c and s in the window, so nothing is
+  subtracted for it. Every input is measured in the same run; nothing is fitted.
 """
 
 from __future__ import annotations
@@ -55,7 +57,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,21 +67,26 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # tests.support: throwaway servers
 
-from _fleet_ceiling import store_ceiling  # noqa: E402
-from _fleet_probe import Probe, cpu_seconds, open_probe  # noqa: E402
+from _fleet_ceiling import store_ceiling, turn_calls  # noqa: E402
+from _fleet_cpu import CpuSampler  # noqa: E402
+from _fleet_probe import Probe, open_probe  # noqa: E402
+from _fleet_share import fair_cores, group_of  # noqa: E402
 
 from fxworld import Agent, open_world  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 from fxworld_conformance.target import with_namespace  # noqa: E402
 
 
-def cores_for(workers: int, load: float) -> float:
-    """Cores the fleet gets on a machine others load: a fair share of the
-    ``os.cpu_count()`` cores for its W workers and the server's one busy process
-    beside the ``load`` runnable processes of others (the 1-minute load average
-    taken before the run)."""
-    cores = os.cpu_count() or 1
-    return min(cores, cores * (workers + 1) / (workers + 1 + load))
+def cores_for(r: Result) -> float:
+    """Cores the fleet gets on a machine others load: the ``os.cpu_count()`` cores
+    shared equally among the autogroups with runnable threads in the steady window
+    (others' as counted; the fleet's asking for one core per worker and per server
+    process that runs here: 0 for SQLite, 1 for PostgreSQL or Redis, 2 with
+    PgBouncer, 3 for the Cluster's masters), none given more than it asks."""
+    demands = dict(r.others)
+    for group, n in r.ours.items():
+        demands[group] = demands.get(group, 0.0) + n
+    return fair_cores(os.cpu_count() or 1, demands, set(r.ours))
 
 
 @dataclass
@@ -91,13 +97,14 @@ class Result:
     lags: list[float]  # seconds, due -> taken
     progress: list[float]
     connections: int
-    client_cpu: float  # seconds per step, beyond the idle workers' polling
-    server_cpu: float  # seconds per step, beyond what the idle workers' polling costs
-    idle_cpu: float  # cores the W idle workers and their polling keep busy
+    client_cpu: float  # the workers' CPU seconds per step, in the steady window
+    server_cpu: float  # the server's CPU seconds per step, in the steady window
+    ours: dict[str, float]  # autogroup -> the fleet's processes in it (workers, server)
     calls: float  # calls of the world per step, from the logs
-    others: float  # others' runnable processes, counted just before the run
-    driver_cpu: float  # cores this driver spent during the run
+    others: dict[str, float]  # autogroup -> others' runnable threads, in the window
+    driver_cpu: float  # cores this driver spent in the steady window
     passed: int  # sessions taken out of due order
+    logs: dict[str, list[Any]]  # every session's entries
 
 
 def start_workers(url: str, n: int, args: argparse.Namespace, tmp: Path) -> list[Worker]:
@@ -169,14 +176,53 @@ async def run_fleet(base: str, workers: int, args: argparse.Namespace, probe: Pr
 async def drive(
     world: Any, client: Agent, procs: list[Worker], workers: int, args: Any, probe: Probe
 ) -> Result:
-    others = asyncio.create_task(others_running(2.0))
-    idle = await idle_rate(procs, probe)
-    cpu0 = sum(cpu_seconds(p.pid) for p in procs)
-    driver0 = sum(os.times()[:2])
-    server0 = await probe.server_cpu()
+    sampler = CpuSampler([p.pid for p in procs], probe.server_pids)
+    sampling = asyncio.create_task(sampler.run())
+    try:
+        logs, peak = await prompt_and_wait(world, client, args.sessions, probe)
+    finally:
+        sampling.cancel()
+    sampler.sample(await probe.server_pids())  # the last, after every step landed
+    t0, t1, steps = steady_window(logs)
+    used = sampler.between(t0, t1)
+    return Result(
+        workers=workers,
+        steps_per_s=steps / (t1 - t0),
+        overall=args.sessions * args.steps / max(span(logs), 1e-6),
+        lags=[wake_lag(log) for log in logs.values()],
+        progress=progress_at_half(logs, args.steps),
+        connections=peak,
+        client_cpu=used.workers / steps,
+        server_cpu=used.server / steps,
+        ours=await our_groups(procs, probe),
+        passed=out_of_order(logs),
+        calls=sum(len({e.at for e in log}) + 3 for log in logs.values())
+        / (args.sessions * args.steps),
+        others=used.others,
+        driver_cpu=used.driver / (t1 - t0),
+        logs=logs,
+    )
+
+
+async def our_groups(procs: list[Worker], probe: Probe) -> dict[str, float]:
+    """The fleet's processes by autogroup: each worker, and the server's busy
+    processes (``probe.processes``) in the group of its first pid."""
+    groups: dict[str, float] = {}
+    for p in procs:
+        groups[group_of(p.pid)] = groups.get(group_of(p.pid), 0.0) + 1
+    pids = await probe.server_pids()
+    if pids and probe.processes:
+        groups[group_of(pids[0])] = groups.get(group_of(pids[0]), 0.0) + probe.processes
+    return groups
+
+
+async def prompt_and_wait(
+    world: Any, client: Agent, sessions: int, probe: Probe
+) -> tuple[dict[str, list[Any]], int]:
+    """Prompt every session at once, read until every turn finished: the logs and
+    the most server connections seen meanwhile."""
     peak = 0
-    sids = [f"s{i:05d}" for i in range(args.sessions)]
-    t0 = time.perf_counter()
+    sids = [f"s{i:05d}" for i in range(sessions)]
     for i in range(0, len(sids), 200):  # a burst of 10,000 in chunks: the pool's queue
         chunk = sids[i : i + 200]
         await asyncio.gather(*(client.session(sid).prompt("go").accepted for sid in chunk))
@@ -184,53 +230,7 @@ async def drive(
     while not done.done():
         peak = max(peak, await probe.connections())
         await asyncio.wait([done], timeout=0.25)
-    logs = done.result()
-    elapsed = span(logs) or time.perf_counter() - t0
-    steps = args.sessions * args.steps
-    driver = (sum(os.times()[:2]) - driver0) / (time.perf_counter() - t0)
-    cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0 - idle[0] * elapsed
-    server = await probe.server_cpu() - server0 - idle[1] * elapsed
-    return Result(
-        workers=workers,
-        steps_per_s=steady_rate(logs),
-        overall=steps / elapsed,
-        lags=[wake_lag(log) for log in logs.values()],
-        progress=progress_at_half(logs, args.steps),
-        connections=peak,
-        client_cpu=max(0.0, cpu) / steps,
-        server_cpu=max(0.0, server) / steps,
-        idle_cpu=idle[0] + idle[1],
-        passed=out_of_order(logs),
-        calls=sum(len({e.at for e in log}) + 3 for log in logs.values()) / steps,
-        others=await others,
-        driver_cpu=driver,
-    )
-
-
-async def others_running(seconds: float) -> float:
-    """Others' runnable processes on average over ``seconds`` (``/proc/loadavg``'s
-    running count, less this sampler), taken while the fleet sits idle."""
-    counts = []
-    for _ in range(int(seconds / 0.1)):
-        counts.append(max(0, running() - 1))
-        await asyncio.sleep(0.1)
-    return statistics.fmean(counts)
-
-
-def running() -> int:
-    """Runnable processes on the machine now (``/proc/loadavg``'s fourth field)."""
-    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
-
-
-async def idle_rate(procs: list[Worker], probe: Probe) -> tuple[float, float]:
-    """CPU seconds per second of the ready, idle workers (polling for wakes) and of
-    the server answering them, over 2 s."""
-    client0, server0 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
-    t0 = time.perf_counter()
-    await asyncio.sleep(2.0)
-    client1, server1 = sum(cpu_seconds(p.pid) for p in procs), await probe.server_cpu()
-    elapsed = time.perf_counter() - t0
-    return (client1 - client0) / elapsed, (server1 - server0) / elapsed
+    return done.result(), peak
 
 
 def out_of_order(logs: dict[str, list[Any]], grain: float = 0.05) -> int:
@@ -262,11 +262,13 @@ def span(logs: dict[str, list[Any]]) -> float:
     return (last - first).total_seconds()
 
 
-def steady_rate(logs: dict[str, list[Any]]) -> float:
-    """Tool steps/s between the 10th and 90th percentile of ``tool.finished``."""
+def steady_window(logs: dict[str, list[Any]]) -> tuple[float, float, int]:
+    """The 10th and 90th percentile of ``tool.finished`` stamps (seconds since the
+    epoch) and the tool steps finished between them."""
     ats = sorted(e.at for log in logs.values() for e in log if e.kind == "tool.finished")
     first, last = len(ats) // 10, len(ats) * 9 // 10
-    return (last - first) / max(1e-6, (ats[last] - ats[first]).total_seconds())
+    t0, t1 = ats[first].timestamp(), ats[last].timestamp()
+    return t0, max(t1, t0 + 1e-6), last - first
 
 
 def wake_lag(log: list[Any]) -> float:
@@ -282,16 +284,16 @@ def progress_at_half(logs: dict[str, list[Any]], steps: int) -> list[float]:
     return [sum(1 for at in ats if at <= mid) / steps for ats in finished.values()]
 
 
-def predict(r: Result, ceiling: float) -> float:
+def predict(r: Result, ceiling: dict[int, float]) -> float:
     """The capacity model: W processes each bound by its own CPU per step, all of
-    them and the server bound by their share of the cores (less what polling for
-    wakes keeps busy), and the store by its ceiling of statements."""
+    them and the server bound by their share of the cores (less the driver's), and
+    the store by its ceiling K in steps/s (the fleet's calls replayed)."""
     w, c, s = r.workers, r.client_cpu, r.server_cpu
-    cores = max(0.01, cores_for(w, r.others) - r.idle_cpu - r.driver_cpu)
-    return min(w / c, cores / (c + s), ceiling / r.calls)
+    cores = max(0.01, cores_for(r) - r.driver_cpu)
+    return min(w / max(c, 1e-9), cores / max(c + s, 1e-9), ceiling[w])
 
 
-def print_row(r: Result, one: Result, ceiling: float) -> None:
+def print_row(r: Result, one: Result, ceiling: dict[int, float]) -> None:
     lag = r.lags
     eff = r.steps_per_s / (r.workers * one.steps_per_s)
     pred = predict(r, ceiling)
@@ -300,7 +302,8 @@ def print_row(r: Result, one: Result, ceiling: float) -> None:
         f"{pct(lag, 50):>8.0f} {pct(lag, 99):>8.0f} "
         f"{min(r.progress):>5.0%}-{max(r.progress):<5.0%} {r.connections:>5} "
         f"{r.client_cpu * 1000:>6.2f} {r.server_cpu * 1000:>6.2f} "
-        f"{r.calls:>6.1f} {r.others:>5.1f} {r.driver_cpu:>5.2f} "
+        f"{r.calls:>6.1f} {sum(r.others.values()):>5.1f} {len(r.others):>3} {cores_for(r):>4.2f} "
+        f"{r.driver_cpu:>5.2f} {ceiling[r.workers]:>6,.0f} "
         f"{pred:>8,.0f} {r.steps_per_s / pred:>5.0%}",
         flush=True,
     )
@@ -313,25 +316,27 @@ def pct(values: list[float], p: float) -> float:
 
 HEADER = (
     "  W   steps/s    all  eff  lag p50  lag p99  progress@½  conns  cpu/st srv/st  st/st"
-    "     L drvr   predict  meas"
+    "     L grp  C_W drvr      K   predict  meas"
 )
 
 
 async def bench(base: str, args: argparse.Namespace, probe: Probe) -> None:
-    load = os.getloadavg()[0]  # before the store's ceiling loads the machine itself
-    print(f"{os.cpu_count()} cores; load average {load:.1f} before the run")
-    in_flight = min(args.sessions, max(args.workers) * args.concurrency)
-    ceiling = await store_ceiling(base, in_flight, args.workers)
-    print(f"store ceiling K: {ceiling:,.0f} single-entry appends/s ({in_flight} in flight, best)")
-    print(f"{args.sessions} sessions x {args.steps} tool steps, concurrency {args.concurrency}")
-    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step; st/st: calls;")
-    print(" L: others' runnable processes before the run; drvr: this driver's cores)")
-    print(HEADER)
-    one: Result | None = None
+    print(f"{os.cpu_count()} cores; {args.sessions} sessions x {args.steps} tool steps,")
+    print(f"concurrency {args.concurrency}; the fleets first, then the store's ceiling K")
+    results = []
     for w in args.workers:
-        result = await run_fleet(base, w, args, probe)
-        one = one or result
-        print_row(result, one, ceiling)
+        load = os.getloadavg()[0]
+        results.append(await run_fleet(base, w, args, probe))
+        print(f"  W = {w}: load average {load:.1f} before")
+    turn = turn_calls(next(iter(results[0].logs.values())))
+    ceiling = await store_ceiling(base, args.concurrency, args.workers, turn)
+    print(f"K: the fleet's calls replayed by W processes x {args.concurrency} sessions, steps/s")
+    print("(lag in ms; cpu/st, srv/st: client and server CPU ms per step, steady window;")
+    print(" st/st: calls; L, grp: others' runnable threads and their autogroups, C_W: the")
+    print(" fleet's fair share of the cores, drvr: this driver's cores, all in the window)")
+    print(HEADER)
+    for result in results:
+        print_row(result, results[0], ceiling)
         print(f"      taken out of due order (50 ms grain): {result.passed} of {args.sessions}")
 
 
