@@ -8,6 +8,7 @@ what fxworld costs over the cheapest conditional write the server does.
     python benchmarks/bench_s3.py                      # a throwaway SeaweedFS weed mini
     python benchmarks/bench_s3.py --endpoint http://127.0.0.1:9000 --bucket b
     python benchmarks/bench_s3.py --seconds 5
+    python benchmarks/bench_s3.py --only wakes,follow
 
 Rows (each rate paired, round by round, with raw PUTs just before it; the median
 of ``--rounds`` rounds): appends/s with 1 and 8 sessions; an append with a wake,
@@ -66,11 +67,16 @@ async def bench(args: argparse.Namespace) -> list[Row]:
     def raw(n: int) -> Callable[[], Awaitable[float]]:
         return lambda: _rate(n, args.seconds, raw_put)
 
-    rows += await _appends(args, w, raw)
-    rows += await _read_1000(args, w)
-    rows += await _wakes(args, w, raw)
-    rows += await _follow(args, w, raw)
-    rows += await _listing(args, w)
+    parts = {
+        "appends": lambda: _appends(args, w, raw),
+        "reads": lambda: _read_1000(args, w),
+        "wakes": lambda: _wakes(args, w, raw),
+        "follow": lambda: _follow(args, w, raw),
+        "listing": lambda: _listing(args, w),
+    }
+    for name, part in parts.items():
+        if name in args.only:
+            rows += await part()
     await w.close()
     return rows
 
@@ -234,6 +240,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--follows", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3, help="paired rounds per row (median)")
+    parser.add_argument(
+        "--only",
+        type=lambda v: set(v.split(",")),
+        default={"appends", "reads", "wakes", "follow", "listing"},
+        help="a comma-separated subset of: appends, reads, wakes, follow, listing",
+    )
     args = parser.parse_args()
     rows = run_on_s3(args, bench)
     width = max(len(r[0]) for r in rows)

@@ -81,7 +81,7 @@ ORPHAN_AFTER = 30.0
 """Seconds an index key that no state names is left to the writer that made it."""
 PAGE = 10
 """Index keys a take LISTs per prefix (more only if these are all passed over)."""
-_MORE = 100  # keys per further page
+_MORE = 50  # keys per further page
 _LOOK = 32  # states a take reads at once, at most
 _MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
 
@@ -202,6 +202,7 @@ class Wakes:
         self._skip: Lru[str, float] = Lru(cache_size)
         self._orphans: Lru[str, float] = Lru(cache_size)  # key no state names -> first seen
         self._trying: set[str] = set()  # sessions a take of this world is looking at
+        self._pool: dict[str, None] = {}  # keys of the last listing not looked at yet
         # sid -> {token: commit time (None: refused)}: this world's appends whose
         # intents are still to settle; the next write of the state settles them
         self.landed: dict[str, dict[str, float | None]] = {}
@@ -364,25 +365,36 @@ class Wakes:
         from the due index. ``find(sid, gen, after, token, quick)`` awaits the
         commit time of the batch written by ``token`` (``quick``: only if it is at
         ``after + 1``), or ``None`` (intent recovery, W7)."""
+        out: list[tuple[str, str, int, float]] = []
+        for fresh in (False, True):
+            # first what the last listing left untried, then (if that gave nothing)
+            # a listing that starts after this call: None only if it finds none due
+            if fresh:
+                await self._refill(limit)
+            candidates = self._candidates(list(self._pool))
+            left = list(candidates)
+            random.shuffle(left)  # several workers rarely race for one
+            out = await self._take_from(lease, left, candidates, find, limit)
+            if out:
+                break
+        return out
+
+    async def _refill(self, limit: int) -> None:
+        """List the due index into the pool of keys to try: the first PAGE keys of
+        each prefix, and further pages of a prefix whose keys are all passed over
+        (judged, or being tried), up to the first key not yet due (what is passed
+        over is what runs now)."""
         pages = await self._list_due()
         candidates = self._candidates([k for page in pages for k in page])
+        self._pool = dict.fromkeys(k for page in pages for k in page)
         for prefix, page in zip(self.keys.due_prefixes(), pages, strict=True):
-            # a full page all passed over (judged, or being tried): look further, to
-            # the first key not yet due (what is passed over is what runs now)
             size = PAGE
             while len(candidates) < limit and len(page) == size and not self._future(page[-1]):
                 listed = await self.store.list(prefix, start_after=page[-1], limit=_MORE)
-                more = [k for k, _ in listed]
-                page, size = more, _MORE
-                for sid, keys in self._candidates(more).items():
+                page, size = [k for k, _ in listed], _MORE
+                self._pool.update(dict.fromkeys(page))
+                for sid, keys in self._candidates(page).items():
                     candidates.setdefault(sid, []).extend(keys)
-        left = [sid for sid in candidates if sid not in self._trying]
-        random.shuffle(left)  # several workers rarely race for one
-        self._trying.update(left)
-        try:
-            return await self._take_from(lease, left, candidates, find, limit)
-        finally:
-            self._trying.difference_update(left)
 
     async def _take_from(
         self, lease: float, left: list[str], listed: dict[str, list[str]], find: Any, limit: int
@@ -394,21 +406,36 @@ class Wakes:
         out: list[tuple[str, str, int, float]] = []
         grow = 1  # doubled after each round: keys passed over are soon passed
         while left and len(out) < limit:
+            left = [sid for sid in left if sid not in self._trying]  # another take's
             size, grow = min(_LOOK, (limit - len(out)) * grow), grow * 2
             chunk, left = left[:size], left[size:]
-            looked = await asyncio.gather(*(self._look(sid, find) for sid in chunk))
-            due = [sid for sid, ok in zip(chunk, looked, strict=True) if ok]
-            while due and len(out) < limit:
-                tries, due = due[: limit - len(out)], due[limit - len(out) :]
-                taken = await asyncio.gather(*(self._take(lease, sid) for sid in tries))
-                out += [t for t in taken if t]
-            ours = {t[0]: t[3] for t in out}
-            for sid in chunk:
-                if sid in ours:  # leased to us: no look before the lease ends (rule 2)
-                    for key in listed[sid]:
-                        self._skip[key] = ours[sid]
-                else:
-                    self._judge(sid, listed[sid])
+            self._trying.update(chunk)
+            try:
+                out += await self._take_chunk(lease, chunk, listed, find, limit - len(out))
+            finally:
+                self._trying.difference_update(chunk)
+        return out
+
+    async def _take_chunk(
+        self, lease: float, chunk: list[str], listed: dict[str, list[str]], find: Any, limit: int
+    ) -> list[tuple[str, str, int, float]]:
+        """Look at ``chunk``'s states, take up to ``limit`` of the due ones, judge the rest."""
+        out: list[tuple[str, str, int, float]] = []
+        looked = await asyncio.gather(*(self._look(sid, find) for sid in chunk))
+        due = [sid for sid, ok in zip(chunk, looked, strict=True) if ok]
+        while due and len(out) < limit:
+            tries, due = due[: limit - len(out)], due[limit - len(out) :]
+            taken = await asyncio.gather(*(self._take(lease, sid) for sid in tries))
+            out += [t for t in taken if t]
+        ours = {t[0]: t[3] for t in out}
+        for sid in chunk:
+            for key in listed[sid]:
+                self._pool.pop(key, None)  # looked at: the next listing has it again
+            if sid in ours:  # leased to us: no look before the lease ends (rule 2)
+                for key in listed[sid]:
+                    self._skip[key] = ours[sid]
+            else:
+                self._judge(sid, listed[sid])
         return out
 
     def _future(self, key: str) -> bool:
