@@ -43,10 +43,11 @@ else ``due``); the rules that keep every wake found:
    after a conditional write of the state, which makes any writer that still
    relies on it fail its If-Match and write a fresh key.
 
-``take_wake`` LISTs the first :data:`PAGE` keys of each prefix (one listing shared
-by the takers of this world), GETs the states of the due sessions, in random order
-within that page so that several workers rarely race for one, and takes a due one
-with one conditional PUT.
+``take_wake`` first tries the keys the last listing left untried; when those give
+nothing it LISTs the first :data:`PAGE` keys of each prefix (one listing shared by
+the takers of this world at that moment). It GETs the states of the due sessions,
+in random order within what it listed so that several workers rarely race for one,
+and takes a due one with one conditional PUT.
 """
 
 from __future__ import annotations
@@ -135,6 +136,11 @@ def _intent_keys(doc: Doc | None) -> dict[str, Cover]:
         for token, i in (doc or {}).get("chk", {}).items()
         if len(i) >= 6
     }
+
+
+def _named(doc: Doc | None) -> set[str]:
+    """The nonces of the index keys ``doc`` names: its covers and its intents' keys."""
+    return {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}
 
 
 @dataclass
@@ -485,7 +491,7 @@ class Wakes:
         too is looked at every time, and removed once ORPHAN_AFTER has passed."""
         _, doc = self.states.get(sid) or ("", None)
         now = time.time()
-        named = {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}
+        named = _named(doc)
         for key in listed:
             if self.keys.parse_due(key)[2] in named:
                 self._orphans.pop(key)
@@ -507,7 +513,7 @@ class Wakes:
         nonce = self.keys.parse_due(key)[2]
         async with self.locks.hold(sid):
             etag, doc = await self._get(sid)
-            if nonce in {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}:
+            if nonce in _named(doc):
                 return  # its state landed after all
             body = dict(doc or {})
             if not await self._write(sid, self.keys.wake(sid), etag, body):
