@@ -252,8 +252,9 @@ class Wakes:
                     self._drop(sid, plan.drop)
                     return result
                 # plan.create stays: a state that landed and was changed since may
-                # name it; if none does, it is an orphan (rule 4)
-                known = None
+                # name it; if none does, it is an orphan (rule 4). A refused PUT has
+                # just read the state again (its op check): decide on that.
+                known = None if new is None else self.states.get(sid)
 
     async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
         """Write ``new`` over the version ``etag`` (``""``: none); whether it landed
