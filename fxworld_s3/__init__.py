@@ -46,9 +46,12 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   generation's first batch and removed when ``delete`` ends it.
 * ``delete`` ends the generation with a batch marked deleted at the next
   position, then points ``s/{sid}/g`` at a new, empty generation (W14).
-* Wakes: one state object per session, changed with ``If-Match``; ``take_wake``
-  LISTs them and takes a due one (``take_wakes``: up to ``limit`` from one LIST;
-  ``wake_state``/``list_wakes`` read them, changing nothing);
+* Wakes: one state object per session, changed with ``If-Match``, the authority;
+  a due index (``wd/{p}/{due}/{sid}/{nonce}`` over 4 prefixes, each key written
+  before the state that names it) tells ``take_wake`` where to look: it LISTs the
+  first keys of each prefix, not every state, and takes a due one
+  (``take_wakes``: up to ``limit``; ``wake_state``/``list_wakes`` read the states,
+  changing nothing);
   leases and due times are on the client clocks (keep them in sync, as with NTP)
   (W11-W13).
 * Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx
