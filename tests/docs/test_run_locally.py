@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PID_FILES = {
@@ -28,12 +29,6 @@ WEED_PORTS = (  # weed mini's other ports, all chosen free here (the page keeps 
     "master.port master.port.grpc volume.port volume.port.grpc filer.port filer.port.grpc "
     "s3.port.grpc admin.port admin.port.grpc debug.port"
 ).split()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_it_locally(doc: str) -> tuple[str, str]:
@@ -48,9 +43,9 @@ def run_it_locally(doc: str) -> tuple[str, str]:
 
 def _chosen(start: str, workdir: str) -> str:
     """The start block with a free port and a known directory (the rest as written)."""
-    start, n = re.subn(r"PORT=\d+ DIR=\$\(mktemp -d\)", f"PORT={_free_port()} DIR={workdir}", start)
+    start, n = re.subn(r"PORT=\d+ DIR=\$\(mktemp -d\)", f"PORT={free_port()} DIR={workdir}", start)
     assert n == 1, "the block no longer starts with PORT=... DIR=$(mktemp -d)"
-    ports = " ".join(f"-{name}={_free_port()}" for name in WEED_PORTS)
+    ports = " ".join(f"-{name}={free_port()}" for name in WEED_PORTS)
     return start.replace("weed mini ", f"weed mini {ports} -s3.port.iceberg=0 -s3.port.lance=0 ")
 
 

@@ -10,7 +10,7 @@ same. As root it runs as the server's unprivileged user (PgBouncer refuses root)
 never skip.
 
 Run as a script for a PostgreSQL and a PgBouncer until Ctrl-C:
-``python tests/support/pgbouncer_server.py [transaction|session]``.
+``python -m tests.support.pgbouncer_server [transaction|session]``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer, start_postgres, unprivileged_user
 
 __all__ = ["PgBouncer", "start_pgbouncer", "find_pgbouncer"]
@@ -46,19 +47,13 @@ def find_pgbouncer() -> str:
     raise RuntimeError("pgbouncer not found: install it (apt-get install pgbouncer)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PgBouncer:
     """A running PgBouncer; ``url`` reaches ``server``'s database through it."""
 
     def __init__(self, server: PostgresServer, mode: str) -> None:
         self.server = server
         self.mode = mode
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="fxworld-pgbouncer-"))
         self.pidfile = self.root / "pgbouncer.pid"
         self.logfile = self.root / "pgbouncer.log"

@@ -19,7 +19,7 @@ Faults: :meth:`PostgresServer.crash_restart` (``pg_ctl stop -m immediate`` and s
 crash recovery), :meth:`PostgresServer.cut_connections` (``pg_terminate_backend`` of
 every other client connection). Any failure to start raises: CI must never skip.
 
-Run as a script to get a server until Ctrl-C: ``python tests/support/postgres_server.py``.
+Run as a script to get a server until Ctrl-C: ``python -m tests.support.postgres_server``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.support.ports import free_port
 
 __all__ = ["PostgresServer", "start_postgres", "find_pg_bin", "unprivileged_user"]
 
@@ -66,12 +68,6 @@ def find_pg_bin() -> Path:
             "no PostgreSQL binaries found (initdb): install postgresql or set FXWORLD_PG_BIN"
         )
     return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def docker_available() -> bool:
@@ -235,7 +231,7 @@ class LocalPostgres(PostgresServer):
         self.log = self.root / "server.log"
         self._as: list[str] = []
         self._fsync = fsync
-        super().__init__("127.0.0.1", _free_port(), USER, PASSWORD, DATABASE)
+        super().__init__("127.0.0.1", free_port(), USER, PASSWORD, DATABASE)
         if os.geteuid() == 0:
             owner = unprivileged_user()
             os.chmod(self.root, 0o700)
@@ -371,7 +367,7 @@ class ContainerPostgres(PostgresServer):
             from testcontainers.postgres import PostgresContainer
 
         image = os.environ.get("FXWORLD_TEST_POSTGRES_IMAGE", "postgres:16")
-        port = _free_port()
+        port = free_port()
         command = "postgres -c max_connections=300"
         if not fsync:
             command += " -c fsync=off -c full_page_writes=off"

@@ -18,7 +18,7 @@ with ``redis-cli --cluster create`` (three masters, no replicas); its
 :meth:`RedisCluster.crash_restart` SIGKILLs and restarts every node. Any failure to
 start raises: CI must never skip.
 
-Run as a script to get a server until Ctrl-C: ``python tests/support/redis_server.py
+Run as a script to get a server until Ctrl-C: ``python -m tests.support.redis_server
 [--cluster]``.
 """
 
@@ -27,22 +27,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 __all__ = ["RedisServer", "RedisCluster", "start_redis", "start_cluster", "PASSWORD"]
 
 PASSWORD = "fx-s3cret-pw"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _redis_binary(name: str) -> str:
@@ -135,7 +130,7 @@ class LocalRedis(RedisServer):
         self._appendfsync = appendfsync
         self._extra = extra
         self._proc: subprocess.Popen[bytes] | None = None
-        super().__init__("127.0.0.1", _free_port(), password)
+        super().__init__("127.0.0.1", free_port(), password)
         self.start()
 
     def _args(self) -> list[str]:
@@ -199,7 +194,7 @@ class ContainerRedis(RedisServer):
         from testcontainers.core.container import DockerContainer
 
         image = os.environ.get("FXWORLD_TEST_REDIS_IMAGE", "redis:7.2")
-        port = _free_port()
+        port = free_port()
         command = (
             f"redis-server --appendonly yes --appendfsync {appendfsync} --save '' "
             f"--requirepass {PASSWORD}"
@@ -252,7 +247,7 @@ class RedisCluster:
                             "5000",
                             # the bus port, else port + 10000 (taken, or past 65535)
                             "--cluster-port",
-                            str(_free_port()),
+                            str(free_port()),
                         ),
                     )
                 )

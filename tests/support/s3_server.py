@@ -15,7 +15,7 @@ data dir and ports. The credentials are test-only values, exported to
 clients (and the kit's child processes). Any failure to start raises: CI must
 never skip.
 
-Run as a script to get a server until Ctrl-C: ``python tests/support/s3_server.py``.
+Run as a script to get a server until Ctrl-C: ``python -m tests.support.s3_server``.
 """
 
 from __future__ import annotations
@@ -23,23 +23,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 __all__ = ["S3Server", "start_s3", "ACCESS_KEY", "SECRET_KEY", "find_weed"]
 
 ACCESS_KEY = "fxworldtest"
 SECRET_KEY = "fxworldtestsecret"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def find_weed() -> Path:
@@ -87,6 +82,10 @@ class S3Server:
 
         await asyncio.to_thread(self.crash_restart)
 
+    def exited(self) -> bool:
+        """The server's process is gone (a container's is never known to be)."""
+        return False
+
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until a PUT with If-None-Match answers (the S3 gateway, filer and volume
         are all up)."""
@@ -101,7 +100,7 @@ class S3Server:
         )
         deadline = time.monotonic() + timeout
         last: Exception | None = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.exited():
             try:
                 try:
                     client.create_bucket(Bucket="fxworld-ready")
@@ -113,7 +112,24 @@ class S3Server:
             except Exception as e:
                 last = e
                 time.sleep(0.2)
+        if self.exited():
+            raise RuntimeError(f"{self.name} at {self.endpoint} exited before it was ready: {last}")
         raise RuntimeError(f"{self.name} at {self.endpoint} not ready in {timeout:.0f} s: {last}")
+
+
+_WEED_PORTS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+    "debug.port",
+)
 
 
 class WeedMini(S3Server):
@@ -125,25 +141,21 @@ class WeedMini(S3Server):
         self.weed = find_weed()
         self.root = Path(tempfile.mkdtemp(prefix="fxworld-weed-"))
         self.log = self.root / "weed.log"
-        self.ports = {
-            name: _free_port()
-            for name in (
-                "master.port",
-                "master.port.grpc",
-                "volume.port",
-                "volume.port.grpc",
-                "filer.port",
-                "filer.port.grpc",
-                "s3.port",
-                "s3.port.grpc",
-                "admin.port",
-                "admin.port.grpc",
-                "debug.port",
-            )
-        }
         self._proc: subprocess.Popen[bytes] | None = None
-        super().__init__(f"http://127.0.0.1:{self.ports['s3.port']}")
-        self.start()
+        for attempt in range(3):
+            self.ports = {name: free_port() for name in _WEED_PORTS}
+            super().__init__(f"http://127.0.0.1:{self.ports['s3.port']}")
+            try:
+                self.start()
+                return
+            except RuntimeError as e:
+                # another process took one of eleven ports between our look and weed's bind
+                taken = ("address already in use", "is not available")
+                if not any(words in str(e) for words in taken) or attempt == 2:
+                    shutil.rmtree(self.root, ignore_errors=True)
+                    raise
+                self.log.unlink(missing_ok=True)
+                shutil.rmtree(self.root / "data", ignore_errors=True)
 
     def _command(self) -> list[str]:
         ports = [f"-{name}={port}" for name, port in self.ports.items()]
@@ -179,6 +191,9 @@ class WeedMini(S3Server):
             self.kill()
             raise RuntimeError(f"{e}\n--- weed log ---\n{self._log_tail()}") from None
 
+    def exited(self) -> bool:
+        return self._proc is not None and self._proc.poll() is not None
+
     def _log_tail(self) -> str:
         try:
             return self.log.read_text(errors="replace")[-3000:]
@@ -212,7 +227,7 @@ class ContainerS3(S3Server):
 
         image = os.environ.get("FXWORLD_TEST_S3_IMAGE", "minio/minio:latest")
         self.name = image
-        port = _free_port()
+        port = free_port()
         self._container = (
             DockerContainer(image)
             .with_bind_ports(9000, port)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from fxworld import NewEntry, SqliteWorld, open_world
 from fxworld.cli import EXTRAS, main
 from fxworld.errors import ConfigurationError
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -28,12 +28,6 @@ from fxworld.testing import ScriptedModel
 
 agent = Agent(ScriptedModel(["hi"]))
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _never_creating(world: list[str]) -> list[list[str]]:
@@ -60,7 +54,7 @@ def _commands(url: str) -> list[list[str]]:
         *_never_creating(world),
         ["setup", *world],
         ["worker", "agent.py:agent", *world, "--until-idle"],
-        ["serve", "agent.py:agent", *world, "--allow-anyone", "--port", str(_free_port())],
+        ["serve", "agent.py:agent", *world, "--allow-anyone", "--port", str(free_port())],
         ["conformance", "--world", url, "--quiet"],
         ["copy", "--from", url, "--to", url, "--session", "s1"],
         ["copy", "--from", "memory://", "--to", url, "--session", "s1"],

@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.web._server import REPO, ServeProcess, free_port
+from tests.support.ports import free_port
+from tests.web._server import REPO, ServeProcess
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts" / "web"

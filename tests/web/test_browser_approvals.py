@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from tests.web._server import ServeProcess, free_port
+from tests.support.ports import free_port
+from tests.web._server import ServeProcess
 from tests.web.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
 
 pytestmark = pytest.mark.timeout(180)

@@ -28,7 +28,8 @@ import pytest
 from fxworld import Agent, NewEntry, open_world, tool
 from fxworld.engine import log
 from fxworld.testing import ScriptedModel
-from tests.web._server import REPO, ServeProcess, free_port
+from tests.support.ports import free_port
+from tests.web._server import REPO, ServeProcess
 from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser
 
 ARTIFACTS = REPO / "artifacts" / "inspector"

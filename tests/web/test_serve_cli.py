@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from fxworld.web import signed_headers
-from tests.web._server import REPO, ServeProcess, free_port
+from tests.support.ports import free_port
+from tests.web._server import REPO, ServeProcess
 
 pytestmark = pytest.mark.timeout(120)
 

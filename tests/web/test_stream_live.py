@@ -15,7 +15,7 @@ import uvicorn
 from fxworld import Agent, Entry, MemoryWorld, NewEntry
 from fxworld.testing import ScriptedModel
 from fxworld.web import create_app
-from tests.web._server import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

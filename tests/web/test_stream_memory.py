@@ -14,7 +14,8 @@ import pytest
 
 from fxworld import NewEntry, open_world
 from fxworld.follow import PAGE_BYTES, bounded_follow
-from tests.web._server import CountingWorld, ServeProcess, free_port
+from tests.support.ports import free_port
+from tests.web._server import CountingWorld, ServeProcess
 
 pytestmark = pytest.mark.timeout(180)
 
