@@ -70,6 +70,9 @@ class Keys:
     def wake(self, sid: str) -> str:
         return f"{self.root}w/{sid}"
 
+    def due_index(self) -> str:
+        return f"{self.root}wd/"
+
     def due_prefixes(self) -> list[str]:
         return [f"{self.root}wd/{p}/" for p in range(DUE_PREFIXES)]
 

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
-from fxworld.errors import ConfigurationError
+from fxworld.errors import BackendUnavailable, ConfigurationError
 from fxworld.urls import mask
 from fxworld_s3 import _errors
 
@@ -227,6 +227,25 @@ class Store:
 
         _, kind, retried = await self._call("DELETE", "delete", fn, if_match=etag is not None)
         return kind is None or kind == "missing" or retried
+
+    async def delete_many(self, keys: list[str]) -> None:
+        """Delete up to 1,000 ``keys`` in one request, unconditionally (a key
+        already gone counts as deleted); raises if the server kept any."""
+
+        async def fn(c: Any) -> list[Any]:
+            objects = [{"Key": key} for key in keys]
+            resp = await c.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+            return list(resp.get("Errors", []))
+
+        errors, _, _ = await self._call("DELETE", "delete", fn)
+        if errors:
+            first = errors[0]
+            raise BackendUnavailable(
+                f"delete: {len(errors)} of {len(keys)} keys kept, the first "
+                f"{first.get('Key')!r}: {first.get('Code')} ({self.endpoint})"
+            )
 
     async def list(
         self, prefix: str, *, start_after: str = "", limit: int | None = None

@@ -67,7 +67,7 @@ from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE"]
+__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE", "GATHER"]
 
 RECOVER_AFTER = 1.0
 """Seconds an append's wake intent is left to its writer before take_wake recovers it."""
@@ -82,6 +82,8 @@ ORPHAN_AFTER = 30.0
 """Seconds an index key that no state names is left to the writer that made it."""
 PAGE = 10
 """Index keys a take LISTs per prefix (more only if these are all passed over)."""
+GATHER = 0.05
+"""Seconds the index keys dropped by this world gather before one request removes them."""
 _MORE = 50  # keys per further page
 _LOOK = 32  # states a take reads at once, at most
 _MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
@@ -204,11 +206,14 @@ class Wakes:
         self._peeked: set[str] = set()  # intent tokens whose next position was looked at
         self._listing: asyncio.Future[list[list[str]]] | None = None  # LIST in flight
         self._next_list: asyncio.Future[list[list[str]]] | None = None  # the one after
+        self._bare = False  # the last listing found no index key at all (an idle queue)
         # index key -> the time before which it needs no look (judged on a fresh state)
         self._skip: Lru[str, float] = Lru(cache_size)
         self._orphans: Lru[str, float] = Lru(cache_size)  # key no state names -> first seen
         self._trying: set[str] = set()  # sessions a take of this world is looking at
         self._pool: dict[str, None] = {}  # keys of the last listing not looked at yet
+        self._doomed: dict[str, None] = {}  # index keys to remove (rule 1), in order
+        self._removing = False  # a task removes them
         # sid -> {token: commit time (None: refused)}: this world's appends whose
         # intents are still to settle; the next write of the state settles them
         self.landed: dict[str, dict[str, float | None]] = {}
@@ -219,42 +224,53 @@ class Wakes:
         result. The same write settles this world's landed intents of ``sid``, and
         keeps the due index (the module docstring's rules)."""
         async with self.locks.hold(sid):
-            key = self.keys.wake(sid)
-            known = self.states.get(sid)
-            while True:
-                fresh = known is None
-                if known is None:
-                    known = await self._get(sid)
-                etag, doc = known
-                settling = dict(self.landed.get(sid, {}))
-                now = time.time()
-                try:
-                    new, result = fn(_settle_all(copy.deepcopy(doc), settling, now), now)
-                except LeaseLost:
-                    if fresh:
-                        raise
-                    known = None  # refuse only on what the server holds now
-                    continue
-                if new is not None and _empty(new):
-                    new = None
-                if new == doc:
-                    if fresh:  # the server's state holds none of them: settled by others
-                        self._forget(sid, settling)
-                        return result
-                    known = None  # nothing to write? only if the cache was right
-                    continue
-                applied = {t for t, at in settling.items() if at is not None}
-                plan = _cover(doc, new, applied, now, move=move)
-                if plan.create is not None:  # rule 1: the key before the state naming it
-                    await self.store.put(self.keys.due(sid, *plan.create), b"")
-                if await self._write(sid, key, etag, new):
+            return await self._change(sid, fn, move)
+
+    async def _settle_landed(self, sid: str) -> None:
+        """Settle this world's landed intents of ``sid`` unless a write of the state
+        settled them while this waited for the session's lock (then no request)."""
+        async with self.locks.hold(sid):
+            if self.landed.get(sid):
+                await self._change(sid, _unchanged, False)
+
+    async def _change(self, sid: str, fn: Change[R], move: bool) -> R:
+        """:meth:`change`, with the session's lock held."""
+        key = self.keys.wake(sid)
+        known = self.states.get(sid)
+        while True:
+            fresh = known is None
+            if known is None:
+                known = await self._get(sid)
+            etag, doc = known
+            settling = dict(self.landed.get(sid, {}))
+            now = time.time()
+            try:
+                new, result = fn(_settle_all(copy.deepcopy(doc), settling, now), now)
+            except LeaseLost:
+                if fresh:
+                    raise
+                known = None  # refuse only on what the server holds now
+                continue
+            if new is not None and _empty(new):
+                new = None
+            if new == doc:
+                if fresh:  # the server's state holds none of them: settled by others
                     self._forget(sid, settling)
-                    self._drop(sid, plan.drop)
                     return result
-                # plan.create stays: a state that landed and was changed since may
-                # name it; if none does, it is an orphan (rule 4). A refused PUT has
-                # just read the state again (its op check): decide on that.
-                known = None if new is None else self.states.get(sid)
+                known = None  # nothing to write? only if the cache was right
+                continue
+            applied = {t for t, at in settling.items() if at is not None}
+            plan = _cover(doc, new, applied, now, move=move)
+            if plan.create is not None:  # rule 1: the key before the state naming it
+                await self.store.put(self.keys.due(sid, *plan.create), b"")
+            if await self._write(sid, key, etag, new):
+                self._forget(sid, settling)
+                self._drop(sid, plan.drop)
+                return result
+            # plan.create stays: a state that landed and was changed since may
+            # name it; if none does, it is an orphan (rule 4). A refused PUT has
+            # just read the state again (its op check): decide on that.
+            known = None if new is None else self.states.get(sid)
 
     async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
         """Write ``new`` over the version ``etag`` (``""``: none); whether it landed
@@ -276,11 +292,27 @@ class Wakes:
     def _drop(self, sid: str, covers: list[Cover]) -> None:
         """Remove index keys in the background (rule 1: after the state without them).
         No state names them again (a cover is always a fresh key): takes of this
-        world pass them over from now on."""
+        world pass them over from now on. Keys dropped within :data:`GATHER` seconds
+        go in one request (a finished wake's cover would cost a DELETE of its own)."""
         for t, nonce in covers:
             key = self.keys.due(sid, t, nonce)
             self._skip[key] = float("inf")
-            self.spawn(self._remove(key))
+            self._doomed[key] = None
+        if covers and not self._removing:
+            self._removing = True
+            self.spawn(self._remove_doomed())
+
+    async def _remove_doomed(self) -> None:
+        try:
+            while self._doomed:
+                await asyncio.sleep(GATHER)
+                keys = list(self._doomed)[:1000]
+                for key in keys:
+                    del self._doomed[key]
+                with contextlib.suppress(Exception):  # left behind: orphans, removed later
+                    await self.store.delete_many(keys)
+        finally:
+            self._removing = False
 
     async def _remove(self, key: str) -> None:
         with contextlib.suppress(Exception):  # left behind: an orphan, removed later
@@ -350,7 +382,7 @@ class Wakes:
         was refused (``None``: drop the intent). Whoever removes the intent applies
         it, so the wake is applied once."""
         self.landed.setdefault(sid, {})[token] = landed_at
-        await self.change(sid, _unchanged)
+        await self._settle_landed(sid)
 
     def settle_later(self, sid: str, token: str, landed_at: float) -> None:
         """:meth:`settle` in the background, or by this world's next write of the
@@ -361,9 +393,8 @@ class Wakes:
 
     async def _settle_now(self, sid: str, *, later: float = 0.0) -> None:
         await asyncio.sleep(later)  # the session's next wake write may settle it first
-        if self.landed.get(sid):
-            with contextlib.suppress(Exception):  # take_wake's recovery settles it
-                await self.change(sid, _unchanged)
+        with contextlib.suppress(Exception):  # take_wake's recovery settles it
+            await self._settle_landed(sid)
 
     async def take(
         self, lease: float, find: Callable[[str, int, int, str, bool], Any], limit: int = 1
@@ -539,6 +570,9 @@ class Wakes:
                 # its leader was cancelled: lead the next one
 
     async def _lead_list(self) -> list[list[str]]:
+        """One listing of the index (see :meth:`_list_due`). After a listing that
+        found the index empty, one LIST of a single key of the whole index comes
+        first, and the prefixes are listed only if it finds one."""
         nxt: asyncio.Future[list[list[str]]] = asyncio.get_running_loop().create_future()
         self._next_list = nxt
         try:
@@ -546,10 +580,14 @@ class Wakes:
                 await asyncio.wait([self._listing])
             self._next_list = None
             self._listing = nxt
-            pages = await asyncio.gather(
-                *(self.store.list(p, limit=PAGE) for p in self.keys.due_prefixes())
-            )
-            nxt.set_result([[k for k, _ in page] for page in pages])
+            prefixes = self.keys.due_prefixes()
+            if self._bare and not await self.store.list(self.keys.due_index(), limit=1):
+                pages: list[list[str]] = [[] for _ in prefixes]  # still bare: 1 LIST, not 4
+            else:
+                listed = await asyncio.gather(*(self.store.list(p, limit=PAGE) for p in prefixes))
+                pages = [[k for k, _ in page] for page in listed]
+            self._bare = not any(pages)
+            nxt.set_result(pages)
         except BaseException as e:
             if self._next_list is nxt:
                 self._next_list = None

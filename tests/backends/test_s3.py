@@ -883,6 +883,38 @@ async def test_the_due_index_is_spread_and_emptied_by_finished_wakes(s3: S3World
     assert await s3.take_wake(lease=5) is None
 
 
+async def test_an_idle_worlds_look_for_wakes_is_one_list(s3: S3World) -> None:
+    """Once a listing found the index empty, a look costs one LIST (of one key of the
+    whole index) until a key shows up; a wake made by another world is still taken."""
+    other = _pair(s3)
+    lists: list[int] = []
+    for _ in range(4):
+        before = s3.store.counts["LIST"]
+        assert await s3.take_wake(lease=5) is None
+        lists.append(s3.store.counts["LIST"] - before)
+    assert lists == [4, 1, 1, 1]
+    await other.wake("idle-then-due")
+    lease = await s3.take_wake(lease=5)
+    assert lease is not None and lease.session_id == "idle-then-due"
+    await s3.finish_wake(lease)
+    await other.close()
+
+
+async def test_finished_wakes_remove_their_index_keys_together(s3: S3World) -> None:
+    """Each finish removes its state (one DELETE); the index keys of the wakes that
+    finish together go in one request, not one DELETE each."""
+    for i in range(40):
+        await s3.wake(f"fin{i}")
+    leases = [await s3.take_wake(lease=30) for _ in range(40)]
+    await s3.logs.drain()
+    before = s3.store.counts.copy()
+    await asyncio.gather(*(s3.finish_wake(lease) for lease in leases if lease is not None))
+    await s3.logs.drain()
+    deletes = s3.store.counts["DELETE"] - before["DELETE"]
+    assert 40 < deletes <= 42, deletes
+    assert await _index(s3) == []
+
+
 async def test_a_renewal_moves_a_due_cover_to_the_lease_end(s3: S3World) -> None:
     """A long turn does not sit at the front of the index: the first renewal of its
     lease moves the session's key to the lease's end; finishing removes it."""
