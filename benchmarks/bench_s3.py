@@ -14,7 +14,8 @@ Rows (each rate paired, round by round, with raw PUTs just before it; the median
 of ``--rounds`` rounds): appends/s with 1 and 8 sessions; an append with a wake,
 in PUT latencies; reading a 1,000-entry session (requests and ms) before and after
 compaction; wakes taken and finished per second with 1 and 8 workers, every round
-from the same queue size, at 400 and 4,000 queued; follow delay p50/p99 from the
+from the same queue size, at 400 and 4,000 queued (a round stops once half the
+queue is taken); follow delay p50/p99 from the
 append's call to the yield of a follower already waiting (another world), beside
 one PUT latency; the requests of one ``list_sessions`` page.
 """
@@ -149,7 +150,10 @@ async def _read_1000(args: argparse.Namespace, w: S3World) -> list[Row]:
 async def _wakes(
     args: argparse.Namespace, w: S3World, raw: Callable[[int], Callable[[], Awaitable[float]]]
 ) -> list[Row]:
-    """Wakes taken and finished, each row from the same queue size (topped up)."""
+    """Wakes taken and finished. Every round starts from the same queue size (topped
+    up with fresh sessions after each round) and ends after ``--seconds`` or once
+    half the queue is taken, so the queue never runs dry; only takes that got a
+    wake count."""
     rows: list[Row] = []
     for queued in (400, 4000):
         q = _world(args, f"{w.namespace}-q{queued}")
@@ -164,22 +168,24 @@ async def _wakes(
 
         await top_up(queued)
         for workers in (1, 8):
-            taken = 0
 
-            async def cycle(k: int, q: S3World = q) -> None:
-                nonlocal taken
-                lease = await q.take_wake(lease=30)
-                if lease is not None:
-                    await q.finish_wake(lease)
-                    taken += 1
-
-            async def rate(
-                workers: int = workers, cycle: Callable[[int], Awaitable[None]] = cycle
-            ) -> float:
-                nonlocal taken
-                await top_up(taken)  # every round starts from the same queue size
+            async def rate(workers: int = workers, q: S3World = q, queued: int = queued) -> float:
                 taken = 0
-                return await _rate(workers, args.seconds, cycle)
+                stop = time.perf_counter() + args.seconds
+
+                async def worker() -> None:
+                    nonlocal taken
+                    while time.perf_counter() < stop and taken < queued // 2:
+                        lease = await q.take_wake(lease=30)
+                        if lease is not None:
+                            await q.finish_wake(lease)
+                            taken += 1
+
+                start = time.perf_counter()
+                await asyncio.gather(*(worker() for _ in range(workers)))
+                took = time.perf_counter() - start
+                await top_up(taken)  # the next round starts from `queued` again
+                return taken / took
 
             m = await paired(args.rounds, raw(8), rate)
             rows.append(
