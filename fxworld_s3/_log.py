@@ -35,6 +35,8 @@ COMPACT_EVERY = 16
 """Batches past the last segment that make a writer compact them into one."""
 SEGMENT_ENTRIES = 256
 """A segment grows by merging, from the writer's memory, up to this many entries."""
+_TIER = 64  # a segment below this is of the first level, below SEGMENT_ENTRIES the second
+_FANOUT = 4  # segments of one level merged into one of the next
 _PARALLEL = 16
 _STEPS = 2  # GETs of the next position before a tail lookup LISTs instead
 T = TypeVar("T")
@@ -54,7 +56,8 @@ class State:
     segments: list[tuple[int, int]] | None = None  # segment ranges, as last listed
     since_compact: int = 0  # batches landed since the last compaction looked
     recent: dict[int, Batch] = field(default_factory=dict)  # batches past the segments
-    small: Segment | None = None  # the last segment written, if small
+    # the small segments this world wrote after the last full one: their batches
+    small: dict[tuple[int, int], Segment] = field(default_factory=dict)
     marked: bool = False  # this world wrote (or found) the session's marker for ``gen``
 
     def saw(self, batch: Batch) -> None:
@@ -461,9 +464,13 @@ class Logs:
     # -- compaction -------------------------------------------------------------------
 
     async def compact(self, sid: str, st: State) -> None:
-        """Copy the batches after the last segment into one segment, merged with
-        that segment while both fit in SEGMENT_ENTRIES; the batches come from this
-        world's memory when it holds them all (the writer's case), else are read.
+        """Copy the batches after the last segment into one segment, in levels:
+        the fourth run of batches after three small segments (under ``_TIER``
+        entries) is merged with them, and such a merge that follows three segments
+        of the second level (under SEGMENT_ENTRIES) takes those too, while all fit
+        in SEGMENT_ENTRIES. So an entry is copied about three times (a run, 64, 256),
+        never rewritten with each run. The batches come from this world's memory
+        when it holds them all (the writer's case), else are read.
         Safe under races: a segment is a copy of immutable batches, so two
         compactors of one range write the same object; readers take the longest
         segment at each position; a superseded segment is removed afterwards and a
@@ -489,15 +496,19 @@ class Logs:
         if len(fresh) < COMPACT_EVERY:
             return
         last = fresh[-1].last
-        merge = bool(chain) and chain[-1][1] - chain[-1][0] + 1 + _entries(fresh) <= SEGMENT_ENTRIES
+        merged = _merged(chain, _entries(fresh))
         keys = st.keys_until(last)
         batches: list[Batch] = []
-        if chain and (merge or keys is None):  # merged while still small; or for its map
+        for segment in merged:
+            prior = await self._segment_batches(sid, st, segment)
+            if prior is None:
+                return
+            batches += prior[1]
+        if keys is None and chain:  # the map of the segment before: the keys up to it
             prior = await self._segment_batches(sid, st, chain[-1])
             if prior is None:
                 return
-            batches = prior[1] if merge else []
-            keys = keys if keys is not None else _keys_after(prior[2], fresh)
+            keys = _keys_after(prior[2], fresh)
         elif keys is None:  # the first segment: the keys of its batches
             keys = _keys_after({}, fresh)
         batches += fresh
@@ -508,20 +519,25 @@ class Logs:
             st.know(keys, 1, last)
         old = [r for r in st.segments or [] if first <= r[0] and r[1] < last]
         st.segments = sorted({*(st.segments or []), (first, last)} - set(old))
-        small = last - first + 1 < SEGMENT_ENTRIES
-        st.small = ((first, last), batches, keys) if small else None
+        if last - first + 1 < SEGMENT_ENTRIES:  # held while a later merge may take it
+            st.small[(first, last)] = ((first, last), batches, keys)
+            reach = chain[-2 * (_FANOUT - 1) :][0][0] if chain else 1
+            st.small = {r: s for r, s in st.small.items() if r[0] >= reach and r not in old}
+        else:
+            st.small.clear()
         for f in [f for f in st.recent if f <= last]:
             del st.recent[f]
-        for r in old:  # superseded: inside the new range
-            await self.store.delete(self.keys.segment(sid, gen, *r))
+        if old:  # superseded: inside the new range
+            await self.store.delete_many([self.keys.segment(sid, gen, *r) for r in old])
 
     async def _segment_batches(
         self, sid: str, st: State, segment: tuple[int, int]
     ) -> Segment | None:
         """``segment``: from memory if this world wrote it, else a GET (``None`` if
         another compactor removed it)."""
-        if st.small is not None and st.small[0] == segment:
-            return segment, list(st.small[1]), st.small[2]
+        held = st.small.get(segment)
+        if held is not None:
+            return segment, list(held[1]), held[2]
         return await self.get_segment(sid, st, segment)
 
     async def _read_after(self, sid: str, st: State, start: int) -> list[Batch]:
@@ -573,6 +589,26 @@ def _chain(segments: list[tuple[int, int]], p: int) -> list[tuple[int, int]]:
             return out
         out.append(best)
         p = best[1] + 1
+
+
+def _merged(chain: list[tuple[int, int]], fresh: int) -> list[tuple[int, int]]:
+    """The last segments of ``chain`` that a new segment of ``fresh`` entries after
+    them takes in (see :meth:`Log.compact`): none, or three of the first level, or
+    those and three of the second before them."""
+    sizes = [b - a + 1 for a, b in chain]
+    out: list[tuple[int, int]] = []
+    total = fresh
+    for tier in (_TIER, SEGMENT_ENTRIES):
+        start = len(chain) - len(out)
+        run = start
+        while run > 0 and sizes[run - 1] < tier and start - run < _FANOUT - 1:
+            run -= 1
+        taken = sum(sizes[run:start])
+        if start - run < _FANOUT - 1 or total + taken > SEGMENT_ENTRIES:
+            break
+        out = chain[run:start] + out
+        total += taken
+    return out
 
 
 def _held(st: State, start: int) -> list[Batch]:

@@ -168,6 +168,32 @@ async def test_reading_a_thousand_entries_before_and_after_compaction(
     await writer.close()
 
 
+async def test_a_writers_compaction_copies_each_entry_a_few_times(s3: S3World) -> None:
+    """A writer's compaction never rewrites a large segment for a small tail: over
+    640 one-entry appends its segment PUTs carry under 3 copies of each entry (a
+    segment merged with every run of 16 carried 8.5), segments stay at most 256
+    entries, and a fresh reader reads every entry in order."""
+    copied = 0
+    put_new = s3.store.put_new
+
+    async def counting(key: str, body: bytes) -> str | None:
+        nonlocal copied
+        if "/c/" in key:
+            copied += sum(b.count for b in parse_segment(body)[0])
+        return await put_new(key, body)
+
+    s3.store.put_new = counting  # type: ignore[method-assign]
+    for i in range(640):
+        await s3.append("lv", [NewEntry("e", {"i": i})])
+    await s3.logs.drain()
+    assert copied < 3 * 640, copied
+    segments = [s3.keys.range_of(k) for k, _ in await s3.store.list(s3.keys.segments("lv", 0))]
+    assert segments and all(b - a + 1 <= 256 for a, b in segments), segments
+    reader = _pair(s3)
+    assert [e.data["i"] for e in await reader.read("lv", limit=1000)] == list(range(640))
+    await reader.close()
+
+
 async def test_compaction_under_racing_writers_keeps_the_log_exact(s3_server: S3Server) -> None:
     ns = fresh_namespace()
     worlds = [S3World(BUCKET, endpoint_url=s3_server.endpoint, namespace=ns) for _ in range(3)]
