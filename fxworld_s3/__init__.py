@@ -38,8 +38,10 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   background. Until then a ``take_wake`` finds the batch by its token right after
   the intent's tail (or, after 1 s, anywhere in the log) and applies the wake (W7).
 * Every 16 batches the writer copies the batches after the last segment, from its
-  memory, into a segment object (merged with it while both fit in 256 entries), so
-  reading a 1,000-entry session costs a handful of requests.
+  memory, into a segment object; segments merge in levels (four small ones into
+  one of about 64 entries, four of those into one of 256), so reading a
+  1,000-entry session costs a handful of requests and each entry is copied about
+  three times.
 * Followers wait for the batch at the position after the tail (a GET, 404 until it
   lands): writers write nothing for them (W10).
 * ``list_sessions``: one LIST of markers ``m/{sid}``, each created before its
