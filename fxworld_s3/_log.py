@@ -593,7 +593,7 @@ def _chain(segments: list[tuple[int, int]], p: int) -> list[tuple[int, int]]:
 
 def _merged(chain: list[tuple[int, int]], fresh: int) -> list[tuple[int, int]]:
     """The last segments of ``chain`` that a new segment of ``fresh`` entries after
-    them takes in (see :meth:`Log.compact`): none, or three of the first level, or
+    them takes in (see :meth:`Logs.compact`): none, or three of the first level, or
     those and three of the second before them."""
     sizes = [b - a + 1 for a, b in chain]
     out: list[tuple[int, int]] = []
