@@ -244,7 +244,9 @@ def main() -> None:
     parser.add_argument("--endpoint", help="an S3 endpoint URL (default: a throwaway weed mini)")
     parser.add_argument("--bucket", default="fxworld-bench")
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--follows", type=int, default=30)
+    parser.add_argument(
+        "--follows", type=int, default=100, help="appends timed for the follow row (p99 of these)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="paired rounds per row (median)")
     parser.add_argument(
         "--only",
