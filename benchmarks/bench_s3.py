@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import sys
 import time
 import uuid
@@ -211,7 +212,9 @@ async def _follow(
     put = 1000 / await raw(1)()
     for i in range(args.follows):
         waiting = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0.3)  # a quiet session between appends; the follower waits
+        # a quiet session between appends (the follower waits), of a random length:
+        # a fixed one would land every append at the same point of the poll period
+        await asyncio.sleep(0.3 + random.random() * 0.1)
         t0 = time.perf_counter()
         await w.append("followed", [NewEntry("e", {"i": i})])
         await asyncio.wait_for(waiting, 30)
