@@ -112,8 +112,9 @@ async def test_one_trace_across_a_sigkill(
         s["parent_id"] == agent_span["context"]["span_id"] for s in chats
     )
     assert all(s["attributes"]["gen_ai.usage.output_tokens"] >= 0 for s in chats + dead)
-    # no content unless asked for: no prompt, no tool input or output
-    assert not any("Please charge" in json.dumps(s) or "1250" in json.dumps(s) for s in every)
+    # no content unless asked for: no prompt, no tool input or output (looked for by
+    # words, not by the amount 1250, which a random id or a timestamp may hold)
+    assert not any("Please charge" in json.dumps(s) or "cents" in json.dumps(s) for s in every)
 
     m = metrics_of(tmp_path, second.pid)
     assert total(m["fxworld.takeovers"]) == 1
