@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ports import free_port
+from tests.support.s3_server import WEED_PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 PID_FILES = {
@@ -25,10 +26,8 @@ PID_FILES = {
     "docs/redis.md": "redis.pid",
     "docs/s3.md": "weed.pid",
 }
-WEED_PORTS = (  # weed mini's other ports, all chosen free here (the page keeps its defaults)
-    "master.port master.port.grpc volume.port volume.port.grpc filer.port filer.port.grpc "
-    "s3.port.grpc admin.port admin.port.grpc debug.port"
-).split()
+# weed mini's ports but the page's own S3 port, all chosen free here
+OTHER_WEED_PORTS = [name for name in WEED_PORTS if name != "s3.port"]
 
 
 def run_it_locally(doc: str) -> tuple[str, str]:
@@ -45,7 +44,7 @@ def _chosen(start: str, workdir: str) -> str:
     """The start block with a free port and a known directory (the rest as written)."""
     start, n = re.subn(r"PORT=\d+ DIR=\$\(mktemp -d\)", f"PORT={free_port()} DIR={workdir}", start)
     assert n == 1, "the block no longer starts with PORT=... DIR=$(mktemp -d)"
-    ports = " ".join(f"-{name}={free_port()}" for name in WEED_PORTS)
+    ports = " ".join(f"-{name}={free_port()}" for name in OTHER_WEED_PORTS)
     return start.replace("weed mini ", f"weed mini {ports} -s3.port.iceberg=0 -s3.port.lance=0 ")
 
 

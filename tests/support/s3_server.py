@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tests.support.ports import free_port
 
-__all__ = ["S3Server", "start_s3", "ACCESS_KEY", "SECRET_KEY", "find_weed"]
+__all__ = ["S3Server", "start_s3", "ACCESS_KEY", "SECRET_KEY", "find_weed", "WEED_PORTS"]
 
 ACCESS_KEY = "fxworldtest"
 SECRET_KEY = "fxworldtestsecret"
@@ -117,7 +117,7 @@ class S3Server:
         raise RuntimeError(f"{self.name} at {self.endpoint} not ready in {timeout:.0f} s: {last}")
 
 
-_WEED_PORTS = (
+WEED_PORTS = (  # the ports weed mini listens on, each chosen free
     "master.port",
     "master.port.grpc",
     "volume.port",
@@ -143,7 +143,7 @@ class WeedMini(S3Server):
         self.log = self.root / "weed.log"
         self._proc: subprocess.Popen[bytes] | None = None
         for attempt in range(3):
-            self.ports = {name: free_port() for name in _WEED_PORTS}
+            self.ports = {name: free_port() for name in WEED_PORTS}
             super().__init__(f"http://127.0.0.1:{self.ports['s3.port']}")
             try:
                 self.start()
