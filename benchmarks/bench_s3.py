@@ -212,6 +212,7 @@ async def _follow(
     delays: list[float] = []
     await w.append("followed", [NewEntry("first", {})])
     await asyncio.wait_for(anext(stream), 30)
+    gc.collect()  # the follower's new client is set-up (a long-running one made it once)
     for i in range(args.follows):
         waiting = asyncio.ensure_future(anext(stream))
         # a quiet session between appends (the follower waits), of a random length:

@@ -558,6 +558,27 @@ async def test_requests_leave_no_garbage_for_full_collections(s3: S3World) -> No
     assert left < 20, f"{left} objects in cycles after 60 requests"
 
 
+async def test_wakes_reuse_their_connections(s3: S3World) -> None:
+    """Each new wake writes a due index key; an empty one closed its connection, so
+    400 wakes opened 449 connections (new TCP, and TLS on AWS, handshakes)."""
+    loop = asyncio.get_running_loop()
+    opened = 0
+    create_connection = loop.create_connection
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return await create_connection(*args, **kwargs)
+
+    loop.create_connection = counted  # type: ignore[method-assign]
+    try:
+        for i in range(0, 200, 50):
+            await asyncio.gather(*(s3.wake(f"conn-{j}") for j in range(i, i + 50)))
+    finally:
+        del loop.create_connection  # type: ignore[method-assign]
+    assert opened <= 64, f"{opened} connections for 200 wakes, 50 at a time"
+
+
 # -- dot ids, bounded caches, masked endpoints ---------------------------------------------
 
 
