@@ -111,6 +111,9 @@ def test_sessions_show_follow_prints_new_entries_until_interrupted(db: Path) -> 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as in a terminal: a shell without job control starts background jobs
+        # (a CI script's `&`) with SIGINT ignored, and the CLI would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
