@@ -7,7 +7,8 @@ session's wake (W11-W13):
 * ``due``: when the pending wake is due (W11: a new request keeps the earlier);
 * ``L``: the lease ``[token, until, attempt]`` of the delivery in progress (W12);
 * ``again``: the earliest request that arrived during the lease: ``finish_wake``
-  makes it the next due time instead of removing the wake (W13);
+  makes it the next due time instead of removing the wake (W13); a redelivery of
+  an expired lease covers it, due or not (it was made before that take);
 * ``chk``: wake intents of appends in flight (W7), ``{token: [gen, after, delay,
   at, t, nonce]}``: written before the append's batch, removed by the writer after
   the append returned (applying the wake: in the background, or in its next write
@@ -735,8 +736,8 @@ def _taker(token: str, lease: float) -> Change[tuple[int, float] | None]:
             return doc, None
         old = doc.get("L")
         attempt = old[2] + 1 if old else 1
-        if old and doc.get("again") is not None and doc["again"] <= now:
-            doc.pop("again")  # the redelivery covers a request made during the lease
+        if old:  # W13: the redelivery covers every request made before it, due or not
+            doc.pop("again", None)
         doc["L"] = [token, now + lease, attempt]
         return doc, (attempt, now + lease)
 

@@ -234,3 +234,19 @@ class WakeExamples:
         assert second is not None and second.session_id == S
         await world.finish_wake(second)
         await no_wake(world)
+
+    async def test_W13_a_redelivery_covers_a_request_not_yet_due(self, world: World) -> None:
+        """A request made during a lease that then expired, due only after the
+        redelivery is taken: the redelivery covers it (W13: only a request after the
+        take keeps the session due), so once it is finished nothing is left, not even
+        when that request's due time comes."""
+        await world.wake(S)
+        first = await world.take_wake(lease=0.2)
+        assert first is not None
+        await world.wake(S, delay=1.2)
+        await asyncio.sleep(0.4)
+        second = await world.take_wake(lease=5)
+        assert second is not None and (second.session_id, second.attempt) == (S, 2)
+        await world.finish_wake(second)
+        await asyncio.sleep(1.2)  # past the request's due time
+        await no_wake(world)
