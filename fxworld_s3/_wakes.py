@@ -68,23 +68,14 @@ from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
 
-__all__ = [
-    "Wakes",
-    "INDEX_BODY",
-    "RECOVER_AFTER",
-    "DROP_AFTER",
-    "SETTLE_AFTER",
-    "ORPHAN_AFTER",
-    "PAGE",
-    "GATHER",
-]
+__all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE", "GATHER"]
 
 RECOVER_AFTER = 1.0
 """Seconds an append's wake intent is left to its writer before take_wake recovers it."""
 DROP_AFTER = 120.0
 """Seconds after which an intent whose batch never landed is dropped."""
 
-INDEX_BODY = b"1"
+_INDEX_BODY = b"1"
 """A due index key's body, never read. Not empty: after a PUT with an empty body (sent
 with botocore's ``Expect: 100-continue``) the connection was not reused, so each
 index key opened a new one (SeaweedFS with aiohttp: 449 connections for 400 wakes)."""
@@ -277,7 +268,7 @@ class Wakes:
             applied = {t for t, at in settling.items() if at is not None}
             plan = _cover(doc, new, applied, now, move=move)
             if plan.create is not None:  # rule 1: the key before the state naming it
-                await self.store.put(self.keys.due(sid, *plan.create), INDEX_BODY)
+                await self._put_key(sid, *plan.create)
             if await self._write(sid, key, etag, new):
                 self._forget(sid, settling)
                 self._drop(sid, plan.drop)
@@ -328,6 +319,11 @@ class Wakes:
                     await self.store.delete_many(keys)
         finally:
             self._removing = False
+
+    async def _put_key(self, sid: str, t: int, nonce: str) -> None:
+        """Write the due index key ``(t, nonce)`` of ``sid`` (rule 1: before the state
+        that names it)."""
+        await self.store.put(self.keys.due(sid, t, nonce), _INDEX_BODY)
 
     async def _remove(self, key: str) -> None:
         with contextlib.suppress(Exception):  # left behind: an orphan, removed later
@@ -381,7 +377,7 @@ class Wakes:
             await self.change(sid, fn)
             return
         results = await asyncio.gather(
-            self.store.put(self.keys.due(sid, *mine), INDEX_BODY),
+            self._put_key(sid, *mine),
             self.change(sid, fn),
             return_exceptions=True,
         )
