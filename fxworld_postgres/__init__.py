@@ -32,7 +32,7 @@ How it keeps the contract:
   own, right after they commit (a NOTIFY in every commit serialises commits), and
   with ``synchronous_commit`` off (it carries no data). The followers of a world
   that one batch of notifications wakes read together: one statement for all their
-  cursors (``_Listener.read``).
+  cursors (``_listen.Listener.read``).
 * Wakes are rows keyed by session, taken with ``FOR UPDATE SKIP LOCKED`` on the
   server's clock; ``take_wakes(lease=, limit=)`` takes a batch.
 * Driver errors are translated in ``_errors``: a lost connection is

@@ -21,7 +21,7 @@ Every namespace is its own Postgres schema, ``fxworld_<namespace>``, holding:
               NOTIFY in an append's commit serialises commits server-wide).
 ``migrations`` the versions applied.
 
-The hot path runs as plpgsql functions (``fx_append``, ``fx_acquire``,
+The hot path runs as plpgsql functions (``fx_append_quiet``, ``fx_acquire``,
 ``fx_take_wakes``, ``fx_finish_wake``, ...): one statement, one round trip. Refusals
 raise custom SQLSTATEs (``FX001`` fenced, ``FX002`` conflict, ``FX003`` lease lost)
 so the whole call rolls back and nothing is written; ``_errors`` turns them into
@@ -35,7 +35,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "schema_name", "channel_name", "migration_sql"]
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fxworld.errors import ConfigurationError
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "channel_name",
+    "migrate",
+    "migration_sql",
+    "schema_name",
+]
 
 FENCED = "FX001"
 CONFLICT = "FX002"
@@ -160,59 +172,6 @@ _V1_FUNCTIONS = (
         END IF;
     END
     $fx$""",
-    # -- append (W2-W7): key first, then fence, then expect; returns the last seq.
-    # The first statement locks the session row and reserves the positions at once;
-    # a refusal raises, which rolls the reservation back with everything else.
-    """CREATE OR REPLACE FUNCTION {s}.fx_append(
-        p_sid text, p_kinds text[], p_datas text[], p_raws text[],
-        p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision)
-    RETURNS bigint LANGUAGE plpgsql AS $fx$
-    DECLARE
-        v_n integer := cardinality(p_kinds);
-        v_epoch bigint; v_last bigint; v_seq bigint; v_followers integer;
-    BEGIN
-        UPDATE {s}.sessions SET last_seq = last_seq + v_n WHERE session_id = p_sid
-            RETURNING epoch, last_seq - v_n, followers INTO v_epoch, v_last, v_followers;
-        IF NOT FOUND THEN
-            INSERT INTO {s}.sessions AS t (session_id, last_seq) VALUES (p_sid, v_n)
-                ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq + v_n
-                RETURNING t.epoch, t.last_seq - v_n, t.followers
-                INTO v_epoch, v_last, v_followers;
-        END IF;
-        IF p_key IS NOT NULL THEN
-            SELECT seq INTO v_seq FROM {s}.keys WHERE session_id = p_sid AND key = p_key;
-            IF FOUND THEN
-                UPDATE {s}.sessions SET last_seq = v_last WHERE session_id = p_sid;
-                RETURN v_seq;
-            END IF;
-        END IF;
-        IF p_epoch IS NOT NULL AND p_epoch <> v_epoch THEN
-            RAISE EXCEPTION USING ERRCODE = 'FX001', MESSAGE = 'fenced', DETAIL = v_epoch::text;
-        END IF;
-        IF p_expect IS NOT NULL AND p_expect <> v_last THEN
-            RAISE EXCEPTION USING ERRCODE = 'FX002', MESSAGE = 'conflict', DETAIL = v_last::text;
-        END IF;
-        v_seq := v_last + v_n;
-        IF v_n = 1 THEN
-            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
-                VALUES (p_sid, v_seq, p_kinds[1], p_datas[1]::jsonb, p_raws[1], p_epoch);
-        ELSE
-            INSERT INTO {s}.entries (session_id, seq, kind, data, raw, epoch)
-                SELECT p_sid, v_last + i, p_kinds[i], p_datas[i]::jsonb, p_raws[i], p_epoch
-                FROM generate_series(1, v_n) AS i;
-        END IF;
-        IF p_key IS NOT NULL THEN
-            INSERT INTO {s}.keys (session_id, key, seq) VALUES (p_sid, p_key, v_seq);
-        END IF;
-        IF p_wake IS NOT NULL THEN
-            PERFORM {s}.fx_wake(p_sid, p_wake);
-        END IF;
-        IF v_followers > 0 THEN
-            PERFORM pg_notify('{channel}', p_sid);
-        END IF;
-        RETURN v_seq;
-    END
-    $fx$""",
     # -- acquire (W1): a new, greater epoch and its fence entry; returns (epoch, seq)
     """CREATE OR REPLACE FUNCTION {s}.fx_acquire(
         p_sid text, OUT o_epoch bigint, OUT o_seq bigint)
@@ -303,9 +262,13 @@ _V1_FUNCTIONS = (
 )
 
 _V2_FUNCTIONS = (
-    # -- append (W2-W7) as fx_append, but it sends no NOTIFY: it says whether the
-    # session is followed, and the writer sends one NOTIFY for many appends on a
-    # connection of its own (a NOTIFY in the append's commit serialises commits).
+    # -- append (W2-W7), the one body of the append: key first, then fence, then
+    # expect; returns the last seq. The first statement locks the session row and
+    # reserves the positions at once; a refusal raises, which rolls the reservation
+    # back with everything else (W4: all or nothing). It sends no NOTIFY: it says
+    # whether the session is followed, and the writer sends one NOTIFY for many
+    # appends on a connection of its own (a NOTIFY in the append's commit
+    # serialises commits).
     """CREATE OR REPLACE FUNCTION {s}.fx_append_quiet(
         p_sid text, p_kinds text[], p_datas text[], p_raws text[],
         p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision,
@@ -357,9 +320,31 @@ _V2_FUNCTIONS = (
     $fx$""",
 )
 
+_V3_FUNCTIONS = (
+    # -- fx_append (migration 1 carried a copy of the whole append): fx_append_quiet
+    # and a NOTIFY in the caller's commit, for callers that do not coalesce them
+    """CREATE OR REPLACE FUNCTION {s}.fx_append(
+        p_sid text, p_kinds text[], p_datas text[], p_raws text[],
+        p_epoch bigint, p_expect bigint, p_key bytea, p_wake double precision)
+    RETURNS bigint LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_seq bigint; v_followed boolean;
+    BEGIN
+        SELECT o_seq, o_followed INTO v_seq, v_followed
+            FROM {s}.fx_append_quiet(p_sid, p_kinds, p_datas, p_raws,
+                                     p_epoch, p_expect, p_key, p_wake);
+        IF v_followed THEN
+            PERFORM pg_notify('{channel}', p_sid);
+        END IF;
+        RETURN v_seq;
+    END
+    $fx$""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables and hot-path functions", _V1_TABLES + _V1_FUNCTIONS),
     Migration(2, "fx_append_quiet: the writer coalesces NOTIFYs", _V2_FUNCTIONS),
+    Migration(3, "fx_append calls fx_append_quiet: one body of the append", _V3_FUNCTIONS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -374,3 +359,32 @@ def migration_sql(migration: Migration, namespace: str) -> list[str]:
 def lock_key(namespace: str) -> str:
     """The text whose ``hashtext`` is the advisory-lock key of ``namespace``'s migrations."""
     return f"fxworld.migrate:{namespace}"
+
+
+async def migrate(conn: AsyncConnection, namespace: str) -> None:
+    """Apply the missing migrations of ``namespace`` in the caller's transaction."""
+    s = qualified(namespace)
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": lock_key(namespace)}
+    )
+    await conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+    await conn.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {s}.migrations (version integer PRIMARY KEY, "
+        "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    result = await conn.exec_driver_sql(f"SELECT coalesce(max(version), 0) FROM {s}.migrations")
+    current = int(result.scalar_one())
+    if current > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"namespace {namespace!r} is at schema version {current}, newer than this "
+            f"fxworld knows ({SCHEMA_VERSION}): upgrade fxworld"
+        )
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        for statement in migration_sql(migration, namespace):
+            await conn.exec_driver_sql(statement)
+        await conn.execute(
+            text(f"INSERT INTO {s}.migrations (version, description) VALUES (:v, :d)"),
+            {"v": migration.version, "d": migration.description},
+        )

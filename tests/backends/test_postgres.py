@@ -598,6 +598,41 @@ async def test_the_applications_engine_is_used_and_left_open(
         await engine.dispose()
 
 
+async def test_fx_append_is_the_quiet_append_and_a_notify(
+    postgres_server: PostgresServer,
+) -> None:
+    """``fx_append`` (for SQL callers that do not coalesce NOTIFYs) runs the one body
+    of the append, ``fx_append_quiet``: the same positions, fence and expect checks,
+    keys, and a NOTIFY for a followed session in its own commit."""
+    ns = fresh_namespace()
+    world = PostgresWorld(postgres_server.url, namespace=ns)
+    await world.setup()
+    fence = await world.acquire("s")
+    conn = await _admin(postgres_server)
+    schema = f'"fxworld_{ns}"'
+    call = f"SELECT {schema}.fx_append($1, $2, $3, NULL, $4, $5, $6, NULL)"
+    try:
+        heard: list[str] = []
+        await conn.add_listener(f"fxworld_{ns}", lambda *args: heard.append(args[3]))
+        await conn.execute(f"INSERT INTO {schema}.follows VALUES ('s', pg_backend_pid())")
+        seq = await conn.fetchval(call, "s", ["a"], ['{"n": 1}'], fence.epoch, 1, b"k")
+        assert seq == 2
+        assert await conn.fetchval(call, "s", ["a"], ['{"n": 1}'], fence.epoch, None, b"k") == 2
+        with pytest.raises(asyncpg.PostgresError, match="conflict"):
+            await conn.fetchval(call, "s", ["b"], ['{"n": 2}'], fence.epoch, 1, None)
+        with pytest.raises(asyncpg.PostgresError, match="fenced"):
+            await conn.fetchval(call, "s", ["b"], ['{"n": 2}'], fence.epoch - 1, None, None)
+        await asyncio.sleep(0.1)  # the notification is delivered after the commit
+        assert heard == ["s"]
+        assert [(e.seq, e.kind, e.data) for e in await world.read("s")] == [
+            (1, "fence", {"epoch": fence.epoch}),
+            (2, "a", {"n": 1}),
+        ]
+    finally:
+        await conn.close()
+        await world.close()
+
+
 async def test_migrations_from_several_processes_at_once(postgres_server: PostgresServer) -> None:
     ns = fresh_namespace()
     url = _url(postgres_server, ns)
