@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer, start_postgres, unprivileged_user
+from tests.support.server import serve_until_interrupted
 
 __all__ = ["PgBouncer", "start_pgbouncer", "find_pgbouncer"]
 
@@ -152,14 +153,11 @@ def start_pgbouncer(server: PostgresServer, mode: str = "transaction") -> PgBoun
 
 
 if __name__ == "__main__":  # pragma: no cover
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     pg = start_postgres()
     bouncer = start_pgbouncer(pg, sys.argv[1] if len(sys.argv) > 1 else "transaction")
-    print(bouncer.url, "->", pg.url, flush=True)
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
+
+    def stop() -> None:
         bouncer.stop()
         pg.stop()
+
+    serve_until_interrupted(stop, bouncer.url, "->", pg.url)

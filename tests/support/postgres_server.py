@@ -29,16 +29,15 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.support.ports import free_port
+from tests.support.server import Container, Server, serve_until_interrupted
 
 __all__ = ["PostgresServer", "start_postgres", "find_pg_bin", "unprivileged_user"]
 
@@ -85,8 +84,12 @@ def docker_available() -> bool:
         return False
 
 
-class PostgresServer:
-    """A running PostgreSQL server. ``url`` is a ``postgresql://`` URL for its database."""
+class PostgresServer(Server):
+    """A running PostgreSQL server. ``url`` is a ``postgresql://`` URL for its database.
+    :meth:`kill` stops it with no clean shutdown, so :meth:`crash_restart` runs the
+    server's crash recovery."""
+
+    name = "PostgreSQL"
 
     def __init__(self, host: str, port: int, user: str, password: str, database: str) -> None:
         self.host, self.port, self.user, self.password, self.database = (
@@ -101,22 +104,6 @@ class PostgresServer:
     def url(self) -> str:
         auth = f"{self.user}:{self.password}" if self.password else self.user
         return f"postgresql://{auth}@{self.host}:{self.port}/{self.database}"
-
-    def crash_restart(self) -> None:
-        """Kill the server without a clean shutdown and start it again (crash recovery)."""
-        self.kill()
-        self.start()
-
-    def kill(self) -> None:
-        """Stop the server at once, with no clean shutdown (``pg_ctl stop -m immediate``)."""
-        raise NotImplementedError
-
-    def start(self) -> None:
-        """Start the server again after :meth:`kill`; returns once it accepts queries."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
 
     def cut_connections(self) -> int:
         """Terminate every other client connection to the server; returns how many."""
@@ -149,36 +136,11 @@ class PostgresServer:
 
         return await asyncio.to_thread(self.cut_connections)
 
-    async def akill(self) -> None:
-        """:meth:`kill` from async code."""
-        import asyncio
-
-        await asyncio.to_thread(self.kill)
-
-    async def astart(self) -> None:
-        """:meth:`start` from async code."""
-        import asyncio
-
-        await asyncio.to_thread(self.start)
-
-    async def acrash_restart(self) -> None:
-        """:meth:`crash_restart` from async code."""
-        import asyncio
-
-        await asyncio.to_thread(self.crash_restart)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection((self.host, self.port), timeout=1):
-                    pass
-                if self._accepts_queries():
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"PostgreSQL on {self.host}:{self.port} not ready in {timeout:.0f} s")
+    def ready(self) -> bool:
+        """The server accepts a connection and a login to its database."""
+        with socket.create_connection((self.host, self.port), timeout=1):
+            pass
+        return self._accepts_queries()
 
     def _accepts_queries(self) -> bool:
         import asyncio
@@ -251,13 +213,14 @@ class LocalPostgres(PostgresServer):
         if check and result.returncode != 0:
             raise RuntimeError(
                 f"{Path(args[0]).name} failed ({result.returncode}): "
-                f"{result.stdout[-2000:]}{result.stderr[-2000:]}{self._log_tail()}"
+                f"{result.stdout[-2000:]}{result.stderr[-2000:]}"
+                f"\n--- server log ---\n{self.log_tail()}"
             )
         return result.stdout
 
-    def _log_tail(self) -> str:
+    def log_tail(self) -> str:
         try:
-            return "\n--- server log ---\n" + self.log.read_text()[-3000:]
+            return self.log.read_text()[-3000:]
         except OSError:
             return ""
 
@@ -357,7 +320,7 @@ def unprivileged_user() -> pwd.struct_passwd:
     return pwd.getpwnam("postgres")
 
 
-class ContainerPostgres(PostgresServer):
+class ContainerPostgres(Container, PostgresServer):
     """A testcontainers PostgreSQL (only used when a Docker daemon answers)."""
 
     def __init__(self, *, fsync: bool = False) -> None:
@@ -380,16 +343,6 @@ class ContainerPostgres(PostgresServer):
         super().__init__("127.0.0.1", port, USER, PASSWORD, DATABASE)
         self.wait_ready()
 
-    def kill(self) -> None:
-        self._container.get_wrapped_container().kill(signal="SIGKILL")
-
-    def start(self) -> None:
-        self._container.get_wrapped_container().start()
-        self.wait_ready()
-
-    def stop(self) -> None:
-        self._container.stop()
-
 
 def start_postgres(*, fsync: bool = False) -> PostgresServer:
     """A running server: a container if Docker answers, else a local cluster. Raises
@@ -400,12 +353,5 @@ def start_postgres(*, fsync: bool = False) -> PostgresServer:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on SIGTERM too
     server = start_postgres(fsync="--fsync" in sys.argv)
-    print(server.url, flush=True)
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_interrupted(server.stop, server.url)

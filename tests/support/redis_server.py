@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 
 from tests.support.ports import free_port
+from tests.support.server import Container, Process, Server, serve_until_interrupted
 
 __all__ = ["RedisServer", "RedisCluster", "start_redis", "start_cluster", "PASSWORD"]
 
@@ -47,8 +47,11 @@ def _redis_binary(name: str) -> str:
     return found
 
 
-class RedisServer:
-    """A running Redis server. ``url`` is its ``redis://`` URL (with the password)."""
+class RedisServer(Server):
+    """A running Redis server. ``url`` is its ``redis://`` URL (with the password).
+    :meth:`crash_restart` SIGKILLs it and starts it again: it reloads its AOF."""
+
+    name = "Redis"
 
     def __init__(self, host: str, port: int, password: str) -> None:
         self.host, self.port, self.password = host, port, password
@@ -57,20 +60,6 @@ class RedisServer:
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}{self.host}:{self.port}/0"
-
-    def kill(self) -> None:
-        raise NotImplementedError
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def crash_restart(self) -> None:
-        """SIGKILL the server and start it again: it reloads its AOF."""
-        self.kill()
-        self.start()
 
     def cut_connections(self) -> int:
         """Close every client connection but the one asking; returns how many."""
@@ -82,35 +71,22 @@ class RedisServer:
         finally:
             c.close()
 
-    async def acrash_restart(self) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.crash_restart)
-
     async def acut_connections(self) -> int:
         import asyncio
 
         return await asyncio.to_thread(self.cut_connections)
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Return once the server answers PING (it has loaded its AOF)."""
+    def ready(self) -> bool:
+        """The server answers PING (it has loaded its AOF)."""
         import redis
 
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            c = redis.Redis(
-                host=self.host, port=self.port, password=self.password or None, socket_timeout=2
-            )
-            try:
-                if c.ping():
-                    return
-            except redis.RedisError as e:
-                last = e
-            finally:
-                c.close()
-            time.sleep(0.05)
-        raise RuntimeError(f"Redis on {self.host}:{self.port} not ready in {timeout:.0f} s: {last}")
+        c = redis.Redis(
+            host=self.host, port=self.port, password=self.password or None, socket_timeout=2
+        )
+        try:
+            return bool(c.ping())
+        finally:
+            c.close()
 
 
 class LocalRedis(RedisServer):
@@ -129,7 +105,7 @@ class LocalRedis(RedisServer):
         self.root.mkdir(parents=True, exist_ok=True)
         self._appendfsync = appendfsync
         self._extra = extra
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._process = Process(self.root / "server.log")
         super().__init__("127.0.0.1", free_port(), password)
         self.start()
 
@@ -150,44 +126,30 @@ class LocalRedis(RedisServer):
             "",
             "--daemonize",
             "no",
-            "--logfile",
-            str(self.root / "server.log"),
         ]
         if self.password:
             args += ["--requirepass", self.password]
         return args + list(self._extra)
 
     def start(self) -> None:
-        self._proc = subprocess.Popen(
-            self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.root
-        )
-        try:
-            self.wait_ready()
-        except RuntimeError as e:
-            raise RuntimeError(f"{e}\n--- server log ---\n{self._log_tail()}") from None
+        self._process.spawn(self._args(), cwd=self.root)
+        self.wait_ready()
 
-    def _log_tail(self) -> str:
-        try:
-            return (self.root / "server.log").read_text()[-3000:]
-        except OSError:
-            return ""
+    def exited(self) -> bool:
+        return self._process.exited()
+
+    def log_tail(self) -> str:
+        return self._process.tail()
 
     def kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGKILL)
-            self._proc.wait(30)
+        self._process.kill()
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        self._process.terminate()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class ContainerRedis(RedisServer):
+class ContainerRedis(Container, RedisServer):
     """A testcontainers Redis (only used when a Docker daemon answers)."""
 
     def __init__(self, *, appendfsync: str = "always") -> None:
@@ -204,16 +166,6 @@ class ContainerRedis(RedisServer):
         self._container.start()
         super().__init__("127.0.0.1", port, PASSWORD)
         self.wait_ready()
-
-    def kill(self) -> None:
-        self._container.get_wrapped_container().kill(signal="SIGKILL")
-
-    def start(self) -> None:
-        self._container.get_wrapped_container().start()
-        self.wait_ready()
-
-    def stop(self) -> None:
-        self._container.stop()
 
 
 def start_redis(*, appendfsync: str = "always") -> RedisServer:
@@ -326,14 +278,7 @@ def start_cluster() -> RedisCluster:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server: RedisServer | RedisCluster = (
         start_cluster() if "--cluster" in sys.argv else start_redis()
     )
-    print(server.url, flush=True)
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_interrupted(server.stop, server.url)

