@@ -22,27 +22,24 @@ when a model is built, never when fxworld is imported.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models._common import (
-    close_client,
+    ProviderModel,
+    call_input,
     connection_error,
     first_client,
-    import_sdk,
     other_error,
     status_error,
 )
-from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
     provider_message,
     scrub,
-    stream_with_retries,
 )
 from fxworld.models.base import (
     ModelError,
@@ -54,9 +51,6 @@ from fxworld.models.base import (
     Usage,
 )
 from fxworld.urls import mask
-
-if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
 
 __all__ = ["AnthropicModel", "to_anthropic_messages"]
 
@@ -75,7 +69,7 @@ _EVENT_STATUS = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(ProviderModel):
     """Claude through the Anthropic Messages API.
 
     ``model`` is the API's model id (``"claude-opus-5.5"``); ``name`` is what
@@ -83,6 +77,10 @@ class AnthropicModel:
     reply (the API requires one). Raises :class:`ConfigurationError` when the SDK
     is missing or no credential is found.
     """
+
+    sdk = "anthropic"
+    client_class = "AsyncAnthropic"
+    provider = "Anthropic"
 
     def __init__(
         self,
@@ -98,21 +96,20 @@ class AnthropicModel:
         default_headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        if not model:
-            raise ConfigurationError("AnthropicModel needs a model id")
         if max_tokens < 1:
             raise ConfigurationError("AnthropicModel: max_tokens must be at least 1")
-        self._sdk = import_sdk("anthropic", "Anthropic")
-        self.model = model
-        self.name = name or f"anthropic/{model}"
-        self._api_key = api_key
-        self._base_url = base_url
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            name=name,
+            temperature=temperature,
+            timeout=timeout,
+            retry=retry,
+            default_headers=default_headers,
+            extra_body=extra_body,
+        )
         self._max_tokens = max_tokens
-        self._temperature = temperature
-        self._timeout = timeout
-        self._retry = retry or RetryPolicy()
-        self._headers = dict(default_headers or {})
-        self._extra_body = dict(extra_body or {})
         probe = first_client(self._new_client, self.name, (api_key,), " (or set ANTHROPIC_API_KEY)")
         _ = probe.messages  # and loads what the SDK loads lazily, outside the loop
         if probe.api_key is None and probe.auth_token is None and probe.credentials is None:
@@ -121,9 +118,7 @@ class AnthropicModel:
             )
         self._secrets: tuple[str | None, ...] = (probe.api_key, probe.auth_token)
         self._endpoint = str(probe.base_url)
-        self._clients: PerLoop[AsyncAnthropic] = PerLoop(
-            self._new_client, close_client, first=probe
-        )
+        self._keep_clients(probe)
 
     def __repr__(self) -> str:
         return (
@@ -135,21 +130,6 @@ class AnthropicModel:
     def base_url(self) -> str:
         """The endpoint, credentials masked."""
         return mask(self._endpoint)
-
-    def _new_client(self) -> AsyncAnthropic:
-        client: AsyncAnthropic = self._sdk.AsyncAnthropic(
-            api_key=self._api_key,
-            base_url=self._base_url,
-            timeout=self._timeout,
-            max_retries=0,  # ours run instead (fxworld.models._retry)
-            default_headers=self._headers or None,
-        )
-        return client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop, if any (clients are
-        also closed when their loop shuts down)."""
-        await self._clients.aclose()
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The request body this model sends for ``request``."""
@@ -170,21 +150,10 @@ class AnthropicModel:
             body["temperature"] = self._temperature
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return stream_with_retries(lambda: self._attempt(request), self._retry)
-
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         client = await self._clients.get()
-        create: Any = client.messages.create
-        # Errors are raised outside the `except` blocks, so that the SDK's exception
-        # (whose message may quote the key) is not even kept as __context__.
+        stream = await self._open(client.messages.create, **self.params(request))
         failure: ModelError | None = None
-        try:
-            stream = await create(**self.params(request), extra_body=self._extra_body or None)
-        except Exception as e:
-            failure = self._translate(e)
-        if failure is not None:
-            raise failure
         text: list[str] = []
         blocks: dict[int, _Block] = {}
         input_tokens = 0
@@ -297,26 +266,10 @@ class _Block:
 
     def call(self, model: str, *, cut: bool = False) -> ToolCall:
         raw = "".join(self.json)
-        if raw.strip():
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                if cut:  # asking again would cut it again
-                    raise ModelError(
-                        f"{model}: the reply reached max_tokens inside tool call "
-                        f"{self.name!r}: give the model a higher max_tokens",
-                        retryable=False,
-                    ) from None
-                raise RetryableModelError(
-                    f"{model}: the input of tool call {self.name!r} is not valid JSON"
-                ) from None
-        else:
-            parsed = self.start if isinstance(self.start, dict) else {}
-        if not isinstance(parsed, dict):
-            raise RetryableModelError(
-                f"{model}: the input of tool call {self.name!r} is not a JSON object"
-            )
-        return ToolCall(id=self.id, name=self.name, input=parsed)
+        parsed = call_input(model, self.name, raw, cut=cut) if raw.strip() else self.start
+        return ToolCall(
+            id=self.id, name=self.name, input=parsed if isinstance(parsed, dict) else {}
+        )
 
 
 def to_anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:

@@ -21,27 +21,25 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models._common import (
-    close_client,
+    ProviderModel,
+    call_input,
     connection_error,
     first_client,
-    import_sdk,
     other_error,
     status_error,
 )
-from fxworld.models._loop import PerLoop
 from fxworld.models._retry import (
     RetryableModelError,
     RetryPolicy,
     provider_message,
     scrub,
     should_retry_status,
-    stream_with_retries,
 )
 from fxworld.models.base import (
     Message,
@@ -54,9 +52,6 @@ from fxworld.models.base import (
     Usage,
 )
 from fxworld.urls import mask
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = ["OpenAIModel", "to_openai_messages"]
 
@@ -74,7 +69,7 @@ _FATAL_KINDS = frozenset(
 )
 
 
-class OpenAIModel:
+class OpenAIModel(ProviderModel):
     """A model behind an OpenAI-compatible chat-completions endpoint.
 
     ``model`` is the id the endpoint knows (``"gpt-5"``, or for a gateway the
@@ -83,6 +78,10 @@ class OpenAIModel:
     sent only when given; ``extra_body`` is merged into each request.
     Raises :class:`ConfigurationError` when the SDK is missing or no key is set.
     """
+
+    sdk = "openai"
+    client_class = "AsyncOpenAI"
+    provider = "OpenAI"
 
     def __init__(
         self,
@@ -99,29 +98,27 @@ class OpenAIModel:
         stream_usage: bool = True,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        if not model:
-            raise ConfigurationError("OpenAIModel needs a model id")
-        self._sdk = import_sdk("openai", "OpenAI")
-        self.model = model
-        self.name = name or f"openai/{model}"
-        key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        if key is None:
+        super().__init__(
+            model,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or None,
+            base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
+            name=name,
+            temperature=temperature,
+            timeout=timeout,
+            retry=retry,
+            default_headers=default_headers,
+            extra_body=extra_body,
+        )
+        if self._api_key is None:
             raise ConfigurationError(
                 f"model {self.name!r}: no API key: set OPENAI_API_KEY (or pass api_key=; "
                 "for a local server that needs none, any value will do)"
             )
-        self._api_key = key
-        self._base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._max_tokens = max_tokens
-        self._temperature = temperature
-        self._timeout = timeout
-        self._retry = retry or RetryPolicy()
-        self._headers = dict(default_headers or {})
         self._stream_usage = stream_usage
-        self._extra_body = dict(extra_body or {})
-        probe = first_client(self._new_client, self.name, (key,))
+        probe = first_client(self._new_client, self.name, (self._api_key,))
         _ = probe.chat.completions  # and loads what it loads lazily, outside the loop
-        self._clients: PerLoop[AsyncOpenAI] = PerLoop(self._new_client, close_client, first=probe)
+        self._keep_clients(probe)
 
     def __repr__(self) -> str:
         where = mask(self._base_url) if self._base_url else "default endpoint"
@@ -131,21 +128,6 @@ class OpenAIModel:
     def base_url(self) -> str | None:
         """The endpoint, credentials masked; ``None`` for the SDK's default."""
         return mask(self._base_url) if self._base_url else None
-
-    def _new_client(self) -> AsyncOpenAI:
-        client: AsyncOpenAI = self._sdk.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self._base_url,
-            timeout=self._timeout,
-            max_retries=0,  # ours run instead (fxworld.models._retry)
-            default_headers=self._headers or None,
-        )
-        return client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop, if any (clients are
-        also closed when their loop shuts down)."""
-        await self._clients.aclose()
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The request body this model sends for ``request``."""
@@ -174,26 +156,10 @@ class OpenAIModel:
             body["temperature"] = self._temperature
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return stream_with_retries(lambda: self._attempt(request), self._retry)
-
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         client = await self._clients.get()
-        body = self.params(request)
-        model = body.pop("model")
-        messages = body.pop("messages")
-        create: Any = client.chat.completions.create
-        # Errors are raised outside the `except` blocks, so that the SDK's exception
-        # (whose message may quote the key) is not even kept as __context__.
+        stream = await self._open(client.chat.completions.create, **self.params(request))
         failure: ModelError | None = None
-        try:
-            stream = await create(
-                model=model, messages=messages, extra_body=self._extra_body or None, **body
-            )
-        except Exception as e:
-            failure = self._translate(e)
-        if failure is not None:
-            raise failure
         text: list[str] = []
         calls: dict[int, _PartialCall] = {}
         usage: Usage | None = None
@@ -293,22 +259,7 @@ class _PartialCall:
     def finish(self, model: str, *, cut: bool = False) -> ToolCall:
         if not self.name:
             raise RetryableModelError(f"{model}: a tool call in the stream had no name")
-        try:
-            parsed = json.loads(self.arguments) if self.arguments.strip() else {}
-        except ValueError:
-            if cut:  # asking again would cut it again
-                raise ModelError(
-                    f"{model}: the reply reached its token limit inside tool call "
-                    f"{self.name!r}: give the model a higher max_tokens",
-                    retryable=False,
-                ) from None
-            raise RetryableModelError(
-                f"{model}: the arguments of tool call {self.name!r} are not valid JSON"
-            ) from None
-        if not isinstance(parsed, dict):
-            raise RetryableModelError(
-                f"{model}: the arguments of tool call {self.name!r} are not a JSON object"
-            )
+        parsed = call_input(model, self.name, self.arguments, cut=cut)
         return ToolCall(id=self.id or f"call_{uuid.uuid4().hex[:24]}", name=self.name, input=parsed)
 
 

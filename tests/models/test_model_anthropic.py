@@ -220,7 +220,10 @@ async def test_malformed_chunk_is_retried(server: ProviderServer, fast_retry: Re
 async def test_tool_use_cut_at_max_tokens_is_not_retried(server: ProviderServer) -> None:
     frames = anthropic_stream(calls=[("t", "get_order", ['{"id": "A-'])], stop_reason="max_tokens")
     server.queue(Sse(frames), Sse(frames))
-    with pytest.raises(ModelError, match="max_tokens inside tool call 'get_order'") as caught:
+    with pytest.raises(
+        ModelError,
+        match="token limit inside tool call 'get_order': give the model a higher max_tokens",
+    ) as caught:
         await collect(model(server))
     assert caught.value.retryable is False
     assert len(server.requests) == 1
