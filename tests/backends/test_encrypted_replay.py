@@ -5,13 +5,16 @@ else in the session is refused on read, and a worker does not run the turn again
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from fxworld import Agent, EncryptedWorld, NewEntry, SqliteWorld, ToolContext, tool
+from fxworld.encryption.envelope import Sealed, entry_ad, seal, to_data
 from fxworld.errors import TamperedEntry
 from fxworld.testing import ScriptedModel
 
@@ -113,3 +116,26 @@ async def test_appends_without_expect_bind_their_seq_and_still_always_land(
     finally:
         await one.close()
         await two.close()
+
+
+async def test_entries_sealed_without_their_seq_by_an_earlier_version_still_read(
+    tmp_path: Path,
+) -> None:
+    """What was chosen for old data: an entry an earlier version appended without
+    ``expect=`` (``"s": 0``) still reads, bound to its session, kind and epoch as
+    before (docs/encryption.md says a copy of it within its session is not seen)."""
+    w = EncryptedWorld(SqliteWorld(tmp_path / "w.db"), KEY)
+    try:
+        await w.append("s", [NewEntry("msg", {"n": 1})])
+        data_key_id, cipher = await w.data_keys.for_writing("s")
+        fields = Sealed(w.keyring.current, data_key_id, False, b"", b"")
+        ad = entry_ad(w.namespace, "s", "msg", None, None, fields)
+        nonce, ciphertext = seal(cipher, json.dumps({"n": 2}).encode(), ad)
+        old = to_data(replace(fields, nonce=nonce, ciphertext=ciphertext))
+        await w.inner.append("s", [NewEntry("msg", old)])
+        assert [e.data for e in await w.read("s")] == [{"n": 1}, {"n": 2}]
+        await w.inner.append("s", [NewEntry("note", old)])  # another kind: refused
+        with pytest.raises(TamperedEntry):
+            await w.read("s", 2)
+    finally:
+        await w.close()
