@@ -19,17 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import signal
 import sys
 from typing import Any
 
 from fxworld.cli import add_world_option, open_world_for, plain
+from fxworld.commands.serve import LOOPBACK_HOSTS, is_loopback, refuse_other_hosts
 
 __all__ = ["register", "is_loopback", "LOOPBACK_HOSTS"]
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-"""The ``Host`` names a loopback inspector answers (any other: 400)."""
 
 
 def register(sub: Any) -> None:
@@ -52,27 +49,15 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address to bind) is a loopback address or ``localhost``."""
-    if host.strip("[]").lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def build_app(args: argparse.Namespace, world: Any) -> Any:
     """The inspector ``fxworld inspect`` serves, from its arguments."""
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
-
     from fxworld.commands.serve import load_object
     from fxworld.web import create_inspector
 
     if args.authorize:
         return create_inspector(world, authorize=load_object(args.authorize))
     app = create_inspector(world, allow_anyone=True)
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))
+    refuse_other_hosts(app)  # the one check, as `fxworld serve` on loopback
     return app
 
 

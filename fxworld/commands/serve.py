@@ -7,6 +7,12 @@ and run turns; ``--workers 0`` serves only, for a deployment whose workers run
 elsewhere (``fxworld worker``). The routes refuse to start without
 ``--authorize module:callable`` or an explicit ``--allow-anyone``.
 
+On a loopback address (the default, 127.0.0.1) a request must name a loopback
+host (``127.0.0.1``, ``localhost``, ``::1``) or one given with ``--allowed-host``,
+else it is refused (400): a web page elsewhere whose name resolves to 127.0.0.1
+(DNS rebinding) would otherwise be same-origin with it. Behind a proxy on the same
+machine that passes on its own ``Host``, name it with ``--allowed-host``.
+
 ``--static DIR`` serves a directory at ``/`` (e.g. ``examples/chat/static``; never
 a dotfile, and never a directory that holds a SQLite world's files), and
 ``--wake-path PATH`` mounts the signed wake handler there (its secret is read from
@@ -23,6 +29,7 @@ import asyncio
 import contextlib
 import importlib
 import importlib.util
+import ipaddress
 import logging
 import os
 import signal
@@ -34,7 +41,15 @@ from typing import Any
 from fxworld.cli import add_world_option, plain
 from fxworld.errors import ConfigurationError
 
+__all__ = [
+    "register", "build_app", "load_object", "load_agent", "agent_from_args", "describe_world",
+    "server_class", "is_loopback", "refuse_other_hosts", "LOOPBACK_HOSTS",
+]  # fmt: skip
+
 logger = logging.getLogger("fxworld.serve")
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+"""The ``Host`` names a server on a loopback address answers (any other: 400)."""
 
 
 def register(sub: Any) -> None:
@@ -103,8 +118,36 @@ def register(sub: Any) -> None:
         metavar="S",
         help="seconds after which a stream ends and its client reconnects (300)",
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="on a loopback address, answer this Host too (repeatable); others are 400",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
     parser.set_defaults(func=_run)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address to bind) is a loopback address or ``localhost``."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_other_hosts(app: Any, also: list[str] | None = None) -> None:
+    """Make ``app`` (served on a loopback address) answer 400 to a request whose
+    ``Host`` is not a loopback name (:data:`LOOPBACK_HOSTS`) nor in ``also``: a page
+    of another site whose name was made to resolve to 127.0.0.1 (DNS rebinding)
+    sends its own name, and cannot drive the server. ``fxworld serve`` and
+    ``fxworld inspect`` both use it."""
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*LOOPBACK_HOSTS, *(also or [])])
 
 
 def load_object(target: str) -> Any:
@@ -208,7 +251,7 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
         extra.append(Route(path, endpoint=wake_handler(agent)))
     if args.static:
         extra.append(Mount("/", app=static_files(args.static, agent.world)))
-    return create_app(
+    app = create_app(
         agent,
         authorize=authorize,
         allow_anyone=args.allow_anyone,
@@ -217,6 +260,9 @@ def build_app(args: argparse.Namespace, agent: Any) -> Any:
         stream_lifetime=args.stream_lifetime,
         extra_routes=extra,
     )
+    if is_loopback(args.host):
+        refuse_other_hosts(app, args.allowed_host)
+    return app
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -63,6 +63,10 @@ class _SessionKeys:
     """Data key id -> (id of the key that wraps it, its cipher)."""
     broken: dict[str, str] = field(default_factory=dict)
     """Data key id -> why it could not be unwrapped (not for a missing key id)."""
+    tampered: str | None = None
+    """Why an entry of the companion is not a data key that opens under the keys at
+    hand (altered, swapped or moved), if one is not: a data key then missing was
+    not shredded, so its entries are reported as tampered."""
     writing: dict[str, str] = field(default_factory=dict)
     """Key-encryption key id -> the first data key id it wraps: the one new entries use."""
 
@@ -105,8 +109,12 @@ class DataKeys:
             state = await self.load(session_id)
         self.cache.move_to_end(session_id)
         if dk in state.broken:
-            raise TamperedEntry(session_id, seq, f"its data key {state.broken[dk]}")
+            why = f"its data key was tampered with: it {state.broken[dk]}"
+            raise TamperedEntry(session_id, seq, why)
         found = state.ciphers.get(dk)
+        if found is None and state.tampered is not None:
+            why = "its data key is missing and the session's wrapped keys were tampered with: "
+            raise TamperedEntry(session_id, seq, why + state.tampered)
         if found is None:
             why = "its data key is gone (deleted: the session's keys were shredded)"
             raise MissingKey(session_id, seq, sealed.key_id, why)
@@ -162,6 +170,7 @@ class DataKeys:
         data = entry.data
         kek, dk = data.get("k"), data.get("d")
         if entry.kind != DATA_KEY_KIND or not isinstance(kek, str) or not isinstance(dk, str):
+            state.tampered = state.tampered or f"its entry {entry.seq} is not a data key"
             return
         cipher = self.keyring.ciphers.get(kek)
         if cipher is None:
@@ -169,12 +178,14 @@ class DataKeys:
         try:
             nonce, wrapped = unb64(data.get("n")), unb64(data.get("w"))
         except (binascii.Error, ValueError, TypeError):
-            state.broken.setdefault(dk, "is malformed")
-            return
-        raw = unseal(cipher, nonce, wrapped, data_key_ad(self.namespace, session_id, kek, dk))
-        if raw is None or len(raw) != 32:
-            state.broken.setdefault(dk, "failed authentication (altered or moved)")
-            return
-        if dk not in state.ciphers:
-            state.ciphers[dk] = (kek, AESGCM(raw))
-            state.writing.setdefault(kek, dk)
+            why = "is malformed"
+        else:
+            raw = unseal(cipher, nonce, wrapped, data_key_ad(self.namespace, session_id, kek, dk))
+            if raw is not None and len(raw) == 32:
+                if dk not in state.ciphers:
+                    state.ciphers[dk] = (kek, AESGCM(raw))
+                    state.writing.setdefault(kek, dk)
+                return
+            why = "failed authentication (altered, swapped or moved)"
+        state.broken.setdefault(dk, why)
+        state.tampered = state.tampered or f"its entry {entry.seq} {why}"

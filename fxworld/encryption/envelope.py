@@ -4,8 +4,8 @@ An entry's data is stored as the JSON object :func:`seal` makes: the version, th
 id of the key-encryption key, the id of the session's data key, whether its seq is
 bound, a 96-bit random nonce and the AES-256-GCM ciphertext with its tag. The
 associated data (:func:`entry_ad`) binds the namespace, the session id, the kind,
-the epoch, the key ids and, when the caller fixed it with ``expect=``, the seq:
-an entry moved anywhere else fails its tag.
+the epoch, the key ids and the seq (``"s": 1``; ``0`` only in entries an earlier
+version appended without ``expect=``): an entry moved anywhere else fails its tag.
 
 This is the only module of fxworld that imports ``cryptography``.
 """

@@ -43,10 +43,11 @@ class Keyring:
         if not items:
             raise ConfigurationError("EncryptedWorld needs at least one key")
         self.ciphers: dict[str, AESGCM] = {}
-        for key_id, key in items:
+        for n, (key_id, key) in enumerate(items, start=1):
             if not isinstance(key_id, str) or _KEY_ID.fullmatch(key_id) is None:
+                # not quoted: a key id that fails is often the key itself (pair swapped)
                 raise ConfigurationError(
-                    f"key id {key_id!r} is not 1..32 characters of [A-Za-z0-9._-]"
+                    f"key number {n}: its key id is not 1..32 characters of [A-Za-z0-9._-]"
                 )
             if not isinstance(key, (bytes, bytearray)) or len(key) != KEY_BYTES:
                 what = f"{len(key)} bytes" if isinstance(key, (bytes, bytearray)) else "not bytes"
@@ -82,7 +83,8 @@ def keys_from_env(name: str = ENV_VAR) -> dict[str, bytes]:
     (the first is the one new entries use), or one ``BASE64`` key (id
     :data:`DEFAULT_KEY_ID`). Each key is 32 bytes in standard base64 (``openssl rand
     -base64 32``). A missing, empty or malformed value is a ``ConfigurationError``
-    that names the variable, never its value."""
+    that names the variable and the key's position, never any part of its value
+    (not even a key id: written ``BASE64:id``, the pair swapped, the id is the key)."""
     text = os.environ.get(name, "").strip()
     if not text:
         raise ConfigurationError(f"environment variable {name} is not set (keys: id:BASE64,...)")
@@ -91,8 +93,24 @@ def keys_from_env(name: str = ENV_VAR) -> dict[str, bytes]:
         key_id, sep, encoded = part.strip().rpartition(":")
         if not sep:
             key_id = DEFAULT_KEY_ID
-        try:
-            keys[key_id] = base64.b64decode(encoded.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise ConfigurationError(f"{name}: key number {n} is not base64") from None
+        why = _env_key_problem(key_id, encoded.strip(), keys)
+        if why is not None:
+            raise ConfigurationError(f"{name}: key number {n} {why} (write id:BASE64,...)")
+        keys[key_id] = base64.b64decode(encoded.strip(), validate=True)
     return keys
+
+
+def _env_key_problem(key_id: str, encoded: str, seen: Mapping[str, bytes]) -> str | None:
+    """Why one ``id:BASE64`` pair of the variable is not a key, in words that quote
+    neither part; ``None`` if it is one."""
+    if _KEY_ID.fullmatch(key_id) is None:
+        return "has a key id that is not 1..32 characters of [A-Za-z0-9._-]"
+    if key_id in seen:
+        return "repeats the id of an earlier key"
+    try:
+        size = len(base64.b64decode(encoded, validate=True))
+    except (binascii.Error, ValueError):
+        return "is not base64"
+    if size != KEY_BYTES:
+        return f"is {size} bytes; a key is {KEY_BYTES} bytes (AES-256)"
+    return None

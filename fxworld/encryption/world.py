@@ -2,15 +2,18 @@
 
 It keeps every guarantee W1-W17 of the world it wraps: each call is checked as the
 protocol says (W15, with the limit on the *plaintext*), then forwarded with the
-same ``fence``, ``expect``, ``key`` and ``wake``, so the inner world's atomicity,
-fencing, keys and wakes are the ones that hold. What changes is only what is
-stored as an entry's data: a sealed envelope (:mod:`~fxworld.encryption.envelope`).
-Kinds, positions, epochs, times, wakes and session ids stay visible.
+same ``fence``, ``key`` and ``wake``, so the inner world's atomicity, fencing, keys
+and wakes are the ones that hold. What changes is what is stored as an entry's
+data: a sealed envelope (:mod:`~fxworld.encryption.envelope`) bound to the entry's
+position, which is why every append carries an ``expect=``, the caller's or its own
+(:meth:`EncryptedWorld.append`). Kinds, positions, epochs, times, wakes and session
+ids stay visible.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,7 +23,7 @@ from fxworld.encryption.datakeys import DataKeys
 from fxworld.encryption.envelope import Sealed, entry_ad, max_plaintext, parse, seal, to_data
 from fxworld.encryption.envelope import unseal as open_sealed
 from fxworld.encryption.keyring import ENV_VAR, Keyring, Keys, keys_from_env
-from fxworld.errors import InvalidSessionId, TamperedEntry
+from fxworld.errors import Conflict, InvalidSessionId, TamperedEntry
 from fxworld.protocol import (
     IdleDeleter,
     LastEntryReader,
@@ -35,7 +38,8 @@ from fxworld.validate import KEY_SESSION_PREFIX
 __all__ = ["EncryptedWorld"]
 
 DATA_KEY_CACHE = 10_000
-"""How many sessions' data keys one EncryptedWorld keeps unwrapped in memory."""
+"""How many sessions' data keys one EncryptedWorld keeps unwrapped in memory, and
+how many sessions' last seqs it remembers."""
 
 
 class EncryptedWorld:
@@ -84,6 +88,9 @@ class EncryptedWorld:
         self.data_keys = DataKeys(
             self.key_world, self.keyring, self.namespace, cache=DATA_KEY_CACHE
         )
+        self.last_seqs = LastSeqs(DATA_KEY_CACHE)
+        """The last seq this object saw of each recent session: where it expects
+        its next append of that session to land."""
         self._optional_protocols(inner)
 
     def _optional_protocols(self, inner: World) -> None:
@@ -131,7 +138,9 @@ class EncryptedWorld:
         return sid
 
     async def acquire(self, session_id: str) -> Fence:
-        return await self.inner.acquire(self._sid(session_id))  # its fence entry: W1
+        fence = await self.inner.acquire(self._sid(session_id))  # its fence entry: W1
+        self.last_seqs.saw(fence.session_id, fence.seq)
+        return fence
 
     async def append(
         self,
@@ -143,26 +152,50 @@ class EncryptedWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
-        """Seal each entry, then append them in one inner call with the same
-        keywords: W2-W8 are the inner world's (W15 is checked here first)."""
+        """Seal each entry with the seq it will land at, and append them in one
+        inner call with the same ``fence``, ``key`` and ``wake`` and an ``expect``:
+        W2, W4, W6-W8 are the inner world's (W15 is checked here first).
+
+        Without ``expect=`` from the caller, it appends with ``expect=`` the last
+        seq it saw of the session (0 if none), so that each entry's seq is bound
+        into its seal; when another writer came first (``Conflict``, which tells
+        the actual last seq), it seals again for that position and retries. The
+        inner world checks the key and the fence before ``expect`` (W6, W2), so a
+        repeated key still returns the seq it landed at, a stale fence is still
+        ``Fenced``, and the caller sees a ``Conflict`` only for its own
+        ``expect=`` (W5): an unfenced append still always lands (W3)."""
         sid = self._sid(session_id)
         sid, encoded = validate.append(
             sid, entries, fence=fence, expect=expect, key=key, wake=wake,
             max_bytes=self.max_entry_bytes,
         )  # fmt: skip
-        sealed = await self._seal(sid, encoded, None if fence is None else fence.epoch, expect)
-        return await self.inner.append(sid, sealed, fence=fence, expect=expect, key=key, wake=wake)
+        epoch = None if fence is None else fence.epoch
+        at = self.last_seqs.get(sid) if expect is None else expect
+        while True:
+            sealed = await self._seal(sid, encoded, epoch, at)
+            try:
+                seq = await self.inner.append(
+                    sid, sealed, fence=fence, expect=at, key=key, wake=wake
+                )
+            except Conflict as e:
+                self.last_seqs.put(sid, e.last)
+                if expect is not None or e.last == at:
+                    raise  # the caller's own expect= (W5), or an inner world at odds with itself
+                at = e.last  # another writer came first: nothing was written (W5)
+                continue
+            self.last_seqs.saw(sid, seq)
+            return seq
 
     async def _seal(
-        self, sid: str, encoded: list[tuple[str, str]], epoch: int | None, expect: int | None
+        self, sid: str, encoded: list[tuple[str, str]], epoch: int | None, expect: int
     ) -> list[NewEntry]:
-        """The sealed entries of one append call, under the session's data key."""
+        """The sealed entries of one append call, under the session's data key, each
+        bound to the seq it lands at when appended with ``expect=`` (W5)."""
         data_key_id, cipher = await self.data_keys.for_writing(sid)
         sealed: list[NewEntry] = []
         for i, (kind, text) in enumerate(encoded):
-            # the seq is known, and bound, only when the caller fixed it with expect= (W5)
-            seq = None if expect is None else expect + 1 + i
-            fields = Sealed(self.keyring.current, data_key_id, seq is not None, b"", b"")
+            seq = expect + 1 + i
+            fields = Sealed(self.keyring.current, data_key_id, True, b"", b"")
             ad = entry_ad(self.namespace, sid, kind, epoch, seq, fields)
             nonce, ciphertext = seal(cipher, text.encode("utf-8"), ad)
             fields = replace(fields, nonce=nonce, ciphertext=ciphertext)
@@ -173,7 +206,10 @@ class EncryptedWorld:
         sid = self._sid(session_id)
         validate.read_args(after, limit)
         entries = await self.inner.read(sid, after, limit=limit)
-        return [await self.unseal(entry) for entry in entries]
+        opened = [await self.unseal(entry) for entry in entries]
+        if opened:
+            self.last_seqs.saw(sid, opened[-1].seq)
+        return opened
 
     def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
         sid = self._sid(session_id)
@@ -233,6 +269,7 @@ class EncryptedWorld:
         deletes the keys."""
         sid = self._sid(session_id)
         self.data_keys.forget(sid)
+        self.last_seqs.forget(sid)
         await self.inner.delete(sid)
 
     async def shred(self, session_id: str) -> None:
@@ -243,6 +280,7 @@ class EncryptedWorld:
         from another process that still holds the old data key lands unreadable."""
         sid = self._sid(session_id)
         await self.data_keys.shred(sid)
+        self.last_seqs.forget(sid)
         await self.inner.delete(sid)
 
     async def _last_entry(self, session_id: str) -> Entry | None:
@@ -259,6 +297,7 @@ class EncryptedWorld:
         sid = self._sid(session_id)
         deleter: Any = self.inner
         self.data_keys.forget(sid)
+        self.last_seqs.forget(sid)
         deleted: bool = await deleter.delete_if_idle(sid, last=last)  # atomic there: W14
         return deleted
 
@@ -281,3 +320,32 @@ class EncryptedWorld:
         lister: Any = self.inner
         state: WakeState | None = await lister.wake_state(self._sid(session_id))
         return state
+
+
+class LastSeqs:
+    """The last seq seen of each of the ``size`` sessions used last (LRU): where an
+    append without ``expect=`` is expected to land. A guess only: a wrong one costs
+    one ``Conflict``, which tells the right one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.seqs: OrderedDict[str, int] = OrderedDict()
+
+    def get(self, session_id: str) -> int:
+        """The last seq seen of ``session_id``; 0 if none (a new session)."""
+        return self.seqs.get(session_id, 0)
+
+    def put(self, session_id: str, seq: int) -> None:
+        """``seq`` is the session's last seq now (a ``Conflict`` said so)."""
+        self.seqs[session_id] = seq
+        self.seqs.move_to_end(session_id)
+        while len(self.seqs) > self.size:
+            self.seqs.popitem(last=False)
+
+    def saw(self, session_id: str, seq: int) -> None:
+        """An entry at ``seq`` exists: the last seq is at least that."""
+        self.put(session_id, max(seq, self.get(session_id)))
+
+    def forget(self, session_id: str) -> None:
+        """The session was deleted: its log starts again from seq 1."""
+        self.seqs.pop(session_id, None)

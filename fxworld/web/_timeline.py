@@ -2,7 +2,7 @@
 
 Every piece of text an entry shows (a prompt, model text, a tool's input and
 output, an error, a reason) passes through the one scrubber
-(:func:`fxworld.scrub.scrub`, as the CLI shows waiting calls), then through
+(:func:`fxworld.scrub.shown`, as the CLI shows waiting calls), then through
 ``html.escape``: a key or a card number in a tool's input is masked, and no entry
 can inject markup. The rows of a page and the rows streamed live are made by the
 same :class:`Timeline`, so both read alike.
@@ -18,22 +18,19 @@ from html import escape
 from typing import Any
 
 from fxworld.engine import log
-from fxworld.scrub import scrub
+from fxworld.scrub import shown
 
 __all__ = ["Row", "Shown", "Timeline", "clock", "esc"]
 
-_MAX_SHOWN = 4000  # characters of one value shown; the log keeps it whole
-
 
 def esc(value: object) -> str:
-    """``value`` as text for HTML: scrubbed, escaped."""
-    return escape(scrub(str(value)), quote=True)
+    """``value`` as text for HTML: scrubbed, cut to ``SHOWN_CHARS`` with no part of
+    a secret left at the cut (the log keeps it whole), escaped."""
+    return escape(shown(str(value)), quote=True)
 
 
 def _json(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) > _MAX_SHOWN:
-        text = text[:_MAX_SHOWN] + f"… ({len(text)} characters)"
     return f'<pre class="json">{esc(text)}</pre>'
 
 
@@ -122,7 +119,7 @@ class Timeline:
             f'<li class="entry k-{esc(kind.replace(".", "-"))}" id="e{seq}" data-seq="{seq}"'
             f'{attrs}><div class="head">{head}</div><div class="body">{body}</div></li>'
         )
-        text = scrub(str(data.get("text", ""))) if kind == log.TEXT else None
+        text = shown(str(data.get("text", ""))) if kind == log.TEXT else None
         return Row(seq, kind, html, call, text, eid if isinstance(eid, str) else None)
 
     def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:

@@ -163,7 +163,7 @@ async def test_a_row_rewritten_with_sql_is_refused(backend: Backend, opened: lis
         ("msg", {**stored, "c": flip(stored["c"])}, "authentication failed"),
         ("msg", {"secret": "forged"}, "not sealed"),  # a forged plaintext row
         ("note", stored, "authentication failed"),  # the kind is bound
-        ("msg", {**stored, "s": 1}, "authentication failed"),  # claims a bound seq
+        ("msg", {**stored, "s": 0}, "authentication failed"),  # claims an unbound seq
         ("msg", {**stored, "k": "other"}, "not among the keys"),
     ]
     for forged_kind, forged, why in forgeries:
@@ -196,20 +196,16 @@ async def test_an_entry_moved_to_another_session_namespace_or_position_is_refuse
     await backend.rows.put(other_ns, "a", 1, "msg", a1)  # same session id, another namespace
     with pytest.raises(TamperedEntry):
         await other.read("a")
-    # Entries appended with expect= have their seq bound: swapping them is refused.
+    # Every entry has its seq bound, with or without the caller's expect=: swapping
+    # two entries of one session, kind and epoch is refused.
     await w.append("c", [NewEntry("msg", {"n": 1}), NewEntry("msg", {"n": 2})], expect=0)
-    (_, c1), (_, c2) = await backend.rows.get(ns, "c", 1), await backend.rows.get(ns, "c", 2)
-    await backend.rows.put(ns, "c", 1, "msg", c2)
-    await backend.rows.put(ns, "c", 2, "msg", c1)
-    with pytest.raises(TamperedEntry) as info:
-        await w.read("c")
-    assert info.value.seq == 1
-    # Without expect= the seq is not known when sealing: two entries of one session,
-    # kind and epoch can be swapped unnoticed (docs/encryption.md says so).
-    (_, a2) = await backend.rows.get(ns, "a", 2)
-    await backend.rows.put(ns, "a", 1, "msg", a2)
-    await backend.rows.put(ns, "a", 2, "msg", a1)
-    assert [e.data for e in await w.read("a")] == [{"n": 2}, {"of": "a"}]
+    for sid in ("a", "c"):
+        (_, one), (_, two) = await backend.rows.get(ns, sid, 1), await backend.rows.get(ns, sid, 2)
+        await backend.rows.put(ns, sid, 1, "msg", two)
+        await backend.rows.put(ns, sid, 2, "msg", one)
+        with pytest.raises(TamperedEntry) as info:
+            await w.read(sid)
+        assert info.value.seq == 1
 
 
 async def test_racing_first_appends_make_exactly_one_data_key_per_session(
@@ -416,7 +412,8 @@ def test_importing_fxworld_loads_no_cryptography() -> None:
 )
 def test_the_wrapper_hides_no_bug_of_the_inner_world(broken: type[World], check: str) -> None:
     """The kit still fails a broken inner world through EncryptedWorld: the wrapper
-    forwards fence, expect, key and wake as given, and adds no guarantee of its own."""
+    forwards fence, key and wake as given (and expect=, its own when none is given),
+    and adds no guarantee of its own."""
     name = next(d.name for d in DIRECTED if d.id == check)
     rows = run_check(name, Target(factory=lambda: EncryptedWorld(broken(), K1)), profile="ci")
     assert [r.status for r in rows] == ["failed"], rows

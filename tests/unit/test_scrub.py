@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fxworld.models import _retry
-from fxworld.scrub import error_text, scrub
+from fxworld.scrub import error_text, scrub, shown
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,73 @@ def test_one_scrubber_for_the_adapters_and_the_engine() -> None:
     assert error_text(ConnectionError("to redis://:pw123456@h/0")) == (
         "ConnectionError: to redis://:***@h/0"
     )
+
+
+WORST_SHAPES = ["a.", "a:", "x://a:b/", "x://u:p@", "token= ", "bearer ", "sk-", "4242 ", "a@"]
+
+
+def unbounded_repeats(tree: object) -> list[str]:
+    """The repeats of a parsed pattern that may backtrack: unbounded and not
+    possessive."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    found: list[str] = []
+    for op, av in tree:  # type: ignore[attr-defined]
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, sub = av
+            if high == c.MAXREPEAT:
+                found.append(f"{op} {low}..")
+            found += unbounded_repeats(sub)
+        elif op is c.POSSESSIVE_REPEAT:
+            found += unbounded_repeats(av[2])
+        elif op is c.SUBPATTERN:
+            found += unbounded_repeats(av[3])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            found += unbounded_repeats(av[1])
+        elif op is c.ATOMIC_GROUP:
+            found += unbounded_repeats(av)
+        elif op is c.BRANCH:
+            for branch in av[1]:
+                found += unbounded_repeats(branch)
+    return found
+
+
+def test_one_prompt_freezes_the_inspector() -> None:
+    """Issue 34 item 2: every pattern of the scrubber is linear by construction
+    (no repeat that can backtrack; the URL password is found from each ``@``,
+    over runs that do not overlap), and each one gets through 256 KiB of every
+    worst shape found, the quadratic ``a.a.a...`` of the old URL pattern included
+    (it took 13 s on 64 KiB, some 3.5 minutes on 256 KiB)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    from fxworld.scrub import _SHAPES  # the patterns are the module's own
+
+    for pattern, _ in _SHAPES:
+        assert unbounded_repeats(_parser.parse(pattern.pattern, pattern.flags)) == [], (
+            pattern.pattern
+        )
+    for unit in WORST_SHAPES:
+        text = (unit * (256 * 1024 // len(unit) + 1))[: 256 * 1024]
+        for pattern, replacement in _SHAPES:
+            pattern.sub(replacement, text)  # a quadratic pattern would take minutes
+        scrub(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("postgresql://app:S3cretPassw0rd@db/shop " * 3, "S3cretPassw0rd"),
+        ("x " * 10 + "https://user:" + "p" * 100 + "@host", "ppppp"),  # the @ past the cut
+        ("x " * 10 + "Authorization: Bearer abcdefghijklmnop", "abcdef"),
+        ("x " * 10 + "key sk-ant-abcdefghijklmnopqrstuvwxyz", "sk-ant-abc"),
+        ("x " * 10 + "card 4242 4242 4242 4242", "4242 4242"),
+        ("x " * 10 + "card 4242-4242-4242-4242", "4242-4242"),
+    ],
+)
+def test_a_value_cut_for_a_page_never_shows_part_of_a_secret(text: str, secret: str) -> None:
+    for limit in range(1, len(text)):
+        out = shown(text, limit)
+        assert secret not in out, (limit, out)
+        assert out.endswith(f"… ({len(text)} characters)")
+    assert shown("short", 10) == "short"
+    assert shown("password=hunter2 ok", 100) == "password=*** ok"

@@ -22,6 +22,8 @@ pytestmark = pytest.mark.timeout(60)
 
 def serve_args(static: Path) -> argparse.Namespace:
     return argparse.Namespace(
+        host="127.0.0.1",
+        allowed_host=None,
         authorize=None,
         allow_anyone=True,
         wake_path=None,
@@ -48,7 +50,7 @@ async def test_static_never_serves_dotfiles(tmp_path: Path) -> None:
     root = site(tmp_path / "site")
     app = build_app(serve_args(root), Agent(ScriptedModel(["x"]), world=MemoryWorld()))
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         assert (await client.get("/")).text == "<h1>hi</h1>"
         assert (await client.get("/assets/app.js")).status_code == 200
@@ -112,7 +114,7 @@ async def test_serve_flags_allowed_origin_and_stream_lifetime() -> None:
     assert args.stream_lifetime == 30.0
     app = build_app(args, Agent(ScriptedModel(["x"]), world=MemoryWorld()))
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         for origin, status in [
             ("https://evil.example", 403),
