@@ -51,7 +51,9 @@ def make_target(kind: str, tmp_path: Path, max_entry_bytes: int, redis_url: str 
         return Target(url, lambda: open_world(url))
     if kind == "memory":
         SHARED[f"shared://{tmp_path.name}"] = MemoryWorld(max_entry_bytes=max_entry_bytes)
-        return Target(f"shared://{tmp_path.name}", lambda: shared_world(f"shared://{tmp_path.name}"))
+        return Target(
+            f"shared://{tmp_path.name}", lambda: shared_world(f"shared://{tmp_path.name}")
+        )
     url = f"{redis_url}&{limit}"
     return Target(url, lambda: open_world(url))
 
@@ -65,7 +67,7 @@ def write_file(
 ) -> Path:
     """An export file holding ``entries`` (sessions together, in order), each
     session's wake after its entries."""
-    lines, sessions, count = [header_line()], [], 0
+    lines, sessions, count = [header_line()], list[str](), 0
     for e in entries:
         if sessions and sessions[-1] != e.session_id and sessions[-1] in (wakes or {}):
             lines.append(wake_line(sessions[-1], (wakes or {})[sessions[-1]]))

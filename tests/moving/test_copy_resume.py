@@ -145,13 +145,15 @@ def test_verify_in_the_cli_and_the_progress_bar(
 ) -> None:
     source, target = f"sqlite:///{tmp_path}/s.db", f"sqlite:///{tmp_path}/t.db"
     asyncio.run(_two(source, target))
-    assert main(["copy", "--from", source, "--to", target, "--verify", "--progress"]) == 1
+    assert main(["copy", "--from", source, "--to", target, "--verify", "--progress"]) == 2
+    err = capsys.readouterr().err
+    assert "SessionDiverged: session 'b' at seq 2" in err  # and a was not copied either
+    assert main(["copy", "--from", source, "--to", target, "--session", "a", "--progress"]) == 0
     err = capsys.readouterr().err
     assert "entries/s" in err and "sessions/s" in err  # asked for: a bar, not a TTY
-    assert "not copied: session 'b' at seq 2" in err
-    assert "verify: b: 1 entries in the source, 2 in the copy" in err
     assert main(["copy", "--from", source, "--to", target, "--session", "a", "--verify"]) == 0
-    assert "entries/s" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "verified: 1 sessions match" in err and "entries/s" not in err
 
 
 async def _two(source: str, target: str) -> None:

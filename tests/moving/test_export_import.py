@@ -1,5 +1,5 @@
 """``fxworld export`` then ``fxworld import``: the sessions come back whole, with their
-wake; a rerun writes nothing, a later export brings them up to date; a bad file
+wake; a rerun or a later export is refused (import only creates sessions); a bad file
 (missing, another format version, a corrupt line, cut short) or an unknown URL is
 one line, a non-zero exit, and writes nothing."""
 
@@ -53,13 +53,14 @@ def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFix
     prompt = next(x for x in lines if x["t"] == "entry" and x["kind"] == "prompt")
     assert prompt["key"] == f"prompt:{prompt['data']['key']}"
     assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
-    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
-    err = capsys.readouterr().err
-    assert f"0 entries written, {len(lines) - 3} already there" in err
+    assert f"{len(lines) - 3} entries written, 0 already there" in capsys.readouterr().err
+    # Again: the target has the sessions now, so the import is refused and writes nothing.
+    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 2
+    assert "already has 4 of the file's 4 sessions" in capsys.readouterr().err
     asyncio.run(_compare(source, target))
 
 
-def test_a_later_export_brings_an_import_up_to_date(
+def test_a_later_export_is_refused_where_copy_brings_it_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, target = tmp_path / "a.db", tmp_path / "b.db"
@@ -68,8 +69,10 @@ def test_a_later_export_brings_an_import_up_to_date(
     assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "1")]) == 0
     asyncio.run(_grow(source, 3))
     assert main(["export", "--world", f"sqlite:///{source}", "--out", str(tmp_path / "2")]) == 0
-    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "2")]) == 0
-    assert "imported 1 sessions: 3 entries written, 3 already there" in capsys.readouterr().err
+    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "2")]) == 2
+    assert "fxworld copy brings one up to date" in capsys.readouterr().err
+    assert main(["copy", "--from", f"sqlite:///{source}", "--to", f"sqlite:///{target}"]) == 0
+    assert "copied 1 of 1 sessions, 3 entries written" in capsys.readouterr().err
 
 
 async def _grow(path: Path, start: int) -> None:

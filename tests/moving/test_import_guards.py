@@ -21,7 +21,7 @@ import pytest
 from fxworld import MemoryWorld, NewEntry, SqliteWorld, register_scheme, unregister_scheme
 from fxworld.cli import main
 from fxworld.errors import BackendUnavailable, InvalidArgument
-from fxworld.moving import export_sessions, import_file
+from fxworld.moving import check_file, export_sessions, import_file, marker_id
 from tests.moving.logs import SESSIONS, fill, kit_findings, logs_of, same_log, whole
 from tests.moving.targets import Target, contents, entry, make_target, run, write_file
 
@@ -169,7 +169,8 @@ def test_import_resume_finishes_only_an_interrupted_import_of_the_same_file(
 
     target.use(interrupted)
     part = target.use(lambda w: contents(w, SESSIONS))
-    assert 0 < sum(len(part[sid]) for sid in SESSIONS) < sum(len(v) for v in run(logs_of(source, SESSIONS)).values())
+    total = sum(len(log) for log in run(logs_of(source, SESSIONS)).values())
+    assert 0 < sum(len(part[sid]) for sid in SESSIONS) < total  # stopped half-way
     err = _one_line_refusal(["import", "--world", target.url, str(file)], capsys, "already has")
     assert "interrupted: rerun it with --resume" in err
     _one_line_refusal(["import", "--resume", "--world", target.url, str(other)], capsys,
@@ -214,7 +215,7 @@ def _diverged_pair(target: Target, tmp_path: Path) -> tuple[str, Path]:
     one entry more than the source (its worker went on there)."""
     source = f"sqlite:///{tmp_path}/source.db"
 
-    async def fill_both(world: Any) -> None:
+    async def fill_target(world: Any) -> None:
         await world.setup()
         await world.append("b", [NewEntry("note", {"i": 0}), NewEntry("other", {})])
 
@@ -225,7 +226,7 @@ def _diverged_pair(target: Target, tmp_path: Path) -> tuple[str, Path]:
         await world.close()
 
     run(fill_source())
-    target.use(fill_both)
+    target.use(fill_target)
     assert main(["export", "--world", source, "--out", str(tmp_path / "x.jsonl")]) == 0
     return source, tmp_path / "x.jsonl"
 
@@ -235,28 +236,21 @@ def test_import_and_copy_behave_the_same_on_a_diverged_session(
 ) -> None:
     source, file = _diverged_pair(target, tmp_path)
     before = target.use(lambda w: contents(w, ["a", "b"]))
-    err = _one_line_refusal(["copy", "--from", source, "--to", target.url, "--verify"], capsys,
-                            "SessionDiverged: session 'b' at seq 2")  # fmt: skip
+    _one_line_refusal(["copy", "--from", source, "--to", target.url, "--verify"], capsys,
+                      "SessionDiverged: session 'b' at seq 2")  # fmt: skip
     assert target.use(lambda w: contents(w, ["a", "b"])) == before  # a was not copied either
     _one_line_refusal(["import", "--world", target.url, str(file)], capsys, "already has")
 
     async def interrupted_earlier(world: Any) -> None:  # as if an import of file had begun
-        summary_key = await _marker_of(file)
-        await world.append(summary_key, [NewEntry("import.started", {})])
+        await world.append(marker_id(check_file(file)), [NewEntry("import.started", {})])
 
     target.use(interrupted_earlier)
     before = target.use(lambda w: contents(w, ["a", "b"]))
-    err = _one_line_refusal(["import", "--resume", "--world", target.url, str(file)], capsys,
-                            "SessionDiverged: session 'b' at seq 2")  # fmt: skip
+    _one_line_refusal(["import", "--resume", "--world", target.url, str(file)], capsys,
+                      "SessionDiverged: session 'b' at seq 2")  # fmt: skip
     assert target.use(lambda w: contents(w, ["a", "b"])) == before
     # Without b, both go through.
     assert main(["copy", "--from", source, "--to", target.url, "--session", "a"]) == 0
-
-
-async def _marker_of(file: Path) -> str:
-    from fxworld.moving import check_file, marker_id
-
-    return marker_id(check_file(file))
 
 
 # -- item 8: deeply nested JSON ---------------------------------------------------------
