@@ -72,18 +72,28 @@ def spooled(name: str) -> Iterator[Path]:
     itself if it is a regular file, else (a pipe) a temporary copy of everything it
     gives, removed on exit."""
     path = Path("/dev/stdin" if name == "-" else name)
-    try:
-        regular = stat.S_ISREG(path.stat().st_mode)
-        if regular:
-            yield path
-            return
-        with tempfile.NamedTemporaryFile(prefix="fxworld-import-", suffix=".jsonl") as copy:
+    if _regular(path, name):
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="fxworld-import-", suffix=".jsonl") as copy:
+        try:
             with path.open("rb") as f:
                 shutil.copyfileobj(f, copy)  # the only read of the pipe
             copy.flush()
-            yield Path(copy.name)
+        except OSError as e:
+            raise _unreadable(name, e) from None
+        yield Path(copy.name)
+
+
+def _regular(path: Path, name: str) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
     except OSError as e:
-        raise InvalidArgument(f"{name}: cannot read it ({os.strerror(e.errno or 0)})") from None
+        raise _unreadable(name, e) from None
+
+
+def _unreadable(name: str | Path, e: OSError) -> InvalidArgument:
+    return InvalidArgument(f"{name}: cannot read it ({os.strerror(e.errno or 0)})")
 
 
 @dataclass
@@ -108,7 +118,7 @@ def read_records(
     try:
         f = path.open("rb")
     except OSError as e:
-        raise InvalidArgument(f"{path}: cannot read it ({os.strerror(e.errno or 0)})") from None
+        raise _unreadable(path, e) from None
     with f:
         first = f.readline()
         hashed(first)

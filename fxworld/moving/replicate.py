@@ -22,12 +22,18 @@ that grew in the source since is brought up to date. An append is atomic (W4), s
 an interrupted one landed whole or not at all. If the copy stopped between a
 takeover and the entries after it, the target's last ``fence`` entry gives the
 fence back (a fence is its session, epoch and seq: :class:`~fxworld.types.Fence`).
+:meth:`Replicator.holds` is that comparison alone: the callers compare every
+session before they write any (all or nothing), then :meth:`Replicator.feed` the
+rest.
 
 A target log that is not the start of the source's (another process wrote to it,
 took it over, or the source was deleted and begun again) raises
 :class:`~fxworld.errors.SessionDiverged` and nothing more is written to it. So does
 a source entry that no caller can write: a fenced entry whose epoch is not the
-latest takeover's before it, or a kind reserved by W1 other than ``fence``.
+latest takeover's before it, or a kind reserved by W1 other than ``fence``. Found
+while comparing, nothing was written at all; found later (only when another process
+writes to the target session meanwhile, or a source hands out such an entry), the
+writes before it stay.
 """
 
 from __future__ import annotations
