@@ -110,8 +110,12 @@ class FileSummary:
 Record = EntryRecord | WakeRecord | EndRecord
 
 
+def _ignore(raw: bytes) -> None:
+    pass
+
+
 def read_records(
-    path: Path, hashed: Callable[[bytes], object] = len
+    path: Path, hashed: Callable[[bytes], object] = _ignore
 ) -> Iterator[tuple[str, Record]]:
     """(where, record) for each line after the header, which it checks; each line's
     bytes, the header's first, go to ``hashed``."""

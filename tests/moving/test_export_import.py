@@ -97,11 +97,20 @@ def _bad_files(good: str) -> dict[str, tuple[str, str]]:
         ),
         "cut-short": ("".join(lines[:-1]), "the file was cut short"),
         "reserved-kind": (good.replace('"kind":"note"', '"kind":"fence.x"', 1), "reserved"),
+        "out-of-order": (good.replace('"seq":2', '"seq":3', 1), "seq 3 where 2 was due"),
+        "twice": ("".join(lines[:-1]) + lines[1] + lines[-1], "session 'a' appears twice"),
+        "slash": (good.replace('"session":"b"', '"session":"b/../a"'), "is not 1..128"),
+        "dot-dot": (good.replace('"session":"b"', '"session":".."'), "is a path segment"),
+        "nul": (good.replace('"session":"b"', '"session":"b\\u0000"'), "is not 1..128"),
+        "lying-count": (good.replace('"entries":8', '"entries":7'), "the file holds 2 and 8"),
+        "after-end": (good + lines[1], "a line after the end line"),
     }
 
 
 @pytest.mark.parametrize("bad", ["version", "other-format", "corrupt-line", "cut-short",
-                                 "reserved-kind", "missing", "unknown-url"])  # fmt: skip
+                                 "reserved-kind", "out-of-order", "twice", "slash", "dot-dot",
+                                 "nul", "lying-count", "after-end", "not-utf-8", "missing",
+                                 "unknown-url"])  # fmt: skip
 def test_a_bad_import_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
 ) -> None:
@@ -113,6 +122,9 @@ def test_a_bad_import_is_one_line_and_writes_nothing(
         file, said = tmp_path / "nope.jsonl", "cannot read it"
     elif bad == "unknown-url":
         url, said = "sqlit:///x.db", "did you mean"
+    elif bad == "not-utf-8":
+        file.write_bytes(file.read_bytes().replace(b'"i":1', b'"i":"\xff"', 1))
+        said = "x.jsonl:3: not UTF-8 text"
     else:
         text, said = _bad_files(file.read_text())[bad]
         file.write_text(text)
