@@ -13,36 +13,14 @@ import pytest
 
 from fxworld import NewEntry, SqliteWorld
 from fxworld.cli import main
-from tests.moving.logs import SESSIONS, fill, kit_findings, logs_of, same_log
+from tests.moving.logs import fill_sqlite, same_sqlite
 
 pytestmark = pytest.mark.timeout(60)
 
 
-async def _fill(path: Path) -> None:
-    world = SqliteWorld(path)
-    try:
-        await fill(world)
-    finally:
-        await world.close()
-
-
-async def _compare(source: Path, target: Path) -> None:
-    a, b = SqliteWorld(source), SqliteWorld(target)
-    try:
-        ours, theirs = await logs_of(a, SESSIONS), await logs_of(b, SESSIONS)
-        for sid in SESSIONS:
-            same_log(theirs[sid], ours[sid])
-        assert kit_findings(theirs) == []
-        wake = await b.take_wake(lease=5.0)  # the unanswered prompt's wake came along
-        assert wake is not None and wake.session_id == "chat"
-    finally:
-        await a.close()
-        await b.close()
-
-
 def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source, target, file = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "out.jsonl"
-    asyncio.run(_fill(source))
+    asyncio.run(fill_sqlite(source))
     assert main(["export", "--world", f"sqlite:///{source}", "--out", str(file)]) == 0
     lines = [json.loads(line) for line in file.read_text().splitlines()]
     assert lines[0]["t"] == "header" and lines[0]["version"] == 1
@@ -57,7 +35,7 @@ def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFix
     # Again: the target has the sessions now, so the import is refused and writes nothing.
     assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 2
     assert "already has 4 of the file's 4 sessions" in capsys.readouterr().err
-    asyncio.run(_compare(source, target))
+    asyncio.run(same_sqlite(source, target))
 
 
 def test_a_later_export_is_refused_where_copy_brings_it_up_to_date(

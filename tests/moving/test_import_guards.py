@@ -22,7 +22,16 @@ from fxworld import MemoryWorld, NewEntry, SqliteWorld, register_scheme, unregis
 from fxworld.cli import main
 from fxworld.errors import BackendUnavailable, InvalidArgument
 from fxworld.moving import check_file, export_sessions, import_file, marker_id
-from tests.moving.logs import SESSIONS, fill, kit_findings, logs_of, same_log, whole
+from tests.moving.logs import (
+    SESSIONS,
+    fill,
+    fill_sqlite,
+    kit_findings,
+    logs_of,
+    same_log,
+    same_sqlite,
+    whole,
+)
 from tests.moving.targets import Target, contents, entry, make_target, run, write_file
 
 pytestmark = pytest.mark.timeout(120)
@@ -296,33 +305,13 @@ def test_export_piped_into_import_reads_the_file_once(tmp_path: Path) -> None:
     """The pipe of docs/backends.md, run by a shell: two fxworld processes."""
     pipe = _docs_pipe()
     assert pipe.startswith("fxworld export --world sqlite:///old.db") and "/dev/stdin" in pipe
-    asyncio.run(_filled(tmp_path / "old.db"))
+    asyncio.run(fill_sqlite(tmp_path / "old.db"))
     fxworld = f"{shlex.quote(sys.executable)} -m fxworld"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    for command in (pipe, pipe.replace("/dev/stdin", "-")):
-        (tmp_path / "new.db").unlink(missing_ok=True)
-        shell = command.replace("fxworld ", f"{fxworld} ")
+    for n, command in enumerate((pipe, pipe.replace("/dev/stdin", "-"))):
+        shell = command.replace("fxworld ", f"{fxworld} ").replace("new.db", f"new{n}.db")
         done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=100)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "imported 4 sessions" in done.stderr
-        asyncio.run(_same(tmp_path / "old.db", tmp_path / "new.db"))
-
-
-async def _filled(path: Path) -> None:
-    world = SqliteWorld(path)
-    try:
-        await fill(world)
-    finally:
-        await world.close()
-
-
-async def _same(a_path: Path, b_path: Path) -> None:
-    a, b = SqliteWorld(a_path), SqliteWorld(b_path)
-    try:
-        ours, theirs = await logs_of(a, SESSIONS), await logs_of(b, SESSIONS)
-        for sid in SESSIONS:
-            same_log(theirs[sid], ours[sid])
-    finally:
-        await a.close()
-        await b.close()
+        asyncio.run(same_sqlite(tmp_path / "old.db", tmp_path / f"new{n}.db"))
