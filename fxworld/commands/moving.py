@@ -2,16 +2,24 @@
 
 ``export --world URL [--session ID ...] [--out FILE]`` writes the sessions as JSON
 Lines (a header with the format version, then one line per entry) to FILE, or to
-stdout. ``import --world URL FILE`` reads such a file into a world. ``copy --from URL
---to URL [--session ID ...] [--verify]`` streams sessions from one world into
-another; ``--verify`` then compares each session's entry count and hash.
+stdout. ``import --world URL [--resume] FILE`` reads such a file into a world (FILE
+may be a pipe: ``-`` or ``/dev/stdin``). ``copy --from URL --to URL [--session ID
+...] [--verify]`` streams sessions from one world into another; ``--verify`` then
+compares each session's entry count and hash.
 
 Without ``--session``, every session of the world (for worlds that can list them).
 A copied session keeps its positions, so clients' cursors stay valid; a worker on
-the target takes over with a greater epoch; pending wakes come along. Rerunning an
-interrupted copy or import finishes it with no duplicate, and brings sessions that
-changed in the source up to date. A progress bar shows sessions and entries per
-second when stdout is a terminal (``--progress``: always; ``--quiet``: never).
+the target takes over with a greater epoch; pending wakes come along.
+
+Both are all or nothing: before writing anything they check every session against
+the target, and a bad file, an entry over the target's max_entry_bytes, or a
+session whose log in the target is not the start of the source's (it diverged)
+stops the command with nothing written. Import only creates sessions: a file with
+a session the target already has is refused. Rerunning an interrupted copy
+finishes it with no duplicate, and brings sessions that changed in the source up
+to date; an interrupted import is finished with ``import --resume`` and the same
+FILE. A progress bar shows sessions and entries per second when stdout is a
+terminal (``--progress``: always; ``--quiet``: never).
 """
 
 from __future__ import annotations
@@ -42,7 +50,15 @@ def register(sub: Any) -> None:
 
     imp = sub.add_parser("import", help="read sessions from an export file", description=epilog)
     imp.add_argument("--world", metavar="URL", default=None, help="the world to write")
-    imp.add_argument("file", metavar="FILE", help="a file written by fxworld export")
+    imp.add_argument("file", metavar="FILE", help="a file written by fxworld export (- for stdin)")
+    imp.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an import of this same FILE that was interrupted. It is recognised by "
+        "the marker session fximport.<SHA-256 of FILE> that an import writes before its "
+        "first session and deletes after its last; each of FILE's sessions the target has "
+        "must then be the start of FILE's, compared entry by entry",
+    )
     _progress_options(imp)
     imp.set_defaults(func=_import)
 
@@ -160,16 +176,20 @@ async def _export_to(world: Any, ids: list[str], out: Path, bar: _Bar) -> int:
 
 
 async def _import(args: argparse.Namespace) -> int:
-    from fxworld.moving import check_file, import_file
+    from fxworld.moving import check_file, entry_limit, import_file, spooled
 
-    summary = check_file(Path(args.file))  # the whole file, before opening the world
-    world = _open(_url(args.world), "create")
-    try:
-        await world.setup()
-        with _Bar(args, len(summary.sessions)) as bar:
-            done = await import_file(world, Path(args.file), bar, checked=summary)
-    finally:
-        await world.close()
+    with spooled(args.file) as path:  # a pipe is read once, into a temporary file
+        # --resume finishes an import into a world that exists: it creates none
+        world = _open(_url(args.world), "write" if args.resume else "create")
+        try:
+            # the whole file, against the target's own limits, before any I/O: a bad
+            # file creates nothing, not even an empty world
+            summary = check_file(path, max_entry_bytes=entry_limit(world))
+            await world.setup()
+            with _Bar(args, len(summary.sessions)) as bar:
+                done = await import_file(world, path, bar, resume=args.resume, checked=summary)
+        finally:
+            await world.close()
     written = sum(d.written for d in done)
     print(
         f"imported {len(done)} sessions: {written} entries written, "
@@ -199,24 +219,17 @@ async def _copy(args: argparse.Namespace) -> int:
 
 
 async def _copy_all(args: argparse.Namespace, source: Any, target: Any, ids: list[str]) -> int:
-    from fxworld.errors import SessionDiverged
-    from fxworld.moving import copy_session, verify
+    from fxworld.moving import copy_sessions, verify
 
-    failed, written = 0, 0
     with _Bar(args, len(ids)) as bar:
-        for sid in ids:
-            try:
-                written += (await copy_session(source, target, sid, bar)).written
-            except SessionDiverged as e:
-                failed += 1
-                print(f"fxworld copy: not copied: {e}", file=sys.stderr)
-    print(f"copied {len(ids) - failed} of {len(ids)} sessions, {written} entries written",
-          file=sys.stderr)  # fmt: skip
-    if args.verify:
-        differ = await verify(source, target, ids)
-        for line in differ:
-            print(f"fxworld copy: verify: {line}", file=sys.stderr)
-        if not differ:
-            print(f"verified: {len(ids)} sessions match", file=sys.stderr)
-        failed = failed or len(differ)
-    return 1 if failed else 0
+        done = await copy_sessions(source, target, ids, bar)  # all or nothing
+    written = sum(d.written for d in done)
+    print(f"copied {len(done)} of {len(ids)} sessions, {written} entries written", file=sys.stderr)
+    if not args.verify:
+        return 0
+    differ = await verify(source, target, ids)
+    for line in differ:
+        print(f"fxworld copy: verify: {line}", file=sys.stderr)
+    if not differ:
+        print(f"verified: {len(ids)} sessions match", file=sys.stderr)
+    return 1 if differ else 0

@@ -9,21 +9,27 @@ docs/backends.md ("Moving sessions between worlds") and in
 
 from __future__ import annotations
 
-from .files import FileSummary, check_file, export_sessions, import_file
+from .files import FileSummary, check_file, entry_limit, export_sessions, spooled
+from .importing import import_file, marker_id
 from .transfer import (
     SILENT,
     CopiedSession,
     Progress,
     copy_session,
+    copy_sessions,
     session_ids,
     verify,
 )
 
 __all__ = [
     "copy_session",
+    "copy_sessions",
     "export_sessions",
     "import_file",
+    "marker_id",
     "check_file",
+    "entry_limit",
+    "spooled",
     "verify",
     "session_ids",
     "CopiedSession",

@@ -1,19 +1,23 @@
-"""Export sessions to a file (:mod:`~fxworld.moving.records`) and import them back.
+"""Export sessions to a file (:mod:`~fxworld.moving.records`), and check one whole.
 
-:func:`import_file` reads the whole file twice: first it checks every line (the
-header and its version, each line's shape, each session's entries dense from 1 and
-writable through the protocol, the end line and its counts), and only then writes.
-A missing file, a wrong version, a corrupt or cut file writes nothing at all. The
-writing is the copy's (:class:`~fxworld.moving.replicate.Replicator`), so an import
-that was interrupted, rerun, finishes with no duplicate.
+:func:`check_file` reads a file once and checks every line: the header and its
+version, each line's shape, each session's entries dense from 1 and writable
+through the protocol within the target's ``max_entry_bytes`` (W15), the end line
+and its counts. It also hashes the file, which names an import of it
+(:mod:`~fxworld.moving.importing`). :func:`spooled` gives a pipe (``/dev/stdin``,
+``-``) a regular file's place, since an import reads its file more than once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterator, Sequence
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -25,10 +29,18 @@ from fxworld.types import NewEntry
 from . import records
 from .derived import OpenTurns, engine_key
 from .records import EndRecord, EntryRecord, WakeRecord
-from .replicate import Replicator, Reproducible, read_pages
-from .transfer import SILENT, CopiedSession, Progress, give_wake, pending_wake
+from .replicate import Reproducible, read_pages
+from .transfer import SILENT, Progress, pending_wake
 
-__all__ = ["export_sessions", "import_file", "check_file", "FileSummary"]
+__all__ = [
+    "export_sessions",
+    "check_file",
+    "entry_limit",
+    "FileSummary",
+    "Record",
+    "read_records",
+    "spooled",
+]
 
 
 async def export_sessions(
@@ -54,49 +66,98 @@ async def export_sessions(
     return total
 
 
+@contextmanager
+def spooled(name: str) -> Iterator[Path]:
+    """The file ``name`` (``-`` for stdin) as a path that can be read more than once:
+    itself if it is a regular file, else (a pipe) a temporary copy of everything it
+    gives, removed on exit."""
+    path = Path("/dev/stdin" if name == "-" else name)
+    if _regular(path, name):
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="fxworld-import-", suffix=".jsonl") as copy:
+        try:
+            with path.open("rb") as f:
+                shutil.copyfileobj(f, copy)  # the only read of the pipe
+            copy.flush()
+        except OSError as e:
+            raise _unreadable(name, e) from None
+        yield Path(copy.name)
+
+
+def _regular(path: Path, name: str) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError as e:
+        raise _unreadable(name, e) from None
+
+
+def _unreadable(name: str | Path, e: OSError) -> InvalidArgument:
+    return InvalidArgument(f"{name}: cannot read it ({os.strerror(e.errno or 0)})")
+
+
 @dataclass
 class FileSummary:
-    """What :func:`check_file` found: the sessions in file order, and entries."""
+    """What :func:`check_file` found."""
 
     sessions: list[str] = field(default_factory=list)
+    """The sessions, in file order."""
     entries: int = 0
-    last_seq: int = 0
-    """The last seq seen of the session being read."""
+    sha256: str = ""
+    """The SHA-256 of the file's bytes, in hex: what names an import of this file."""
 
 
-def _lines(path: Path) -> Iterator[tuple[str, str]]:
-    """(where, line) for each line after the header, which it checks."""
+Record = EntryRecord | WakeRecord | EndRecord
+
+
+def _ignore(raw: bytes) -> None:
+    pass
+
+
+def read_records(
+    path: Path, hashed: Callable[[bytes], object] = _ignore
+) -> Iterator[tuple[str, Record]]:
+    """(where, record) for each line after the header, which it checks; each line's
+    bytes, the header's first, go to ``hashed``."""
     try:
-        f = path.open(encoding="utf-8")
+        f = path.open("rb")
     except OSError as e:
-        raise InvalidArgument(f"{path}: cannot read it ({os.strerror(e.errno or 0)})") from None
+        raise _unreadable(path, e) from None
     with f:
-        try:
-            first = f.readline()
-            records.check_header(first, f"{path}:1")
-            for n, line in enumerate(f, 2):
-                yield f"{path}:{n}", line
-        except UnicodeDecodeError:
-            raise InvalidArgument(f"{path}: not UTF-8 text") from None
+        first = f.readline()
+        hashed(first)
+        records.check_header(_text(first, f"{path}:1"), f"{path}:1")
+        for n, raw in enumerate(f, 2):
+            hashed(raw)
+            yield f"{path}:{n}", records.parse_line(_text(raw, f"{path}:{n}"), f"{path}:{n}")
 
 
-def check_file(path: Path) -> FileSummary:
-    """Check every line of an export without writing anything."""
-    summary = FileSummary()
+def _text(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{where}: not UTF-8 text") from None
+
+
+def check_file(
+    path: Path, *, max_entry_bytes: int = validate.DEFAULT_MAX_ENTRY_BYTES
+) -> FileSummary:
+    """Check every line of an export without writing anything, each entry against
+    ``max_entry_bytes`` (the target's: :func:`entry_limit`)."""
+    summary, digest = FileSummary(), hashlib.sha256()
     check: Reproducible | None = None
     done: set[str] = set()
     end: EndRecord | None = None
-    for where, line in _lines(path):
+    for where, rec in read_records(path, digest.update):
         if end is not None:
             raise InvalidArgument(f"{where}: a line after the end line")
-        rec = records.parse_line(line, where)
         if isinstance(rec, EndRecord):
             end = rec
         elif isinstance(rec, WakeRecord):
             if check is None or rec.session_id != check.sid:
                 raise InvalidArgument(f"{where}: a wake not after its session's entries")
         else:
-            check = _check_entry(rec, check, done, summary, where)
+            check = _check_entry(rec, check, done, summary, where, max_entry_bytes)
     if end is None:
         raise InvalidArgument(f"{path}: no end line: the file was cut short")
     if (end.sessions, end.entries) != (len(summary.sessions), summary.entries):
@@ -104,11 +165,24 @@ def check_file(path: Path) -> FileSummary:
             f"{path}: the end line counts {end.sessions} sessions and {end.entries} entries; "
             f"the file holds {len(summary.sessions)} and {summary.entries}"
         )
+    summary.sha256 = digest.hexdigest()
     return summary
 
 
+def entry_limit(world: World) -> int:
+    """The largest entry ``world`` takes, in encoded bytes (its ``max_entry_bytes``,
+    W15; the default for a world that does not say)."""
+    limit = getattr(world, "max_entry_bytes", validate.DEFAULT_MAX_ENTRY_BYTES)
+    return limit if isinstance(limit, int) else validate.DEFAULT_MAX_ENTRY_BYTES
+
+
 def _check_entry(
-    rec: EntryRecord, check: Reproducible | None, done: set[str], s: FileSummary, where: str
+    rec: EntryRecord,
+    check: Reproducible | None,
+    done: set[str],
+    s: FileSummary,
+    where: str,
+    limit: int,
 ) -> Reproducible:
     e = rec.entry
     if check is None or e.session_id != check.sid:
@@ -118,52 +192,14 @@ def _check_entry(
         s.sessions.append(e.session_id)
         check, expected = Reproducible(e.session_id), 1
     else:
-        expected = s.last_seq + 1
+        expected = check.seen + 1
     if e.seq != expected:
         raise InvalidArgument(f"{where}: seq {e.seq} where {expected} was due")
-    s.last_seq = e.seq
     try:
         check.see(e)
         if e.kind != "fence":
-            validate.entries([NewEntry(e.kind, e.data)])
+            validate.entries([NewEntry(e.kind, e.data)], max_bytes=limit)
     except WorldError as err:  # the entry's own check (W15) or one no caller can write
         raise InvalidArgument(f"{where}: {err}") from None
     s.entries += 1
     return check
-
-
-async def import_file(
-    target: World, path: Path, progress: Progress = SILENT, *, checked: FileSummary | None = None
-) -> list[CopiedSession]:
-    """Check the export at ``path`` whole (:func:`check_file`, unless ``checked`` is
-    what it returned for this file), then bring each of its sessions in ``target`` up
-    to it and give it its wake."""
-    if checked is None:
-        check_file(path)
-    done: list[CopiedSession] = []
-    current: Replicator | None = None
-    due: datetime | None = None
-    for where, line in _lines(path):
-        rec = records.parse_line(line, where)
-        if isinstance(rec, WakeRecord):
-            due = rec.due
-            continue
-        if current is not None and (
-            isinstance(rec, EndRecord) or rec.entry.session_id != current.sid
-        ):
-            done.append(await _close(target, current, due, progress))
-            current, due = None, None
-        if isinstance(rec, EntryRecord):
-            current = current or Replicator(target, rec.entry.session_id)
-            await current.feed(rec.entry, rec.key)
-            progress.entries(1)
-    return done
-
-
-async def _close(
-    target: World, replicator: Replicator, due: datetime | None, progress: Progress
-) -> CopiedSession:
-    written = await replicator.finish()
-    await give_wake(target, replicator.sid, due)
-    progress.session_done()
-    return CopiedSession(replicator.sid, replicator.fed, written, due)

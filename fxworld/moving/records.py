@@ -12,7 +12,9 @@
    was cut short (an export that did not finish) and is refused.
 
 A reader refuses a file of another format or a newer version, and any line that
-does not parse, with :class:`~fxworld.errors.InvalidArgument` naming the line.
+does not parse (JSON nested deeper than the parser's recursion allows included),
+with :class:`~fxworld.errors.InvalidArgument` naming the line. A message quotes at
+most the first 40 characters of a value, and no container.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def parse_line(line: str, where: str) -> EntryRecord | WakeRecord | EndRecord:
         return _record(obj)
     except (ValueError, KeyError, TypeError, WorldError) as e:
         raise InvalidArgument(f"{where}: not a line of an fxworld export ({e})") from None
+    except RecursionError:
+        raise InvalidArgument(f"{where}: not a line of an fxworld export ({_DEEP})") from None
 
 
 def check_header(line: str, where: str) -> None:
@@ -109,13 +113,27 @@ def check_header(line: str, where: str) -> None:
         obj = json.loads(line)
     except ValueError:
         obj = None
+    except RecursionError:
+        raise InvalidArgument(f"{where}: not an fxworld export ({_DEEP})") from None
     if not isinstance(obj, dict) or obj.get("t") != "header" or obj.get("format") != FORMAT:
         raise InvalidArgument(f"{where}: not an fxworld export (no {FORMAT!r} header)")
     if obj.get("version") != VERSION:
         raise InvalidArgument(
-            f"{where}: export format version {obj.get('version')!r}; this fxworld reads "
+            f"{where}: export format version {_shown(obj.get('version'))}; this fxworld reads "
             f"version {VERSION}"
         )
+
+
+_DEEP = "its JSON is nested too deeply"
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: a container by its type only, else its repr cut to 40
+    characters (a line may hold megabytes, or nesting that repr cannot walk)."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _record(obj: dict[str, Any]) -> EntryRecord | WakeRecord | EndRecord:
@@ -126,20 +144,20 @@ def _record(obj: dict[str, Any]) -> EntryRecord | WakeRecord | EndRecord:
         return WakeRecord(validate.session_id(obj["session"]), _time(obj["due"]))
     if t == "end":
         return EndRecord(_count(obj["sessions"]), _count(obj["entries"]))
-    raise ValueError(f"unknown line type {t!r}")
+    raise ValueError(f"unknown line type {_shown(t)}")
 
 
 def _entry(obj: dict[str, Any]) -> EntryRecord:
     sid = validate.session_id(obj["session"])
     seq, kind, data, epoch, key = (obj[k] for k in ("seq", "kind", "data", "epoch", "key"))
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise ValueError(f"seq {seq!r} is not a position")
+        raise ValueError(f"seq {_shown(seq)} is not a position")
     if not isinstance(kind, str) or not 1 <= len(kind) <= 64:
-        raise ValueError(f"kind {kind!r} is not 1..64 characters")
+        raise ValueError(f"kind {_shown(kind)} is not 1..64 characters")
     if not isinstance(data, dict):
         raise ValueError("data is not a JSON object")
     if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
-        raise ValueError(f"epoch {epoch!r} is not an integer")
+        raise ValueError(f"epoch {_shown(epoch)} is not an integer")
     if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 256):
         raise ValueError("key is not a string of 1..256 characters")
     return EntryRecord(Entry(sid, seq, kind, data, epoch, _time(obj["at"])), key)
@@ -147,12 +165,15 @@ def _entry(obj: dict[str, Any]) -> EntryRecord:
 
 def _time(value: object) -> datetime:
     if not isinstance(value, str):
-        raise ValueError(f"time {value!r} is not ISO 8601")
-    t = datetime.fromisoformat(value)
+        raise ValueError(f"time {_shown(value)} is not ISO 8601")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"time {_shown(value)} is not ISO 8601") from None
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"count {value!r} is not a number")
+        raise ValueError(f"count {_shown(value)} is not a number")
     return value

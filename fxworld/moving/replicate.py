@@ -22,12 +22,18 @@ that grew in the source since is brought up to date. An append is atomic (W4), s
 an interrupted one landed whole or not at all. If the copy stopped between a
 takeover and the entries after it, the target's last ``fence`` entry gives the
 fence back (a fence is its session, epoch and seq: :class:`~fxworld.types.Fence`).
+:meth:`Replicator.holds` is that comparison alone: the callers compare every
+session before they write any (all or nothing), then :meth:`Replicator.feed` the
+rest.
 
 A target log that is not the start of the source's (another process wrote to it,
 took it over, or the source was deleted and begun again) raises
 :class:`~fxworld.errors.SessionDiverged` and nothing more is written to it. So does
 a source entry that no caller can write: a fenced entry whose epoch is not the
-latest takeover's before it, or a kind reserved by W1 other than ``fence``.
+latest takeover's before it, or a kind reserved by W1 other than ``fence``. Found
+while comparing, nothing was written at all; found later (only when another process
+writes to the target session meanwhile, or a source hands out such an entry), the
+writes before it stay.
 """
 
 from __future__ import annotations
@@ -68,8 +74,10 @@ class Reproducible:
     def __init__(self, sid: str) -> None:
         self.sid = sid
         self.epoch: int | None = None  # the latest takeover's epoch
+        self.seen = 0  # the last seq seen
 
     def see(self, entry: Entry) -> None:
+        self.seen = entry.seq
         if entry.kind == "fence" and entry.epoch is None:
             raise SessionDiverged(self.sid, entry.seq, "a takeover without an epoch (W1)")
         if entry.kind == "fence":
@@ -109,22 +117,36 @@ class Replicator:
         self.keys: set[str] = set()
         self.batch = _Batch()
 
+    async def holds(self, entry: Entry, key: str | None) -> bool:
+        """Compare the source's next entry with the target's at its position, writing
+        nothing: ``True`` if the target holds it, ``False`` if the target ends before
+        it (the entry is not taken: :meth:`feed` it to write it). A target that
+        holds something else raises :class:`~fxworld.errors.SessionDiverged`."""
+        theirs = await self._next_of_target()
+        if theirs is None:
+            return False
+        self._take(entry)
+        self._match(entry, theirs, key)
+        return True
+
     async def feed(self, entry: Entry, key: str | None) -> None:
         """Take the source's next entry: compare it with the target's, or write it."""
-        if entry.seq != self.fed + 1:
-            raise SessionDiverged(self.sid, self.fed + 1, f"the source skipped to seq {entry.seq}")
-        self.fed = entry.seq
-        self.check.see(entry)
-        theirs = await self._next_of_target()
-        if theirs is not None:
-            self._match(entry, theirs, key)
-        elif entry.kind == "fence":
+        if await self.holds(entry, key):
+            return
+        self._take(entry)
+        if entry.kind == "fence":
             await self.flush()
             await self._acquire(entry)
         else:
             if key is not None and key in self.keys:
                 key = None  # the key already stands for an earlier entry: W6 would drop it
             await self._add(entry, key)
+
+    def _take(self, entry: Entry) -> None:
+        if entry.seq != self.fed + 1:
+            raise SessionDiverged(self.sid, self.fed + 1, f"the source skipped to seq {entry.seq}")
+        self.check.see(entry)
+        self.fed = entry.seq
 
     async def finish(self) -> int:
         """Write what is left; refuse a target longer than the source. Returns the
@@ -158,6 +180,12 @@ class Replicator:
             self.keys.add(key)
 
     async def _acquire(self, entry: Entry) -> None:
+        # acquire() takes no expect= (W1): it lands wherever the log ends. Before this
+        # run's first write, the target was last read some time ago (all sessions
+        # are compared before any is written), so look again: a fence that landed
+        # elsewhere would stay behind and fence out whoever writes there.
+        if self.written == 0 and await self.target.read(self.sid, entry.seq - 1, limit=1):
+            raise SessionDiverged(self.sid, entry.seq, "another process wrote to the target")
         fence = await self.target.acquire(self.sid)  # W1: lands at the next position
         self.written += 1
         self.fence = fence

@@ -2,7 +2,9 @@
 
 :func:`copy_session` streams one session's log from the source into the target
 (:class:`~fxworld.moving.replicate.Replicator`), then gives the target the wake the
-session owes. A rerun resumes where the target stands. :func:`verify` compares
+session owes. A rerun resumes where the target stands. :func:`copy_sessions` copies
+several all or nothing: it compares every session with the target before it writes
+any, so one that diverged stops the copy with nothing written. :func:`verify` compares
 entry counts and a hash per session (:class:`~fxworld.moving.digest.Digest`).
 """
 
@@ -14,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from fxworld import validate
-from fxworld.errors import InvalidArgument
+from fxworld.errors import InvalidArgument, SessionDiverged
 from fxworld.protocol import SessionLister, WakeLister, World
 
 from .derived import OpenTurns, engine_key
@@ -29,6 +31,8 @@ __all__ = [
     "pending_wake",
     "give_wake",
     "copy_session",
+    "copy_sessions",
+    "all_diverged",
     "digest_of",
     "verify",
 ]
@@ -101,23 +105,82 @@ async def give_wake(target: World, sid: str, due: datetime | None) -> None:
         await target.wake(sid, delay=min(delay, validate.MAX_SECONDS))
 
 
-async def copy_session(
-    source: World, target: World, sid: str, progress: Progress = SILENT
-) -> CopiedSession:
-    """Bring session ``sid`` of ``target`` up to its log in ``source``, and give it
-    the wake it owes. Safe to rerun; see :mod:`fxworld.moving.replicate`."""
-    replicator = Replicator(target, sid)
-    turns = OpenTurns()
+@dataclass
+class _Checked:
+    """A session compared and not yet written: how far the target holds it."""
+
+    replicator: Replicator
+    turns: OpenTurns
+
+
+async def _check(source: World, target: World, sid: str) -> _Checked:
+    """Compare the target's log of ``sid`` with the start of the source's, writing
+    nothing; :class:`~fxworld.errors.SessionDiverged` if it is not that start."""
+    checked = _Checked(Replicator(target, sid), OpenTurns())
     async for page in read_pages(source, sid):
+        for entry in page:
+            if not await checked.replicator.holds(entry, engine_key(entry)):
+                return checked  # the target ends here: the rest is to be written
+            checked.turns.see(entry)
+    await checked.replicator.finish()  # the source ended: the target holds no more
+    return checked
+
+
+async def _write(source: World, checked: _Checked, progress: Progress) -> CopiedSession:
+    """Write what the target lacks of a checked session, then give it its wake."""
+    replicator, turns = checked.replicator, checked.turns
+    progress.entries(replicator.fed)  # found already there
+    async for page in read_pages(source, replicator.sid, after=replicator.fed):
         for entry in page:
             await replicator.feed(entry, engine_key(entry))
             turns.see(entry)
         progress.entries(len(page))
     written = await replicator.finish()
-    due = await pending_wake(source, sid, turns)
-    await give_wake(target, sid, due)
+    due = await pending_wake(source, replicator.sid, turns)
+    await give_wake(replicator.target, replicator.sid, due)
     progress.session_done()
-    return CopiedSession(sid, replicator.fed, written, due)
+    return CopiedSession(replicator.sid, replicator.fed, written, due)
+
+
+async def copy_session(
+    source: World, target: World, sid: str, progress: Progress = SILENT
+) -> CopiedSession:
+    """Bring session ``sid`` of ``target`` up to its log in ``source``, and give it
+    the wake it owes. Safe to rerun; see :mod:`fxworld.moving.replicate`. A target
+    log that is not the start of the source's raises
+    :class:`~fxworld.errors.SessionDiverged` before anything is written."""
+    return await _write(source, await _check(source, target, sid), progress)
+
+
+async def copy_sessions(
+    source: World, target: World, ids: Sequence[str], progress: Progress = SILENT
+) -> list[CopiedSession]:
+    """:func:`copy_session` for each of ``ids``, all or nothing: every session is
+    compared with the target first, and if any diverged, nothing is written and
+    :class:`~fxworld.errors.SessionDiverged` names it (and counts the others)."""
+    checked: list[_Checked] = []
+    diverged: list[SessionDiverged] = []
+    for sid in ids:
+        try:
+            checked.append(await _check(source, target, sid))
+        except SessionDiverged as e:
+            diverged.append(e)
+    if diverged:
+        raise all_diverged(diverged)
+    return [await _write(source, c, progress) for c in checked]
+
+
+def all_diverged(found: Sequence[SessionDiverged]) -> SessionDiverged:
+    """One error for the sessions ``found`` diverged: the first, and the others
+    counted (five of them named)."""
+    first = found[0]
+    if len(found) == 1:
+        return first
+    names = ", ".join(repr(e.session_id) for e in found[1:6]) + (", ..." if len(found) > 6 else "")
+    why = str(first).split(": ", 1)[1]
+    return SessionDiverged(
+        first.session_id, first.seq, f"{why}; {len(found) - 1} more sessions diverged ({names})"
+    )
 
 
 async def digest_of(world: World, sid: str) -> Digest:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from fxworld import Agent, NewEntry, World
+from fxworld import Agent, NewEntry, SqliteWorld, World
 from fxworld.testing import ScriptedModel
 from fxworld.types import Entry
 from fxworld_conformance.checkers import check_dense, check_epochs
 from fxworld_conformance.checkers.history import History, entry_dicts
 
-__all__ = ["fill", "lookup", "SESSIONS", "whole", "logs_of", "kit_findings", "same_log"]
+__all__ = [
+    "fill",
+    "fill_sqlite",
+    "lookup",
+    "SESSIONS",
+    "whole",
+    "logs_of",
+    "kit_findings",
+    "same_log",
+    "same_sqlite",
+]
 
 SESSIONS = ["chat", "keyed", "long", "renumbered"]
 """The sessions :func:`fill` writes, in list order."""
@@ -83,3 +94,28 @@ def same_log(copy: list[Entry], source: list[Entry]) -> None:
         assert (c.epoch is None) == (s.epoch is None), (c, s)
         if c.kind != "fence":
             assert c.data == s.data, (c, s)
+
+
+async def fill_sqlite(path: Path) -> None:
+    """:func:`fill` a SQLite world at ``path``."""
+    world = SqliteWorld(path)
+    try:
+        await fill(world)
+    finally:
+        await world.close()
+
+
+async def same_sqlite(source: Path, target: Path) -> None:
+    """The SQLite world at ``target`` holds a faithful copy of :func:`fill`'s sessions
+    at ``source``, and the waiting prompt's wake."""
+    a, b = SqliteWorld(source), SqliteWorld(target)
+    try:
+        ours, theirs = await logs_of(a, SESSIONS), await logs_of(b, SESSIONS)
+        for sid in SESSIONS:
+            same_log(theirs[sid], ours[sid])
+        assert kit_findings(theirs) == []
+        wake = await b.take_wake(lease=5.0)  # the unanswered prompt's wake came along
+        assert wake is not None and wake.session_id == "chat"
+    finally:
+        await a.close()
+        await b.close()

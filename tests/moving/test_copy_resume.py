@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fxworld import MemoryWorld, NewEntry, SqliteWorld, register_scheme, unregister_scheme
 from fxworld.cli import main
 from fxworld.errors import SessionDiverged
-from fxworld.moving import copy_session, verify
+from fxworld.moving import copy_session, copy_sessions, verify
 from tests.moving.logs import kit_findings, logs_of, same_log, whole
 
 pytestmark = pytest.mark.timeout(120)
@@ -145,13 +146,15 @@ def test_verify_in_the_cli_and_the_progress_bar(
 ) -> None:
     source, target = f"sqlite:///{tmp_path}/s.db", f"sqlite:///{tmp_path}/t.db"
     asyncio.run(_two(source, target))
-    assert main(["copy", "--from", source, "--to", target, "--verify", "--progress"]) == 1
+    assert main(["copy", "--from", source, "--to", target, "--verify", "--progress"]) == 2
+    err = capsys.readouterr().err
+    assert "SessionDiverged: session 'b' at seq 2" in err  # and a was not copied either
+    assert main(["copy", "--from", source, "--to", target, "--session", "a", "--progress"]) == 0
     err = capsys.readouterr().err
     assert "entries/s" in err and "sessions/s" in err  # asked for: a bar, not a TTY
-    assert "not copied: session 'b' at seq 2" in err
-    assert "verify: b: 1 entries in the source, 2 in the copy" in err
     assert main(["copy", "--from", source, "--to", target, "--session", "a", "--verify"]) == 0
-    assert "entries/s" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "verified: 1 sessions match" in err and "entries/s" not in err
 
 
 async def _two(source: str, target: str) -> None:
@@ -177,3 +180,24 @@ def test_a_copy_from_a_missing_world_or_to_an_unknown_url_writes_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+class _Intruder(MemoryWorld):
+    """A target where another process appends to session b while a is written."""
+
+    async def append(self, session_id: str, *args: Any, **kwargs: Any) -> int:
+        if session_id == "a":
+            await super().append("b", [NewEntry("note", {"intruder": True})])
+        return await super().append(session_id, *args, **kwargs)
+
+
+async def test_a_copy_leaves_no_fence_behind_when_a_session_changes_after_it_was_compared() -> None:
+    source, target = MemoryWorld(), _Intruder()
+    await source.append("a", [NewEntry("note", {})])
+    await source.append("b", [NewEntry("note", {})])
+    await target.append("b", [NewEntry("note", {})])  # b is a prefix: compared, found fine
+    fence = await source.acquire("b")  # the next write to b is a takeover
+    await source.append("b", [NewEntry("step", {})], fence=fence)
+    with pytest.raises(SessionDiverged, match="session 'b' at seq 2: another process wrote"):
+        await copy_sessions(source, target, ["a", "b"])
+    assert [e.kind for e in await whole(target, "b")] == ["note", "note"]  # no fence

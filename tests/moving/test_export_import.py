@@ -1,5 +1,5 @@
 """``fxworld export`` then ``fxworld import``: the sessions come back whole, with their
-wake; a rerun writes nothing, a later export brings them up to date; a bad file
+wake; a rerun or a later export is refused (import only creates sessions); a bad file
 (missing, another format version, a corrupt line, cut short) or an unknown URL is
 one line, a non-zero exit, and writes nothing."""
 
@@ -13,36 +13,14 @@ import pytest
 
 from fxworld import NewEntry, SqliteWorld
 from fxworld.cli import main
-from tests.moving.logs import SESSIONS, fill, kit_findings, logs_of, same_log
+from tests.moving.logs import fill_sqlite, same_sqlite
 
 pytestmark = pytest.mark.timeout(60)
 
 
-async def _fill(path: Path) -> None:
-    world = SqliteWorld(path)
-    try:
-        await fill(world)
-    finally:
-        await world.close()
-
-
-async def _compare(source: Path, target: Path) -> None:
-    a, b = SqliteWorld(source), SqliteWorld(target)
-    try:
-        ours, theirs = await logs_of(a, SESSIONS), await logs_of(b, SESSIONS)
-        for sid in SESSIONS:
-            same_log(theirs[sid], ours[sid])
-        assert kit_findings(theirs) == []
-        wake = await b.take_wake(lease=5.0)  # the unanswered prompt's wake came along
-        assert wake is not None and wake.session_id == "chat"
-    finally:
-        await a.close()
-        await b.close()
-
-
 def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source, target, file = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "out.jsonl"
-    asyncio.run(_fill(source))
+    asyncio.run(fill_sqlite(source))
     assert main(["export", "--world", f"sqlite:///{source}", "--out", str(file)]) == 0
     lines = [json.loads(line) for line in file.read_text().splitlines()]
     assert lines[0]["t"] == "header" and lines[0]["version"] == 1
@@ -53,13 +31,14 @@ def test_export_then_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFix
     prompt = next(x for x in lines if x["t"] == "entry" and x["kind"] == "prompt")
     assert prompt["key"] == f"prompt:{prompt['data']['key']}"
     assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
-    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 0
-    err = capsys.readouterr().err
-    assert f"0 entries written, {len(lines) - 3} already there" in err
-    asyncio.run(_compare(source, target))
+    assert f"{len(lines) - 3} entries written, 0 already there" in capsys.readouterr().err
+    # Again: the target has the sessions now, so the import is refused and writes nothing.
+    assert main(["import", "--world", f"sqlite:///{target}", str(file)]) == 2
+    assert "already has 4 of the file's 4 sessions" in capsys.readouterr().err
+    asyncio.run(same_sqlite(source, target))
 
 
-def test_a_later_export_brings_an_import_up_to_date(
+def test_a_later_export_is_refused_where_copy_brings_it_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, target = tmp_path / "a.db", tmp_path / "b.db"
@@ -68,8 +47,10 @@ def test_a_later_export_brings_an_import_up_to_date(
     assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "1")]) == 0
     asyncio.run(_grow(source, 3))
     assert main(["export", "--world", f"sqlite:///{source}", "--out", str(tmp_path / "2")]) == 0
-    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "2")]) == 0
-    assert "imported 1 sessions: 3 entries written, 3 already there" in capsys.readouterr().err
+    assert main(["import", "--world", f"sqlite:///{target}", str(tmp_path / "2")]) == 2
+    assert "fxworld copy brings one up to date" in capsys.readouterr().err
+    assert main(["copy", "--from", f"sqlite:///{source}", "--to", f"sqlite:///{target}"]) == 0
+    assert "copied 1 of 1 sessions, 3 entries written" in capsys.readouterr().err
 
 
 async def _grow(path: Path, start: int) -> None:
@@ -94,11 +75,20 @@ def _bad_files(good: str) -> dict[str, tuple[str, str]]:
         ),
         "cut-short": ("".join(lines[:-1]), "the file was cut short"),
         "reserved-kind": (good.replace('"kind":"note"', '"kind":"fence.x"', 1), "reserved"),
+        "out-of-order": (good.replace('"seq":2', '"seq":3', 1), "seq 3 where 2 was due"),
+        "twice": ("".join(lines[:-1]) + lines[1] + lines[-1], "session 'a' appears twice"),
+        "slash": (good.replace('"session":"b"', '"session":"b/../a"'), "is not 1..128"),
+        "dot-dot": (good.replace('"session":"b"', '"session":".."'), "is a path segment"),
+        "nul": (good.replace('"session":"b"', '"session":"b\\u0000"'), "is not 1..128"),
+        "lying-count": (good.replace('"entries":8', '"entries":7'), "the file holds 2 and 8"),
+        "after-end": (good + lines[1], "a line after the end line"),
     }
 
 
 @pytest.mark.parametrize("bad", ["version", "other-format", "corrupt-line", "cut-short",
-                                 "reserved-kind", "missing", "unknown-url"])  # fmt: skip
+                                 "reserved-kind", "out-of-order", "twice", "slash", "dot-dot",
+                                 "nul", "lying-count", "after-end", "not-utf-8", "missing",
+                                 "unknown-url"])  # fmt: skip
 def test_a_bad_import_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
 ) -> None:
@@ -110,6 +100,9 @@ def test_a_bad_import_is_one_line_and_writes_nothing(
         file, said = tmp_path / "nope.jsonl", "cannot read it"
     elif bad == "unknown-url":
         url, said = "sqlit:///x.db", "did you mean"
+    elif bad == "not-utf-8":
+        file.write_bytes(file.read_bytes().replace(b'"i":1', b'"i":"\xff"', 1))
+        said = "x.jsonl:3: not UTF-8 text"
     else:
         text, said = _bad_files(file.read_text())[bad]
         file.write_text(text)
