@@ -32,7 +32,7 @@ from fxworld.engine import log
 from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry
 
-__all__ = ["State", "STATES", "Summary", "ActivityIndex"]
+__all__ = ["State", "STATES", "PREVIEW", "UNLISTED_KEPT", "Summary", "ActivityIndex"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -40,6 +40,11 @@ State = Literal["running", "waiting for approval", "idle", "failed", "stopped"]
 STATES: Final[tuple[State, ...]] = ("running", "waiting for approval", "idle", "failed", "stopped")
 
 _LIST_PAGE = 500
+PREVIEW: Final = 100
+"""Characters of a session's first prompt its summary keeps (the sessions page shows them)."""
+UNLISTED_KEPT: Final = 1000
+"""Summaries kept, the least recently viewed dropped first, on a world that cannot
+list its sessions (no pass drops the sessions gone there)."""
 _READ_PAGE = 1000
 
 
@@ -60,8 +65,15 @@ class Summary:
     #: a turn started and has not ended; how the last one ended
     running: bool = False
     ended: str = ""
-    #: execution id -> (tool name, expires at) of the calls asked a decision
-    requested: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+    #: the running turn waits (for a decision, or for the worker it was handed on to)
+    parked: bool = False
+    #: fences that landed inside a running turn: its worker died or lost its lease
+    takeovers: int = 0
+    #: the first prompt: its seq and the start of its text (the sessions page shows it)
+    first_prompt: int = 0
+    preview: str = ""
+    #: execution id -> (tool name, expires at, seq of its ``approval.requested``)
+    requested: dict[str, tuple[str, datetime | None, int]] = field(default_factory=dict)
 
     @property
     def waiting(self) -> dict[str, str]:
@@ -70,9 +82,13 @@ class Summary:
         now = datetime.now(UTC)
         return {
             eid: name
-            for eid, (name, expires) in self.requested.items()
+            for eid, (name, expires, _) in self.requested.items()
             if expires is None or expires > now
         }
+
+    def requested_seq(self, execution_id: str) -> int:
+        """The seq of the ``approval.requested`` entry of a waiting call (0: none)."""
+        return self.requested.get(execution_id, ("", None, 0))[2]
 
     @property
     def state(self) -> State:
@@ -97,22 +113,30 @@ class Summary:
         d = e.data
         if e.kind == log.PROMPT:
             self.last_prompt = e.seq
+            if not self.first_prompt:
+                self.first_prompt, self.preview = e.seq, str(d.get("text", ""))[:PREVIEW]
         elif e.kind == log.FENCE:
             self.epoch = max(self.epoch, _int(d.get("epoch")))
+            if self.running and not self.parked:
+                self.takeovers += 1
+            self.parked = False
+        elif e.kind == log.TURN_YIELDED:
+            self.parked = self.running
         elif e.kind == log.TURN_STARTED:
             self.turns += 1
-            self.running, self.requested = True, {}
+            self.running, self.requested, self.parked = True, {}, False
             self.answering = max(self.answering, _int(d.get("prompt")))
         elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
             self.input_tokens += _int(d["usage"].get("input_tokens"))
             self.output_tokens += _int(d["usage"].get("output_tokens"))
         elif e.kind == log.APPROVAL_REQUESTED and self.running:
+            self.parked = True
             expires = _time(d.get("expires_at"))
-            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires)
+            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires, e.seq)
         elif e.kind == log.APPROVAL_DECIDED:
             self.requested.pop(str(d.get("execution_id")), None)
         elif e.kind in log.TURN_END_KINDS:
-            self.running, self.requested = False, {}
+            self.running, self.requested, self.parked = False, {}, False
             self.ended = e.kind.partition(".")[2]
 
 
@@ -210,7 +234,7 @@ class ActivityIndex:
         while True:
             ids = await self.world.list_sessions(after=after, limit=_LIST_PAGE)
             listed.update(ids)
-            changed = await asyncio.gather(*(self.session(sid) for sid in ids))
+            changed = await asyncio.gather(*(self.catch_up(sid) for sid in ids))
             if any(changed):
                 self._order = None
             if len(ids) < _LIST_PAGE:
@@ -221,13 +245,26 @@ class ActivityIndex:
             self._order = None
         self.passes += 1
 
-    async def session(self, sid: str) -> bool:
+    async def session(self, sid: str) -> Summary:
+        """Session ``sid`` caught up now (an empty log's summary has ``seq`` 0 and
+        is not kept: probing ids leaves nothing behind)."""
+        await self.catch_up(sid)
+        return self.summaries.get(sid) or Summary(sid)
+
+    async def catch_up(self, sid: str) -> bool:
         """Catch session ``sid`` up now; ``True`` if it changed."""
-        summary = self.summaries.get(sid)
-        if summary is None:
-            summary = self.summaries[sid] = Summary(sid)
+        summary = self.summaries.get(sid) or Summary(sid)
         async with self._limit:
             changed = await catch_up(self.world, summary)
+        if not summary.seq:
+            changed = self.summaries.pop(sid, None) is not None
+        elif self.can_list:
+            self.summaries[sid] = summary
+        else:  # the newest viewed last; the least recently viewed dropped past the bound
+            self.summaries.pop(sid, None)
+            self.summaries[sid] = summary
+            if len(self.summaries) > UNLISTED_KEPT:
+                del self.summaries[next(iter(self.summaries))]
         if changed:
             self._order = None
         return changed
