@@ -13,8 +13,13 @@ one read of one entry, a changed one a read more; a session deleted and written
 again is seen, and folded again, because its last folded entry changed). Passes repeat every
 ``refresh`` seconds, and never take more than half of the time: on a world of
 100,000 sessions a pass is 100,000 small reads. Pages are then served from
-memory (about 400 bytes per session) in the order of last activity; a session
-appears on the sessions page at the pass after its first entry.
+memory (about 400 bytes per session, and the start of its first prompt) in the
+order of last activity; a session appears on the sessions page at the pass after
+its first entry.
+
+An empty log's summary is never kept, so probing ids that do not exist leaves
+nothing behind. On a world that cannot list its sessions, no pass drops one: the
+index keeps the :data:`UNLISTED_KEPT` sessions viewed last.
 """
 
 from __future__ import annotations

@@ -115,7 +115,8 @@ async def interrupted_turn(world: World, sid: str) -> None:
         message=text,
     )
     end = log.entry(log.TURN_FINISHED, prompt=p, turn=f"t{p}", text="")
-    await world.append(sid, [interrupted, message("m6", "I could not confirm it."), end], fence=fence)
+    after = [interrupted, message("m6", "I could not confirm it."), end]
+    await world.append(sid, after, fence=fence)
 
 
 async def seed(world: World) -> None:

@@ -16,7 +16,7 @@ from fxworld.engine import log
 from tests.support.ports import free_port
 from tests.web import _turns
 from tests.web._server import ServeProcess
-from tests.web.test_browser_inspector import WAIT, _run, browser, page  # noqa: F401
+from tests.web.test_browser_inspector import WAIT, _run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -190,4 +190,3 @@ def _shot_to(page: Any, name: str) -> None:
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(where) / f"{name}.png"), full_page=True)
-
