@@ -123,7 +123,7 @@ def sessions_body(
         f'<input id="q" name="q" value="{esc(query)}" placeholder="session id, or its start" '
         'autocomplete="off"> <button>Search</button></form>'
         f'<p class="note">{esc(note)} Sessions known: <b id="known">{known}</b>;'
-        " newest activity first.</p>"
+        f" {'by id' if query else 'newest activity first'}.</p>"
         f'<table class="sessions"{live}><thead><tr><th>session</th><th>first prompt</th>'
         "<th>state</th><th>last activity (UTC)</th><th>turns</th><th>tokens</th>"
         f"<th>entries</th></tr></thead>{sessions_table(root, rows, known, previews)}</table>"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
@@ -114,7 +114,8 @@ class OpenTurn:
     started: datetime
     prompt_text: str | None = None  # None: the prompt is hidden, or not read
     tools: list[str] = field(default_factory=list)
-    executions: set[str] = field(default_factory=set)
+    executions: set[str] = field(default_factory=set)  # of its tool.started entries
+    asked: set[str] = field(default_factory=set)  # of its approval.requested entries
     last_at: datetime | None = None
     end: str = ""  # the kind that ended it
 
@@ -189,6 +190,8 @@ class Timeline:
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
         card = _card(item, since, body, note)
         replaces = ""
+        if kind == log.APPROVAL_REQUESTED and eid is not None and turn is not None:
+            turn.asked.add(eid)
         if kind == log.TOOL_STARTED and eid is not None:
             self._started[eid] = (item, since)
             if turn is not None and eid not in turn.executions:
@@ -230,12 +233,12 @@ class Timeline:
         """The ``<summary>`` of a turn's group: outcome, prompt, duration, tools."""
         if turn.end:
             word, css = _OUTCOME.get(turn.end, (turn.end, ""))
-        elif turn.executions & set(self.waiting):
+        elif turn.asked & set(self.waiting):
             word, css = "waiting for approval", "st-waiting-for-approval"
         else:
             word, css = "running", "st-running"
-        last = turn.last_at or turn.started
-        took = seconds((last - turn.started).total_seconds())
+        last = (turn.last_at or turn.started) if turn.end else datetime.now(UTC)
+        took = seconds(max(0.0, (last - turn.started).total_seconds()))
         duration = took if turn.end else f"{took} so far"
         if turn.prompt_text is None:
             prompt = f'<span class="prompt muted">prompt #{turn.prompt}</span>'

@@ -69,6 +69,10 @@ def test_a_session_page_groups_entries_by_turn(inspector: Any, page: Any) -> Non
     assert first.locator(".k-prompt").count() == 1 and first.locator(".k-fence").count() == 1
     first.locator("summary").click()
     assert first.locator(".k-message").first.is_visible()
+    page.goto(server.base + "/sessions/s-waiting")
+    waiting = page.locator("#timeline > li.turn").nth(1)
+    assert "waiting for approval" in waiting.locator("summary .state").text_content()
+    assert "so far" in waiting.locator("summary").text_content()
 
 
 def test_a_tools_start_and_finish_are_one_card_with_its_duration(inspector: Any, page: Any) -> None:
