@@ -190,6 +190,7 @@ class _Inspector:
         if state and state not in STATES:
             raise HTTPError(400, "invalid_request", f"state must be one of {', '.join(STATES)}")
         page = _page_number(request.query_params.get("page"))
+        rows_only = request.query_params.get("rows") == "1"  # the page's script refreshes them
         size = self.options.page_sessions
         note = ""
         counts: dict[str, int] | None = None
@@ -204,10 +205,11 @@ class _Inspector:
             except TimeoutError:
                 note = "Still reading the sessions: this list is partial."
             ordered = self.index.ordered()
-            states = [s.state for s in ordered]  # (a call's approval timeout moves it on)
-            counts = {name: states.count(name) for name in STATES}
-            if state:
-                ordered = [s for s, now in zip(ordered, states, strict=True) if now == state]
+            if state or not rows_only:  # (states now: a call's approval timeout moves one on)
+                states = [s.state for s in ordered]
+                counts = {name: states.count(name) for name in STATES}
+                if state:
+                    ordered = [s for s, now in zip(ordered, states, strict=True) if now == state]
             rows = ordered[(page - 1) * size : page * size + 1]
             more, rows = len(rows) > size, rows[:size]
         else:
@@ -216,7 +218,7 @@ class _Inspector:
         root = _root(request)
         known = len(self.index.summaries)
         previews = {s.session_id: await self._preview(request, s) for s in rows}
-        if request.query_params.get("rows") == "1":
+        if rows_only:
             return HTMLResponse(_pages.sessions_table(root, rows, known, previews))
         body = _pages.sessions_body(
             root,

@@ -84,6 +84,8 @@ class Summary:
     def waiting(self) -> dict[str, str]:
         """Execution id -> tool name of the calls that wait for a decision now: past
         its ``expires_at`` a call is not pending (its timeout denies it)."""
+        if not self.requested:
+            return {}
         now = datetime.now(UTC)
         return {
             eid: name

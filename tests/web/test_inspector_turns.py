@@ -156,3 +156,17 @@ async def test_retry_refuses_a_session_whose_latest_turn_did_not_fail() -> None:
     assert (asked.status_code, asked.json()["error"]) == (409, "prompt_waiting")
     assert [e.kind for e in await world.read("done")][-1] == log.TURN_FINISHED
     assert (await world.read("asked"))[-1].data["text"] == "something else"
+
+
+async def test_a_state_filter_that_is_not_a_state_is_400() -> None:
+    world = MemoryWorld()
+    await _turns.finished_turn(world, "s")
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        bad = await client.get("/", params={"state": "<b>"})
+        idle = await client.get("/", params={"state": "idle"})
+        failed = await client.get("/", params={"state": "failed"})
+    await app.state.close()
+    assert bad.status_code == 400 and "<b>" not in bad.text and "idle" in bad.json()["message"]
+    assert 'data-sid="s"' in idle.text and 'data-sid="s"' not in failed.text
+    assert "idle (1)" in idle.text and "failed (0)" in idle.text
