@@ -22,12 +22,15 @@ from fxworld.types import Entry
 
 from ._app import HTTPError
 
-__all__ = ["retry_key", "retry_failed_turn"]
+__all__ = ["RETRY_PREFIX", "retry_key", "retry_failed_turn"]
+
+RETRY_PREFIX = "retry-"
+"""How the key of a prompt sent by Retry starts."""
 
 
 def retry_key(failed_seq: int) -> str:
     """The key of the prompt that retries the turn that failed at ``failed_seq``."""
-    return f"retry-{failed_seq}"
+    return f"{RETRY_PREFIX}{failed_seq}"
 
 
 async def retry_failed_turn(world: World, sid: str) -> tuple[int, int]:

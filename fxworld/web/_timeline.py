@@ -30,6 +30,8 @@ from typing import Any
 from fxworld.engine import log
 from fxworld.scrub import scrub
 
+from ._retry import RETRY_PREFIX
+
 __all__ = [
     "Row",
     "Shown",
@@ -113,6 +115,7 @@ class OpenTurn:
     prompt: int
     started: datetime
     prompt_text: str | None = None  # None: the prompt is hidden, or not read
+    retry: bool = False  # its prompt was sent by a Retry (its key: ``retry-<seq>``)
     tools: list[str] = field(default_factory=list)
     executions: set[str] = field(default_factory=set)  # of its tool.started entries
     asked: set[str] = field(default_factory=set)  # of its approval.requested entries
@@ -140,7 +143,7 @@ class Timeline:
         self.session_id = session_id
         self.waiting = waiting
         self.turn: OpenTurn | None = None
-        self._prompts: dict[int, str] = {}  # prompts seen, not answered yet
+        self._prompts: dict[int, Shown] = {}  # prompts seen, not answered yet
         self._started: dict[str, tuple[Shown, str]] = {}  # eid -> tool.started, its card
         self._previous: datetime | None = None
         self._boundary: datetime | None = None
@@ -149,9 +152,7 @@ class Timeline:
     def resume(self, started: Shown, prompt: Shown | None) -> None:
         """Continue a turn whose ``turn.started`` (and prompt) came before the entries
         given to :meth:`rows`: their rows then go in its group."""
-        text = None if prompt is None else str(prompt.data.get("text", ""))
-        self.turn = OpenTurn(started.seq, _int(started.data.get("prompt")), started.at, text)
-        self.turn.last_at = started.at
+        self.turn = _turn(started, prompt)
 
     def rows(self, items: Sequence[Shown]) -> list[Row]:
         """The rows of ``items`` (in log order), the text chunks of one model call
@@ -179,7 +180,7 @@ class Timeline:
         eid = data.get("execution_id")
         eid = eid if isinstance(eid, str) else None
         if kind == log.PROMPT:
-            self._prompts[seq] = str(data.get("text", ""))
+            self._prompts[seq] = item
         if kind == log.TURN_STARTED:
             return self._open(item)
         turn = self.turn
@@ -219,10 +220,8 @@ class Timeline:
         )
 
     def _open(self, item: Shown) -> Row:
-        prompt = _int(item.data.get("prompt"))
-        text = self._prompts.get(prompt)
-        self._prompts = {p: t for p, t in self._prompts.items() if p > prompt}
-        self.turn = OpenTurn(item.seq, prompt, item.at, text, last_at=item.at)
+        self.turn = _turn(item, self._prompts.get(_int(item.data.get("prompt"))))
+        self._prompts = {p: x for p, x in self._prompts.items() if p > self.turn.prompt}
         self._started, self._parked = {}, False
         head = self.head(self.turn)
         group = self.turn.group
@@ -246,6 +245,8 @@ class Timeline:
             short = turn.prompt_text[:_HEAD_PROMPT]
             more = "…" if len(turn.prompt_text) > _HEAD_PROMPT else ""
             prompt = f'<span class="prompt">{esc(short)}{more}</span>'
+        if turn.retry:
+            prompt = f'<span class="badge" title="sent by Retry">retry</span> {prompt}'
         counts: dict[str, int] = {}
         for name in turn.tools:
             counts[name] = counts.get(name, 0) + 1
@@ -295,6 +296,16 @@ class Timeline:
                 "</div>"
             )
         return body
+
+
+def _turn(started: Shown, prompt: Shown | None) -> OpenTurn:
+    """The turn ``started`` opens, answering ``prompt`` (``None``: hidden, or not read)."""
+    text = key = None
+    if prompt is not None:
+        text, key = str(prompt.data.get("text", "")), prompt.data.get("key")
+    retry = isinstance(key, str) and key.startswith(RETRY_PREFIX)
+    at = started.at
+    return OpenTurn(started.seq, _int(started.data.get("prompt")), at, text, retry, last_at=at)
 
 
 def _int(value: object) -> int:

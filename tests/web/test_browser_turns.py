@@ -181,6 +181,7 @@ def test_a_failed_turn_is_retried_from_its_page(inspector: Any, page: Any) -> No
     newest.locator(".k-turn-finished").wait_for(timeout=WAIT)
     assert newest.locator(".k-prompt").count() == 1  # the retry's prompt moved into its turn
     assert "finished" in newest.locator("summary").text_content()
+    assert newest.locator("summary .badge").text_content() == "retry"
     assert not groups.nth(1).locator("details").evaluate("d => d.open")  # the failed one folds
     assert page.text_content("#state") == "idle"
     _shot_to(page, "s-failed-retried")
