@@ -87,6 +87,9 @@ def test_live_session_approve_and_stop_on_sqlite(tmp_path: Path, page: Any) -> N
         approve = page.locator(".decide button.approve").first
         approve.wait_for(timeout=WAIT)
         assert page.text_content("#state") == "waiting for approval"
+        turns = page.locator("#timeline > li.turn details")
+        assert not turns.nth(0).evaluate("d => d.open")  # the finished turn folded live
+        assert "waiting for approval" in page.text_content("#timeline > li.turn:last-child summary")
         _shot(page, "session-approval")
         approve.click()
         refunded = page.locator(".k-tool-finished", has_text="refund_order")

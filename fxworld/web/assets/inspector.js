@@ -104,10 +104,10 @@
     });
   }
 
-  timeline.addEventListener("toggle", function (event) {
-    var group = event.target.closest("li.turn");
-    if (group && event.isTrusted) group.dataset.touched = "1"; // the user's choice stays
-  }, true);
+  timeline.addEventListener("click", function (event) {
+    var head = event.target.closest("summary");
+    if (head) head.closest("li.turn").dataset.touched = "1"; // the user's choice stays
+  });
 
   function showRetry(state) {
     if (state !== "failed") {
