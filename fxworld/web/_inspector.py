@@ -205,9 +205,8 @@ class _Inspector:
             except TimeoutError:
                 note = "Still reading the sessions: this list is partial."
             ordered = self.index.ordered()
-            if state or not rows_only:  # (states now: a call's approval timeout moves one on)
-                states = [s.state for s in ordered]
-                counts = {name: states.count(name) for name in STATES}
+            if state or not rows_only:
+                ordered, states, counts = self.index.states()
                 if state:
                     ordered = [s for s, now in zip(ordered, states, strict=True) if now == state]
             rows = ordered[(page - 1) * size : page * size + 1]

@@ -196,6 +196,8 @@ class ActivityIndex:
         self.passes = 0
         self.pass_seconds = 0.0
         self._order: list[Summary] | None = None
+        self._states: tuple[list[Summary], list[State], dict[str, int]] | None = None
+        self._states_at = 0.0
         self._limit = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
         self._first = asyncio.Event()
@@ -283,6 +285,17 @@ class ActivityIndex:
             known.sort(key=lambda s: (s.last_at, s.session_id), reverse=True)
             self._order = known
         return self._order
+
+    def states(self) -> tuple[list[Summary], list[State], dict[str, int]]:
+        """:meth:`ordered`, each session's state, and the sessions per state:
+        computed again after a change, or a second after (a call's approval timeout
+        moves its session on with no entry)."""
+        ordered, now = self.ordered(), time.monotonic()
+        if self._states is None or self._states[0] is not ordered or now - self._states_at > 1:
+            states = [s.state for s in ordered]
+            self._states = (ordered, states, {name: states.count(name) for name in STATES})
+            self._states_at = now
+        return self._states
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]
