@@ -59,7 +59,7 @@ from ._app import (
 )
 from ._retry import retry_failed_turn
 from ._summary import STATES, ActivityIndex, Summary
-from ._timeline import RETRY, Shown, Timeline, esc
+from ._timeline import RETRY, Row, Shown, Timeline, esc
 
 __all__ = [
     "InspectAction",
@@ -286,8 +286,8 @@ class _Inspector:
         start = max(0, before - 1 - self.options.page_entries)
         entries = await window(self.world, sid, start, before - 1)
         timeline = Timeline(sid, waiting=summary.waiting)
-        await self._resume(request, sid, timeline, start)
-        rows = timeline.rows(await self._shown(request, sid, entries))
+        opened = await self._resume(request, sid, timeline, start)
+        rows = opened + timeline.rows(await self._shown(request, sid, entries))
         wake = "unknown (this world cannot say)"
         if isinstance(self.world, WakeLister):
             wake = _pages.wake_text(await self.world.wake_state(sid), datetime.now(UTC))
@@ -314,21 +314,26 @@ class _Inspector:
                 out[eid] = str(shown.data.get("name"))
         return out
 
-    async def _resume(self, request: Request, sid: str, timeline: Timeline, after: int) -> None:
+    async def _resume(
+        self, request: Request, sid: str, timeline: Timeline, after: int
+    ) -> list[Row]:
         """If entry ``after`` is inside a turn (reading back at most
-        :data:`_TURN_LOOKBACK` entries), let ``timeline`` continue that turn."""
-        if after < 1:
-            return
-        earlier = await window(self.world, sid, max(0, after - _TURN_LOOKBACK), after)
-        for e in reversed(earlier):
-            if e.kind in log.TURN_END_KINDS:
-                return
-            if e.kind == log.TURN_STARTED:
-                shown = await self._shown(request, sid, [e])
-                if shown:
+        :data:`_TURN_LOOKBACK` entries), let ``timeline`` continue that turn: the row
+        that opens its group, if any."""
+        upto, size = after, 16  # pages back of 16, 64, 256... entries
+        while upto > 0 and after - upto < _TURN_LOOKBACK:
+            start = max(0, upto - size, after - _TURN_LOOKBACK)
+            for e in reversed(await window(self.world, sid, start, upto)):
+                if e.kind in log.TURN_END_KINDS:
+                    return []
+                if e.kind == log.TURN_STARTED:
+                    shown = await self._shown(request, sid, [e])
+                    if not shown:
+                        return []
                     prompt = await self._entry(request, sid, _int_data(e, "prompt"))
-                    timeline.resume(shown[0], prompt)
-                return
+                    return [timeline.resume(shown[0], prompt)]
+            upto, size = start, size * 4
+        return []
 
     async def follow(self, request: Request) -> Response:
         sid = await self._session(request, "view")

@@ -149,10 +149,11 @@ class Timeline:
         self._boundary: datetime | None = None
         self._parked = False
 
-    def resume(self, started: Shown, prompt: Shown | None) -> None:
+    def resume(self, started: Shown, prompt: Shown | None) -> Row:
         """Continue a turn whose ``turn.started`` (and prompt) came before the entries
-        given to :meth:`rows`: their rows then go in its group."""
-        self.turn = _turn(started, prompt)
+        given to :meth:`rows`: their rows then go in its group, which the row
+        returned opens."""
+        return self._open(started, prompt)
 
     def rows(self, items: Sequence[Shown]) -> list[Row]:
         """The rows of ``items`` (in log order), the text chunks of one model call
@@ -182,7 +183,7 @@ class Timeline:
         if kind == log.PROMPT:
             self._prompts[seq] = item
         if kind == log.TURN_STARTED:
-            return self._open(item)
+            return self._open(item, self._prompts.get(_int(data.get("prompt"))))
         turn = self.turn
         if turn is not None:
             turn.last_at = at
@@ -219,8 +220,8 @@ class Timeline:
             replaces=replaces,
         )
 
-    def _open(self, item: Shown) -> Row:
-        self.turn = _turn(item, self._prompts.get(_int(item.data.get("prompt"))))
+    def _open(self, item: Shown, prompt: Shown | None) -> Row:
+        self.turn = _turn(item, prompt)
         self._prompts = {p: x for p, x in self._prompts.items() if p > self.turn.prompt}
         self._started, self._parked = {}, False
         head = self.head(self.turn)

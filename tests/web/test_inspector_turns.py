@@ -170,3 +170,18 @@ async def test_a_state_filter_that_is_not_a_state_is_400() -> None:
     assert bad.status_code == 400 and "<b>" not in bad.text and "idle" in bad.json()["message"]
     assert 'data-sid="s"' in idle.text and 'data-sid="s"' not in failed.text
     assert "idle (1)" in idle.text and "failed (0)" in idle.text
+
+
+async def test_a_page_that_starts_inside_a_turn_shows_that_turns_header() -> None:
+    world = MemoryWorld()
+    await _turns.finished_turn(world, "s")
+    notes = [log.entry(log.TEXT, call="m", text=f"{n} ") for n in range(300)]
+    await _turns.turn(world, "s", "Write a long answer.", *notes)
+    app = create_inspector(world, allow_anyone=True, page_entries=200)
+    async with _client(app) as client:
+        page = await client.get("/sessions/s")
+    await app.state.close()
+    timeline = page.text.split('id="timeline"')[1]
+    assert timeline.split(">", 1)[1].startswith('<li class="turn" id="t11"')  # no loose card
+    assert timeline.count('<li class="turn"') == 1 and "Write a long answer." in timeline
+    assert "running" in timeline.split("</summary>")[0]
