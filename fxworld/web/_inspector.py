@@ -45,7 +45,6 @@ from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
 from fxworld.protocol import SessionLister, WakeLister, World
-from fxworld.types import Entry
 
 from . import _pages, _sse
 from ._app import (
@@ -59,7 +58,7 @@ from ._app import (
 )
 from ._retry import retry_failed_turn
 from ._summary import STATES, ActivityIndex, Summary
-from ._timeline import RETRY, Row, Shown, Timeline, esc
+from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
 
 __all__ = [
     "InspectAction",
@@ -239,11 +238,11 @@ class _Inspector:
         if not s.first_prompt:
             return None
         if self.options.visible is None:
-            return s.preview[: _pages.PREVIEW_SHOWN]
+            return s.preview
         shown = await self._entry(request, s.session_id, s.first_prompt)
         if shown is None or shown.kind != log.PROMPT:
             return None
-        return str(shown.data.get("text", ""))[: _pages.PREVIEW_SHOWN]
+        return str(shown.data.get("text", ""))[: _pages.PREVIEW_SHOWN + 1]
 
     async def _search(self, prefix: str, size: int) -> list[Summary]:
         """The sessions whose id starts with ``prefix`` (the first ``size`` by id)."""
@@ -330,7 +329,7 @@ class _Inspector:
                     shown = await self._shown(request, sid, [e])
                     if not shown:
                         return []
-                    prompt = await self._entry(request, sid, _int_data(e, "prompt"))
+                    prompt = await self._entry(request, sid, as_int(e.data.get("prompt")))
                     return [timeline.resume(shown[0], prompt)]
             upto, size = start, size * 4
         return []
@@ -414,11 +413,6 @@ class _Inspector:
         failed, prompt = await retry_failed_turn(self.world, sid)
         answer = {"session_id": sid, "retried": failed, "prompt": prompt}
         return JSONResponse(answer, status_code=202)
-
-
-def _int_data(e: Entry, name: str) -> int:
-    value = e.data.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _int_arg(value: str | None, name: str) -> int | None:

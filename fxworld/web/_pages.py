@@ -58,7 +58,7 @@ def sessions_table(
         preview = (
             '<span class="muted">-</span>'
             if text is None
-            else f"{esc(text)}{'…' if len(text) >= PREVIEW_SHOWN else ''}"
+            else f"{esc(text[:PREVIEW_SHOWN])}{'…' if len(text) > PREVIEW_SHOWN else ''}"
         )
         cells.append(
             f'<tr data-sid="{esc(s.session_id)}"><td><a href="{esc(root)}/sessions/'
@@ -120,8 +120,8 @@ def sessions_body(
     return (
         f'<h1>Sessions</h1><nav class="filters" aria-label="state">{" ".join(links)}</nav>'
         f'<form class="search" method="get" action="{r}/">{keep}'
-        f'<input id="q" name="q" value="{esc(query)}" placeholder="session id, or its start" '
-        'autocomplete="off"> <button>Search</button></form>'
+        f'<input id="q" name="q" value="{esc(query)}" autocomplete="off"'
+        ' placeholder="session id, or its first characters"> <button>Search</button></form>'
         f'<p class="note">{esc(note)} Sessions known: <b id="known">{known}</b>;'
         f" {'by id' if query else 'newest activity first'}.</p>"
         f'<table class="sessions"{live}><thead><tr><th>session</th><th>first prompt</th>'

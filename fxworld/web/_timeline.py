@@ -40,6 +40,7 @@ __all__ = [
     "RETRY",
     "assemble",
     "group_html",
+    "as_int",
     "clock",
     "esc",
     "seconds",
@@ -183,7 +184,7 @@ class Timeline:
         if kind == log.PROMPT:
             self._prompts[seq] = item
         if kind == log.TURN_STARTED:
-            return self._open(item, self._prompts.get(_int(data.get("prompt"))))
+            return self._open(item, self._prompts.get(as_int(data.get("prompt"))))
         turn = self.turn
         if turn is not None:
             turn.last_at = at
@@ -306,10 +307,11 @@ def _turn(started: Shown, prompt: Shown | None) -> OpenTurn:
         text, key = str(prompt.data.get("text", "")), prompt.data.get("key")
     retry = isinstance(key, str) and key.startswith(RETRY_PREFIX)
     at = started.at
-    return OpenTurn(started.seq, _int(started.data.get("prompt")), at, text, retry, last_at=at)
+    return OpenTurn(started.seq, as_int(started.data.get("prompt")), at, text, retry, last_at=at)
 
 
-def _int(value: object) -> int:
+def as_int(value: object) -> int:
+    """``value`` if it is an int (not a bool), else 0: a log field as a number."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
