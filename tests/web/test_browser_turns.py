@@ -195,3 +195,46 @@ def _shot_to(page: Any, name: str) -> None:
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(where) / f"{name}.png"), full_page=True)
+
+
+def test_a_turn_streamed_live_pairs_its_tool_and_fails_into_retry(
+    inspector: Any, page: Any
+) -> None:
+    """Live, as on a page: a tool's end replaces its start's card, the turn's header
+    follows, and a failure brings the Retry button."""
+    server, url = inspector
+    c = _turns.call("live", "get_invoice", id="A-7")
+
+    async def start() -> None:
+        world = open_world(url)
+        await _turns.turn(world, "s-live", "Invoice A-7?", _turns.message("m", "", c))
+        await world.close()
+
+    async def end() -> None:
+        world = open_world(url)
+        fence = await world.acquire("s-live")
+        prompt = (await world.read("s-live"))[0].seq
+        await world.append("s-live", [_turns.started(c)], fence=fence)
+        await world.append(
+            "s-live",
+            [
+                _turns.finished(c, "billing is down", is_error=True),
+                log.entry(log.TURN_FAILED, prompt=prompt, turn="t", error="gave up"),
+            ],
+            fence=fence,
+        )
+        await world.close()
+
+    _run(start())
+    page.goto(server.base + "/sessions/s-live")
+    assert page.locator("button.retry").count() == 0
+    _run(end())
+    page.locator("button.retry").wait_for(timeout=WAIT)
+    group = page.locator("#timeline > li.turn")
+    assert group.count() == 1
+    assert "failed" in group.locator("summary .state").text_content()
+    assert "tools: get_invoice" in group.locator("summary").text_content()
+    tool = group.locator("li.entry.k-tool-started")
+    assert tool.count() == 1 and "error in" in tool.text_content()  # one card, replaced live
+    assert "billing is down" in tool.text_content()
+    _shot_to(page, "s-live-failed")
