@@ -9,10 +9,12 @@ import tracemalloc
 from typing import Any
 
 import httpx
+import pytest
 
-from fxworld import MemoryWorld
+from fxworld import MemoryWorld, open_world
 from fxworld.engine import log
 from fxworld.engine.events import StreamEvent
+from fxworld.protocol import World
 from fxworld.web import create_inspector
 from tests.web import _turns
 
@@ -69,29 +71,37 @@ class NoListWorld(MemoryWorld):
     list_sessions = None  # type: ignore[assignment]
 
 
-async def test_probing_missing_sessions_on_a_world_that_cannot_list_leaves_nothing() -> None:
-    """#34.11: each ``GET /sessions/<missing>/follow`` left a summary in the index
-    for good (3,000 requests: 3,000 summaries). Now none; and the sessions a
-    viewer opens are kept up to a bound."""
-    world = NoListWorld()
+@pytest.mark.parametrize("backend", ["nolist", "s3"])
+async def test_probing_missing_sessions_on_a_world_that_cannot_list_leaves_nothing(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """#34.11: on S3, each ``GET /sessions/<missing>/follow`` left a summary in the
+    index for good (3,000 requests: 3,000 summaries). Now none, on a world that
+    cannot list its sessions and on S3."""
+    world: World = NoListWorld()
+    probes = 3000 if backend == "nolist" else 300  # (an S3 read is a few ms)
+    if backend == "s3":
+        world = open_world(request.getfixturevalue("s3_url"))
     await world.append("real", [log.entry(log.PROMPT, text="hi", key="k")])
     app = create_inspector(world, allow_anyone=True)
     app.state.end_streams()  # each stream ends at once: only what the route keeps stays
-    index = app.state.index
+    index = app.state.index  # (its passes, which drop what a world no longer lists, never start)
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     async with _client(app) as client:
-        for n in range(3000):
+        for n in range(probes):
             probe = await client.get(f"/sessions/missing-{n}/follow")
             assert probe.status_code == 200
         page = await client.get("/sessions/real")
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    print(f"after 3,000 probes: {len(index.summaries)} summaries, {grown / 1024:.0f} KiB grown")
+    kept = len(index.summaries)
+    print(f"{backend}: after {probes} probes, {kept} summaries, {grown >> 10} KiB grown")
     assert page.status_code == 200
     assert list(index.summaries) == ["real"]
     await app.state.close()
+    await world.close()
 
 
 async def test_the_index_of_a_world_that_cannot_list_is_bounded() -> None:
