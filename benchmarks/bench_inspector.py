@@ -115,6 +115,7 @@ async def main() -> None:
                 ("sessions page 1", "/"),
                 ("sessions page 1 again", "/"),
                 (f"sessions page {last_page}", f"/?page={last_page}"),
+                ("sessions filtered by state", "/?state=idle&page=2"),
                 ("search by prefix", "/?q=s00012"),
                 (f"{args.entries}-entry session, cold", "/sessions/long"),
                 (f"{args.entries}-entry session, warm", "/sessions/long"),

@@ -7,14 +7,19 @@
 ``GET  /sessions/{id}/follow``      Server-Sent Events: each new entry as a row (``?after=N``)
 ``POST /sessions/{id}/approvals/{execution_id}``  ``{"approve": true|false, "note"|"reason"?}``
 ``POST /sessions/{id}/stop``        ``{"reason"?}``
+``POST /sessions/{id}/retry``       ``{}``: the failed latest turn's prompt, sent again
+                                    (:mod:`~fxworld.web._retry`)
 
 Every route checks, before anything else, the request's ``Origin`` (same origin
 only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
 (:func:`~fxworld.web._app.check_request`, as the agent routes), then asks
 ``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
-and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"`` or
-``"stop"``. Decisions and stops are the engine's own calls
+and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``
+or ``"retry"``. Decisions and stops are the engine's own calls
 (:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``).
+
+What a page shows of an entry passes ``visible`` first: the timeline, a turn's
+header, the calls waiting for a decision and the first prompt on the sessions page.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
-from fxworld.engine import StreamEvent, approvals, encode_cursor
+from fxworld.engine import StreamEvent, approvals, encode_cursor, log
 from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
@@ -51,8 +56,9 @@ from ._app import (
     guard,
     small_body,
 )
-from ._summary import ActivityIndex, Summary
-from ._timeline import Shown, Timeline, esc
+from ._retry import retry_failed_turn
+from ._summary import STATES, ActivityIndex, Summary
+from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
 
 __all__ = [
     "InspectAction",
@@ -62,12 +68,13 @@ __all__ = [
     "ASSETS",
 ]
 
-InspectAction = Literal["list", "view", "approve", "stop"]
+InspectAction = Literal["list", "view", "approve", "stop", "retry"]
 ASSETS = Path(__file__).with_name("assets")
 """The inspector's stylesheet and script, shipped in the package."""
 
 _PRIME = 50  # entries read before a stream's first one: the times its rows show
 _FIRST_PASS_WAIT = 1.5  # seconds a sessions page waits for the index's first pass
+_TURN_LOOKBACK = 1000  # entries read back from a page's first one for the turn it is in
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,12 @@ class _Inspector:
             out.append(Shown(e.seq, kind, dict(data), e.at, e.epoch))
         return out
 
+    async def _entry(self, request: Request, sid: str, seq: int) -> Shown | None:
+        """Entry ``seq`` of session ``sid`` as this viewer may see it (``None``: hidden)."""
+        found = await self.world.read(sid, seq - 1, limit=1) if seq > 0 else []
+        shown = await self._shown(request, sid, found[:1])
+        return shown[0] if shown and shown[0].seq == seq else None
+
     def _html(self, request: Request, title: str, body: str, status: int = 200) -> HTMLResponse:
         page = _pages.layout(_root(request), title, body, namespace=self.namespace)
         return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
@@ -172,11 +185,16 @@ class _Inspector:
     async def sessions(self, request: Request) -> Response:
         await self._check(request, "", "list")
         query = request.query_params.get("q", "").strip()
+        state = request.query_params.get("state", "")
+        if state and state not in STATES:
+            raise HTTPError(400, "invalid_request", f"state must be one of {', '.join(STATES)}")
         page = _page_number(request.query_params.get("page"))
+        rows_only = request.query_params.get("rows") == "1"  # the page's script refreshes them
         size = self.options.page_sessions
         note = ""
+        counts: dict[str, int] | None = None
         if query:
-            rows = await self._search(query, size)
+            rows = [s for s in await self._search(query, size) if state in ("", s.state)]
             more = False
             note = f"Sessions whose id starts with {query!r}."
         elif self.index.can_list:
@@ -185,25 +203,46 @@ class _Inspector:
                     await self.index.first_pass()
             except TimeoutError:
                 note = "Still reading the sessions: this list is partial."
-            rows = self.index.page((page - 1) * size, size + 1)
+            ordered = self.index.ordered()
+            if state or not rows_only:
+                ordered, states, counts = self.index.states()
+                if state:
+                    ordered = [s for s, now in zip(ordered, states, strict=True) if now == state]
+            rows = ordered[(page - 1) * size : page * size + 1]
             more, rows = len(rows) > size, rows[:size]
         else:
             rows, more = [], False
             note = "This world cannot list its sessions: search for one by its whole id."
         root = _root(request)
-        if request.query_params.get("rows") == "1":
-            known = len(self.index.summaries)
-            return HTMLResponse(_pages.sessions_table(root, rows, known))
+        known = len(self.index.summaries)
+        previews = {s.session_id: await self._preview(request, s) for s in rows}
+        if rows_only:
+            return HTMLResponse(_pages.sessions_table(root, rows, known, previews))
         body = _pages.sessions_body(
             root,
             rows,
             query=query,
+            state=state,
+            counts=counts,
             page=page,
             more=more,
-            known=len(self.index.summaries),
+            known=known,
             note=note,
+            previews=previews,
         )
         return self._html(request, "Sessions", body)
+
+    async def _preview(self, request: Request, s: Summary) -> str | None:
+        """The start of session ``s``'s first prompt as this viewer may see it: with
+        ``visible``, the prompt is read and passed through it (one read per row)."""
+        if not s.first_prompt:
+            return None
+        if self.options.visible is None:
+            return s.preview
+        shown = await self._entry(request, s.session_id, s.first_prompt)
+        if shown is None or shown.kind != log.PROMPT:
+            return None
+        return str(shown.data.get("text", ""))[: _pages.PREVIEW_SHOWN + 1]
 
     async def _search(self, prefix: str, size: int) -> list[Summary]:
         """The sessions whose id starts with ``prefix`` (the first ``size`` by id)."""
@@ -237,10 +276,8 @@ class _Inspector:
 
     async def session(self, request: Request) -> Response:
         sid = await self._session(request, "view")
-        await self.index.session(sid)
-        summary = self.index.summaries[sid]
+        summary = await self.index.session(sid)
         if summary.seq == 0:
-            del self.index.summaries[sid]  # probing ids leaves nothing behind
             body = f"<h1>No session {esc(sid)}</h1><p>Its log is empty.</p>"
             return self._html(request, "Not found", body, status=404)
         last = summary.seq
@@ -248,7 +285,8 @@ class _Inspector:
         start = max(0, before - 1 - self.options.page_entries)
         entries = await window(self.world, sid, start, before - 1)
         timeline = Timeline(sid, waiting=summary.waiting)
-        rows = timeline.rows(await self._shown(request, sid, entries))
+        opened = await self._resume(request, sid, timeline, start)
+        rows = opened + timeline.rows(await self._shown(request, sid, entries))
         wake = "unknown (this world cannot say)"
         if isinstance(self.world, WakeLister):
             wake = _pages.wake_text(await self.world.wake_state(sid), datetime.now(UTC))
@@ -261,14 +299,45 @@ class _Inspector:
             last=last if before > last else before - 1,
             live=before > last,
             wake=wake,
+            waiting=await self._waiting(request, summary),
         )
         return self._html(request, sid, body)
+
+    async def _waiting(self, request: Request, summary: Summary) -> dict[str, str]:
+        """Execution id -> tool name of the calls that wait for a decision, as far as
+        ``visible`` lets this viewer see their ``approval.requested``."""
+        out = {}
+        for eid in summary.waiting:
+            shown = await self._entry(request, summary.session_id, summary.requested_seq(eid))
+            if shown is not None and shown.data.get("execution_id") == eid:
+                out[eid] = str(shown.data.get("name"))
+        return out
+
+    async def _resume(
+        self, request: Request, sid: str, timeline: Timeline, after: int
+    ) -> list[Row]:
+        """If entry ``after`` is inside a turn (reading back at most
+        :data:`_TURN_LOOKBACK` entries), let ``timeline`` continue that turn: the row
+        that opens its group, if any."""
+        upto, size = after, 16  # pages back of 16, 64, 256... entries
+        while upto > 0 and after - upto < _TURN_LOOKBACK:
+            start = max(0, upto - size, after - _TURN_LOOKBACK)
+            for e in reversed(await window(self.world, sid, start, upto)):
+                if e.kind in log.TURN_END_KINDS:
+                    return []
+                if e.kind == log.TURN_STARTED:
+                    shown = await self._shown(request, sid, [e])
+                    if not shown:
+                        return []
+                    prompt = await self._entry(request, sid, as_int(e.data.get("prompt")))
+                    return [timeline.resume(shown[0], prompt)]
+            upto, size = start, size * 4
+        return []
 
     async def follow(self, request: Request) -> Response:
         sid = await self._session(request, "view")
         after = _after(request.headers.get("last-event-id") or request.query_params.get("after"))
-        await self.index.session(sid)
-        summary = copy.deepcopy(self.index.summaries[sid])
+        summary = copy.deepcopy(await self.index.session(sid))
         frames = _sse.heartbeats(
             self._frames(request, sid, after, summary),
             every=self.options.heartbeat,
@@ -282,8 +351,10 @@ class _Inspector:
     ) -> AsyncIterator[bytes]:
         yield _sse.retry(1000)
         timeline = Timeline(sid)
-        if after:  # times since the entries before the first one streamed
-            before = await window(self.world, sid, max(0, after - _PRIME), after)
+        if after:  # times since the entries before the first one streamed, the turn open
+            start = max(0, after - _PRIME)
+            await self._resume(request, sid, timeline, start)
+            before = await window(self.world, sid, start, after)
             timeline.rows(await self._shown(request, sid, before))
         entries = bounded_follow(self.world, sid, after)
         try:
@@ -295,6 +366,7 @@ class _Inspector:
                     continue
                 timeline.waiting = summary.waiting
                 row = timeline.row(shown[0])
+                failed = row.kind == log.TURN_FAILED and summary.state == "failed"
                 data = {
                     "seq": row.seq,
                     "kind": row.kind,
@@ -302,10 +374,15 @@ class _Inspector:
                     "text": row.text,
                     "eid": row.execution_id,
                     "html": row.html,
+                    "group": row.group,
+                    "opens": row.opens,
+                    "head": row.head,
+                    "replaces": row.replaces,
+                    "actions": RETRY if failed else "",
                     "state": summary.state,
                     "turns": summary.turns,
                     "tokens": summary.tokens,
-                    "epoch": summary.epoch,
+                    "takeovers": summary.takeovers,
                 }
                 yield _sse.frame(str(e.seq), "entry", data)
         finally:
@@ -329,6 +406,13 @@ class _Inspector:
         body = await small_body(request)
         stopped = await approvals.request_stop(self.world, sid, body.get("reason"))
         return JSONResponse({"session_id": sid, "stopped": stopped}, status_code=202)
+
+    async def retry(self, request: Request) -> Response:
+        sid = await self._session(request, "retry")
+        await small_body(request)
+        failed, prompt = await retry_failed_turn(self.world, sid)
+        answer = {"session_id": sid, "retried": failed, "prompt": prompt}
+        return JSONResponse(answer, status_code=202)
 
 
 def _int_arg(value: str | None, name: str) -> int | None:
@@ -364,7 +448,7 @@ def create_inspector(
         app.mount("/inspect", create_inspector(world, authorize=is_operator))
 
     ``authorize(request, session_id, action)`` is asked before every page and
-    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``);
+    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``, ``"retry"``);
     without it the app refuses to be built unless ``allow_anyone=True``. Other
     options: :class:`InspectorOptions`' fields. ``await app.state.close()`` stops the
     activity index and ends open streams (``fxworld inspect`` calls it on exit);
@@ -379,6 +463,7 @@ def create_inspector(
         Route("/sessions/{session_id}/follow", guard(r.follow), methods=["GET"]),
         Route("/sessions/{session_id}/approvals/{execution_id}", guard(r.decide), methods=["POST"]),
         Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
+        Route("/sessions/{session_id}/retry", guard(r.retry), methods=["POST"]),
         Mount("/assets", app=StaticFiles(directory=ASSETS)),
     ]
     app = Starlette(routes=routes, exception_handlers=exception_handlers())

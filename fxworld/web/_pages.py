@@ -7,15 +7,17 @@ without internet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from urllib.parse import urlencode
 
 from fxworld.types import WakeState
 
-from ._summary import Summary
-from ._timeline import Row, clock, esc
+from ._summary import STATES, Summary
+from ._timeline import Row, assemble, clock, esc, seconds
 
 __all__ = [
+    "PREVIEW_SHOWN",
     "layout",
     "sessions_table",
     "sessions_body",
@@ -44,17 +46,38 @@ def _state(state: str) -> str:
     return f'<span class="state st-{esc(state.replace(" ", "-"))}">{esc(state)}</span>'
 
 
-def sessions_table(root: str, rows: Sequence[Summary], known: int) -> str:
-    """The ``<tbody>`` of the sessions page (the page's script swaps it to refresh)."""
-    cells = "".join(
-        f'<tr data-sid="{esc(s.session_id)}"><td><a href="{esc(root)}/sessions/'
-        f'{esc(s.session_id)}">{esc(s.session_id)}</a></td><td>{_state(s.state)}</td>'
-        f"<td>{clock(s.last_at)}</td><td class=num>{s.turns}</td>"
-        f'<td class=num title="{s.input_tokens} in + {s.output_tokens} out">{s.tokens}</td>'
-        f"<td class=num>{s.seq}</td></tr>"
-        for s in rows
-    )
-    return f'<tbody id="sessions" data-known="{known}">{cells}</tbody>'
+def sessions_table(
+    root: str, rows: Sequence[Summary], known: int, previews: Mapping[str, str | None]
+) -> str:
+    """The ``<tbody>`` of the sessions page (the page's script swaps it to refresh).
+    ``previews``: the start of each session's first prompt as this viewer may see it
+    (``None``: hidden)."""
+    cells = []
+    for s in rows:
+        text = previews.get(s.session_id)
+        preview = (
+            '<span class="muted">-</span>'
+            if text is None
+            else f"{esc(text[:PREVIEW_SHOWN])}{'…' if len(text) > PREVIEW_SHOWN else ''}"
+        )
+        cells.append(
+            f'<tr data-sid="{esc(s.session_id)}"><td><a href="{esc(root)}/sessions/'
+            f'{esc(s.session_id)}">{esc(s.session_id)}</a></td>'
+            f'<td class="preview">{preview}</td><td>{_state(s.state)}</td>'
+            f"<td>{clock(s.last_at)}</td><td class=num>{s.turns}</td>"
+            f'<td class=num title="{s.input_tokens} in + {s.output_tokens} out">{s.tokens}</td>'
+            f"<td class=num>{s.seq}</td></tr>"
+        )
+    return f'<tbody id="sessions" data-known="{known}">{"".join(cells)}</tbody>'
+
+
+PREVIEW_SHOWN = 80
+"""Characters of a first prompt the sessions page shows."""
+
+
+def _href(root: str, **params: str | int) -> str:
+    query = urlencode({k: v for k, v in params.items() if v})
+    return f"{esc(root)}/{'?' + esc(query) if query else ''}"
 
 
 def sessions_body(
@@ -62,27 +85,49 @@ def sessions_body(
     rows: Sequence[Summary],
     *,
     query: str,
+    state: str,
+    counts: Mapping[str, int] | None,
     page: int,
     more: bool,
     known: int,
     note: str,
+    previews: Mapping[str, str | None],
 ) -> str:
+    """The sessions page: the state filter (``counts``: sessions per state, when
+    the world can list), the search by id, the table, the pager."""
     r = esc(root)
     pager = ""
     if page > 1:
-        pager += f'<a href="{r}/?page={page - 1}">← newer</a> '
+        pager += f'<a href="{_href(root, q=query, state=state, page=page - 1)}">← newer</a> '
     if more:
-        pager += f'<a href="{r}/?page={page + 1}" id="older">older →</a>'
+        pager += (
+            f'<a href="{_href(root, q=query, state=state, page=page + 1)}" id="older">older →</a>'
+        )
     live = "" if query or page > 1 else ' data-live="1"'
+    links = []
+    for name in ("", *STATES):
+        count = (
+            ""
+            if counts is None
+            else f" ({sum(counts.values()) if not name else counts.get(name, 0)})"
+        )
+        current = ' aria-current="true"' if name == state else ""
+        links.append(
+            f'<a class="filter" href="{_href(root, q=query, state=name)}"{current}>'
+            f"{esc(name or 'all')}{count}</a>"
+        )
+    keep = f'<input type="hidden" name="state" value="{esc(state)}">' if state else ""
     return (
-        f'<h1>Sessions</h1><form class="search" method="get" action="{r}/">'
-        f'<input id="q" name="q" value="{esc(query)}" placeholder="session id prefix" '
-        'autocomplete="off"> <button>Search</button></form>'
+        f'<h1>Sessions</h1><nav class="filters" aria-label="state">{" ".join(links)}</nav>'
+        f'<form class="search" method="get" action="{r}/">{keep}'
+        f'<input id="q" name="q" value="{esc(query)}" autocomplete="off"'
+        ' placeholder="session id, or its first characters"> <button>Search</button></form>'
         f'<p class="note">{esc(note)} Sessions known: <b id="known">{known}</b>;'
-        " newest activity first.</p>"
-        f'<table class="sessions"{live}><thead><tr><th>session</th><th>state</th>'
-        "<th>last activity (UTC)</th><th>turns</th><th>tokens</th><th>entries</th></tr></thead>"
-        f'{sessions_table(root, rows, known)}</table><p class="pager">{pager}</p>'
+        f" {'by id' if query else 'newest activity first'}.</p>"
+        f'<table class="sessions"{live}><thead><tr><th>session</th><th>first prompt</th>'
+        "<th>state</th><th>last activity (UTC)</th><th>turns</th><th>tokens</th>"
+        f"<th>entries</th></tr></thead>{sessions_table(root, rows, known, previews)}</table>"
+        f'<p class="pager">{pager}</p>'
     )
 
 
@@ -95,7 +140,10 @@ def session_body(
     last: int,
     live: bool,
     wake: str,
+    waiting: Mapping[str, str],
 ) -> str:
+    """A session's page. ``waiting``: execution id -> tool name of the calls that
+    wait for a decision, as far as this viewer may see them (``visible``)."""
     r, sid = esc(root), esc(summary.session_id)
     older = (
         f'<a id="older" href="{r}/sessions/{sid}?before={first}">← entries before #{first}</a>'
@@ -104,34 +152,47 @@ def session_body(
     )
     newer = "" if live else f'<a href="{r}/sessions/{sid}">latest entries →</a>'
     stop = "" if summary.state in ("running", "waiting for approval") else " hidden"
-    waiting = "".join(
+    boxes = "".join(
         f'<div class="decide" data-eid="{esc(e)}"><b>{esc(n)}</b> <code>{esc(e)}</code> '
         '<button class="approve">Approve</button> <button class="deny">Deny</button></div>'
-        for e, n in summary.waiting.items()
+        for e, n in waiting.items()
     )
+    takeovers = (
+        "a worker died or lost its lease in the middle of a turn, and another one took the"
+        f" turn over (the session's latest worker epoch: {summary.epoch or '-'})"
+    )
+    timeline = assemble(rows, retry=summary.state == "failed")
     return (
         f'<h1>Session <code>{sid}</code></h1><div class="summary" id="summary">'
-        f'state <span id="state">{_state(summary.state)}</span>'
-        f' · turns <b id="turns">{summary.turns}</b>'
-        f' · tokens <b id="tokens">{summary.tokens}</b> · entries <b id="entries">{summary.seq}</b>'
-        f' · worker epoch <b id="epoch">{summary.epoch or "-"}</b>'
-        f' · wake (when loaded): <span id="wake">{wake}</span>'
+        f'<span id="state">{_state(summary.state)}</span>'
+        f' · <b id="turns">{summary.turns}</b> turns'
+        f' · <b id="tokens">{summary.tokens}</b> tokens · <b id="entries">{summary.seq}</b> entries'
+        f' · <span title="{takeovers}">worker takeovers: <b id="takeovers">'
+        f"{summary.takeovers}</b></span>"
+        f' · next wake: <span id="wake" title="as it was when the page loaded">{wake}</span>'
         f' <button id="stop" class="stop"{stop}>Stop</button></div>'
-        f'<div id="waiting">{waiting}</div><p id="flash" class="note"></p>'
+        f'<div id="waiting">{boxes}</div><p id="flash" class="note" aria-live="polite"></p>'
         f'<p class="pager">{older} {newer}</p>'
         f'<ol class="timeline" id="timeline" data-sid="{sid}" data-last="{last}"'
-        f' data-live="{1 if live else 0}">{"".join(x.html for x in rows)}</ol>'
+        f' data-live="{1 if live else 0}">{timeline}</ol>'
     )
 
 
 def wake_text(state: WakeState | None, now: datetime) -> str:
+    """A session's next wake in plain words."""
     if state is None:
-        return "none pending"
-    due = "due" if state.due_at <= now else f"due at {clock(state.due_at)}"
+        return "none (nothing asks a worker to run this session)"
+    if state.leased_until is not None and state.due_at == state.leased_until:
+        return (
+            f"a worker runs it now; if it does not finish, again at {clock(state.leased_until)}"
+            f" (delivery {state.attempt})"
+        )
+    due = "now" if state.due_at <= now else f"in {seconds((state.due_at - now).total_seconds())}"
+    when = "" if state.due_at <= now else f" (at {clock(state.due_at)})"
     if state.leased_until is not None:
-        lease = f"leased until {clock(state.leased_until)} (attempt {state.attempt})"
-        return lease if state.due_at == state.leased_until else f"{due}, {lease}"
-    return f"{due} (attempt {state.attempt})" if state.attempt else due
+        return f"{due}{when}, after the worker holding it (until {clock(state.leased_until)})"
+    again = f", delivery {state.attempt + 1}" if state.attempt else ""
+    return f"{due}{when}{again}"
 
 
 def wakes_body(

@@ -13,8 +13,13 @@ one read of one entry, a changed one a read more; a session deleted and written
 again is seen, and folded again, because its last folded entry changed). Passes repeat every
 ``refresh`` seconds, and never take more than half of the time: on a world of
 100,000 sessions a pass is 100,000 small reads. Pages are then served from
-memory (about 400 bytes per session) in the order of last activity; a session
-appears on the sessions page at the pass after its first entry.
+memory (about 400 bytes per session, and the start of its first prompt) in the
+order of last activity; a session appears on the sessions page at the pass after
+its first entry.
+
+An empty log's summary is never kept, so probing ids that do not exist leaves
+nothing behind. On a world that cannot list its sessions, no pass drops one: the
+index keeps the :data:`UNLISTED_KEPT` sessions viewed last.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from fxworld.engine import log
 from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry
 
-__all__ = ["State", "STATES", "Summary", "ActivityIndex"]
+__all__ = ["State", "STATES", "PREVIEW", "UNLISTED_KEPT", "Summary", "ActivityIndex"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -40,6 +45,11 @@ State = Literal["running", "waiting for approval", "idle", "failed", "stopped"]
 STATES: Final[tuple[State, ...]] = ("running", "waiting for approval", "idle", "failed", "stopped")
 
 _LIST_PAGE = 500
+PREVIEW: Final = 100
+"""Characters of a session's first prompt its summary keeps (the sessions page shows them)."""
+UNLISTED_KEPT: Final = 1000
+"""Summaries kept, the least recently viewed dropped first, on a world that cannot
+list its sessions (no pass drops the sessions gone there)."""
 _READ_PAGE = 1000
 
 
@@ -60,19 +70,32 @@ class Summary:
     #: a turn started and has not ended; how the last one ended
     running: bool = False
     ended: str = ""
-    #: execution id -> (tool name, expires at) of the calls asked a decision
-    requested: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+    #: the running turn waits (for a decision, or for the worker it was handed on to)
+    parked: bool = False
+    #: fences that landed inside a running turn: its worker died or lost its lease
+    takeovers: int = 0
+    #: the first prompt: its seq and the start of its text (the sessions page shows it)
+    first_prompt: int = 0
+    preview: str = ""
+    #: execution id -> (tool name, expires at, seq of its ``approval.requested``)
+    requested: dict[str, tuple[str, datetime | None, int]] = field(default_factory=dict)
 
     @property
     def waiting(self) -> dict[str, str]:
         """Execution id -> tool name of the calls that wait for a decision now: past
         its ``expires_at`` a call is not pending (its timeout denies it)."""
+        if not self.requested:
+            return {}
         now = datetime.now(UTC)
         return {
             eid: name
-            for eid, (name, expires) in self.requested.items()
+            for eid, (name, expires, _) in self.requested.items()
             if expires is None or expires > now
         }
+
+    def requested_seq(self, execution_id: str) -> int:
+        """The seq of the ``approval.requested`` entry of a waiting call (0: none)."""
+        return self.requested.get(execution_id, ("", None, 0))[2]
 
     @property
     def state(self) -> State:
@@ -97,22 +120,30 @@ class Summary:
         d = e.data
         if e.kind == log.PROMPT:
             self.last_prompt = e.seq
+            if not self.first_prompt:
+                self.first_prompt, self.preview = e.seq, str(d.get("text", ""))[:PREVIEW]
         elif e.kind == log.FENCE:
             self.epoch = max(self.epoch, _int(d.get("epoch")))
+            if self.running and not self.parked:
+                self.takeovers += 1
+            self.parked = False
+        elif e.kind == log.TURN_YIELDED:
+            self.parked = self.running
         elif e.kind == log.TURN_STARTED:
             self.turns += 1
-            self.running, self.requested = True, {}
+            self.running, self.requested, self.parked = True, {}, False
             self.answering = max(self.answering, _int(d.get("prompt")))
         elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
             self.input_tokens += _int(d["usage"].get("input_tokens"))
             self.output_tokens += _int(d["usage"].get("output_tokens"))
         elif e.kind == log.APPROVAL_REQUESTED and self.running:
+            self.parked = True
             expires = _time(d.get("expires_at"))
-            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires)
+            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires, e.seq)
         elif e.kind == log.APPROVAL_DECIDED:
             self.requested.pop(str(d.get("execution_id")), None)
         elif e.kind in log.TURN_END_KINDS:
-            self.running, self.requested = False, {}
+            self.running, self.requested, self.parked = False, {}, False
             self.ended = e.kind.partition(".")[2]
 
 
@@ -165,6 +196,8 @@ class ActivityIndex:
         self.passes = 0
         self.pass_seconds = 0.0
         self._order: list[Summary] | None = None
+        self._states: tuple[list[Summary], list[State], dict[str, int]] | None = None
+        self._states_at = 0.0
         self._limit = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
         self._first = asyncio.Event()
@@ -210,7 +243,7 @@ class ActivityIndex:
         while True:
             ids = await self.world.list_sessions(after=after, limit=_LIST_PAGE)
             listed.update(ids)
-            changed = await asyncio.gather(*(self.session(sid) for sid in ids))
+            changed = await asyncio.gather(*(self.catch_up(sid) for sid in ids))
             if any(changed):
                 self._order = None
             if len(ids) < _LIST_PAGE:
@@ -221,13 +254,26 @@ class ActivityIndex:
             self._order = None
         self.passes += 1
 
-    async def session(self, sid: str) -> bool:
+    async def session(self, sid: str) -> Summary:
+        """Session ``sid`` caught up now (an empty log's summary has ``seq`` 0 and
+        is not kept: probing ids leaves nothing behind)."""
+        await self.catch_up(sid)
+        return self.summaries.get(sid) or Summary(sid)
+
+    async def catch_up(self, sid: str) -> bool:
         """Catch session ``sid`` up now; ``True`` if it changed."""
-        summary = self.summaries.get(sid)
-        if summary is None:
-            summary = self.summaries[sid] = Summary(sid)
+        summary = self.summaries.get(sid) or Summary(sid)
         async with self._limit:
             changed = await catch_up(self.world, summary)
+        if not summary.seq:
+            changed = self.summaries.pop(sid, None) is not None
+        elif self.can_list:
+            self.summaries[sid] = summary
+        else:  # the newest viewed last; the least recently viewed dropped past the bound
+            self.summaries.pop(sid, None)
+            self.summaries[sid] = summary
+            if len(self.summaries) > UNLISTED_KEPT:
+                del self.summaries[next(iter(self.summaries))]
         if changed:
             self._order = None
         return changed
@@ -239,6 +285,17 @@ class ActivityIndex:
             known.sort(key=lambda s: (s.last_at, s.session_id), reverse=True)
             self._order = known
         return self._order
+
+    def states(self) -> tuple[list[Summary], list[State], dict[str, int]]:
+        """:meth:`ordered`, each session's state, and the sessions per state:
+        computed again after a change, or a second after (a call's approval timeout
+        moves its session on with no entry)."""
+        ordered, now = self.ordered(), time.monotonic()
+        if self._states is None or self._states[0] is not ordered or now - self._states_at > 1:
+            states = [s.state for s in ordered]
+            self._states = (ordered, states, {name: states.count(name) for name in STATES})
+            self._states_at = now
+        return self._states
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]

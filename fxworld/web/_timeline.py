@@ -1,26 +1,52 @@
-"""The inspector's timeline: each log entry as one HTML row, escaped and scrubbed.
+"""The inspector's timeline: each log entry as one HTML card, escaped and scrubbed,
+in groups by turn.
 
 Every piece of text an entry shows (a prompt, model text, a tool's input and
 output, an error, a reason) passes through the one scrubber
 (:func:`fxworld.scrub.shown`, as the CLI shows waiting calls), then through
 ``html.escape``: a key or a card number in a tool's input is masked, and no entry
 can inject markup. The rows of a page and the rows streamed live are made by the
-same :class:`Timeline`, so both read alike.
+same :class:`Timeline`, and put in place by the same rules (:func:`assemble` on
+the server, the page's script in the browser), so both read alike:
+
+- a ``turn.started`` opens a group (``opens``: its HTML); the rows of the turn go
+  in it (``group``: its id), and each of them brings the group's header again
+  (``head``: the prompt, the outcome, the duration, the tools);
+- a tool's ``tool.finished`` (or ``tool.interrupted``) becomes one card with its
+  ``tool.started``, which it replaces (``replaces``: the started card's id), with
+  the time the call took;
+- streamed text chunks of one model call are joined into one card.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 from fxworld.engine import log
 from fxworld.scrub import shown
 
-__all__ = ["Row", "Shown", "Timeline", "clock", "esc"]
+from ._retry import RETRY_PREFIX
+
+__all__ = [
+    "Row",
+    "Shown",
+    "Timeline",
+    "OpenTurn",
+    "RETRY",
+    "assemble",
+    "group_html",
+    "as_int",
+    "clock",
+    "esc",
+    "seconds",
+]
+
+_HEAD_PROMPT = 160  # characters of a prompt a turn's header shows
 
 
 def esc(value: object) -> str:
@@ -39,6 +65,16 @@ def clock(at: datetime | None) -> str:
     return "-" if at is None else at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
+def seconds(value: float) -> str:
+    """A duration in plain words: ``0.42 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    if value < 60:
+        return f"{value:.2f} s"
+    whole = int(value)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
 @dataclass(frozen=True)
 class Shown:
     """An entry as ``visible`` lets the client see it (its kind and data may differ
@@ -53,8 +89,10 @@ class Shown:
 
 @dataclass(frozen=True)
 class Row:
-    """One entry as shown: ``html`` is the whole ``<li>``; ``call`` and ``text``
-    are set for a streamed text chunk (the page joins the chunks of one call)."""
+    """One entry as shown: ``html`` is the whole ``<li>`` (empty for a
+    ``turn.started``, whose group's header says it all); ``call`` and ``text`` are
+    set for a streamed text chunk (the page joins the chunks of one call); see the
+    module for ``group``, ``opens``, ``head`` and ``replaces``."""
 
     seq: int
     kind: str
@@ -62,20 +100,59 @@ class Row:
     call: str | None = None
     text: str | None = None
     execution_id: str | None = None
+    group: str = ""
+    opens: str = ""
+    head: str = ""
+    replaces: str = ""
+
+
+@dataclass
+class OpenTurn:
+    """A turn as far as the timeline has seen it."""
+
+    seq: int  # its turn.started
+    prompt: int
+    started: datetime
+    prompt_text: str | None = None  # None: the prompt is hidden, or not read
+    retry: bool = False  # its prompt was sent by a Retry (its key: ``retry-<seq>``)
+    tools: list[str] = field(default_factory=list)
+    executions: set[str] = field(default_factory=set)  # of its tool.started entries
+    asked: set[str] = field(default_factory=set)  # of its approval.requested entries
+    last_at: datetime | None = None
+    end: str = ""  # the kind that ended it
+
+    @property
+    def group(self) -> str:
+        return f"t{self.seq}"
+
+
+_OUTCOME = {
+    log.TURN_FINISHED: ("finished", "st-idle"),
+    log.TURN_FAILED: ("failed", "st-failed"),
+    log.TURN_STOPPED: ("stopped", "st-stopped"),
+}
 
 
 class Timeline:
     """Renders entries in log order; remembers the previous entry's time (each row
-    shows the time since it) and the last step boundary (a model message shows the
-    time its call took)."""
+    shows the time since it), the last step boundary (a model message shows the
+    time its call took), the turn in progress and its started tool calls."""
 
     def __init__(self, session_id: str, *, waiting: Collection[str] = ()) -> None:
         self.session_id = session_id
         self.waiting = waiting
+        self.turn: OpenTurn | None = None
+        self._prompts: dict[int, Shown] = {}  # prompts seen, not answered yet
+        self._started: dict[str, tuple[Shown, str]] = {}  # eid -> tool.started, its card
         self._previous: datetime | None = None
         self._boundary: datetime | None = None
-        self._in_turn = False
         self._parked = False
+
+    def resume(self, started: Shown, prompt: Shown | None) -> Row:
+        """Continue a turn whose ``turn.started`` (and prompt) came before the entries
+        given to :meth:`rows`: their rows then go in its group, which the row
+        returned opens."""
+        return self._open(started, prompt)
 
     def rows(self, items: Sequence[Shown]) -> list[Row]:
         """The rows of ``items`` (in log order), the text chunks of one model call
@@ -94,33 +171,92 @@ class Timeline:
         return [self.row(x) for x in joined]
 
     def row(self, item: Shown) -> Row:
-        seq, kind, data, at, epoch = item.seq, item.kind, item.data, item.at, item.epoch
+        seq, kind, data, at = item.seq, item.kind, item.data, item.at
         since = "" if self._previous is None else f"+{(at - self._previous).total_seconds():.2f} s"
         took = None if self._boundary is None else (at - self._boundary).total_seconds()
         self._previous = at
         if kind != log.TEXT:
             self._boundary = at
+        eid = data.get("execution_id")
+        eid = eid if isinstance(eid, str) else None
+        if kind == log.PROMPT:
+            self._prompts[seq] = item
+        if kind == log.TURN_STARTED:
+            return self._open(item, self._prompts.get(as_int(data.get("prompt"))))
+        turn = self.turn
+        if turn is not None:
+            turn.last_at = at
         body, note = self._body(kind, data, took)
-        if kind == log.TURN_STARTED or kind in log.TURN_END_KINDS:
-            self._in_turn = kind == log.TURN_STARTED
         if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.FENCE):
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
-        eid = data.get("execution_id")
-        head = (
-            f'<span class="seq">#{seq}</span> <span class="at" title="UTC">{clock(at)}</span>'
-            f' <span class="since">{since}</span> <span class="kind">{esc(kind)}</span>'
-            f' <span class="worker">{"" if epoch is None else f"epoch {epoch}"}</span>'
-            f"{note}"
-        )
+        card = _card(item, since, body, note)
+        replaces = ""
+        if kind == log.APPROVAL_REQUESTED and eid is not None and turn is not None:
+            turn.asked.add(eid)
+        if kind == log.TOOL_STARTED and eid is not None:
+            self._started[eid] = (item, since)
+            if turn is not None and eid not in turn.executions:
+                turn.executions.add(eid)
+                turn.tools.append(str(data.get("name")))
+        elif kind in (log.TOOL_FINISHED, log.TOOL_INTERRUPTED) and eid in self._started:
+            started, started_since = self._started.pop(eid)
+            card = _tool_card(started, started_since, item)
+            replaces = f"e{started.seq}"
+        if kind in log.TURN_END_KINDS and turn is not None:
+            turn.end = kind
+            self.turn, self._started = None, {}
         call = str(data.get("call")) if kind == log.TEXT else None
-        attrs = f' data-call="{esc(call)}"' if call is not None else ""
-        attrs += f' data-eid="{esc(eid)}"' if isinstance(eid, str) else ""
-        html = (
-            f'<li class="entry k-{esc(kind.replace(".", "-"))}" id="e{seq}" data-seq="{seq}"'
-            f'{attrs}><div class="head">{head}</div><div class="body">{body}</div></li>'
-        )
         text = shown(str(data.get("text", ""))) if kind == log.TEXT else None
-        return Row(seq, kind, html, call, text, eid if isinstance(eid, str) else None)
+        return Row(
+            seq,
+            kind,
+            card,
+            call,
+            text,
+            eid,
+            group="" if turn is None else turn.group,
+            head="" if turn is None else self.head(turn),
+            replaces=replaces,
+        )
+
+    def _open(self, item: Shown, prompt: Shown | None) -> Row:
+        self.turn = _turn(item, prompt)
+        self._prompts = {p: x for p, x in self._prompts.items() if p > self.turn.prompt}
+        self._started, self._parked = {}, False
+        head = self.head(self.turn)
+        group = self.turn.group
+        opens = group_html(group, item.seq, head, "", open=True)
+        return Row(item.seq, item.kind, "", group=group, opens=opens, head=head)
+
+    def head(self, turn: OpenTurn) -> str:
+        """The ``<summary>`` of a turn's group: outcome, prompt, duration, tools."""
+        if turn.end:
+            word, css = _OUTCOME.get(turn.end, (turn.end, ""))
+        elif turn.asked & set(self.waiting):
+            word, css = "waiting for approval", "st-waiting-for-approval"
+        else:
+            word, css = "running", "st-running"
+        last = (turn.last_at or turn.started) if turn.end else datetime.now(UTC)
+        took = seconds(max(0.0, (last - turn.started).total_seconds()))
+        duration = took if turn.end else f"{took} so far"
+        if turn.prompt_text is None:
+            prompt = f'<span class="prompt muted">prompt #{turn.prompt}</span>'
+        else:
+            short = turn.prompt_text[:_HEAD_PROMPT]
+            more = "…" if len(turn.prompt_text) > _HEAD_PROMPT else ""
+            prompt = f'<span class="prompt">{esc(short)}{more}</span>'
+        if turn.retry:
+            prompt = f'<span class="badge" title="sent by Retry">retry</span> {prompt}'
+        counts: dict[str, int] = {}
+        for name in turn.tools:
+            counts[name] = counts.get(name, 0) + 1
+        tools = ", ".join(f"{esc(n)}{f' &times;{c}' if c > 1 else ''}" for n, c in counts.items())
+        return (
+            f'<summary class="turn-head"><span class="state {css}">{word}</span> {prompt}'
+            f' <span class="dur" title="from turn.started to its end">{duration}</span>'
+            f' <span class="tools">{f"tools: {tools}" if tools else "no tools"}</span>'
+            f' <span class="seq">turn #{turn.seq}, started {clock(turn.started)}</span></summary>'
+        )
 
     def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:
         """The row's body and a note for its head (a badge)."""
@@ -130,10 +266,10 @@ class Timeline:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
             epoch = esc(d.get("epoch"))
-            if self._in_turn and not self._parked:  # its worker crashed, or lost its lease
+            if self.turn is not None and not self._parked:  # its worker crashed, or lost its lease
                 note = ' <span class="badge warn">takeover</span>'
                 return f"another worker (epoch {epoch}) took the running turn over", note
-            if self._in_turn:
+            if self.turn is not None:
                 return f"a worker (epoch {epoch}) took the waiting turn up again", ""
             return f"a worker (epoch {epoch}) took the session", ""
         if kind == log.MESSAGE:
@@ -141,11 +277,9 @@ class Timeline:
         if kind == log.TOOL_STARTED:
             return _tool_started(d)
         if kind == log.TOOL_FINISHED:
-            bad = d.get("is_error") is True
-            note = ' <span class="badge bad">error</span>' if bad else ""
-            return f"<b>{esc(d.get('name'))}</b> returned{_json(d.get('output'))}", note
+            return _tool_output(d)
         if kind == log.APPROVAL_REQUESTED:
-            return self._approval(d), ' <span class="badge wait">approval</span>'
+            return self._approval(d), ' <span class="badge wait">needs approval</span>'
         return _other(kind, d)
 
     def _approval(self, d: dict[str, Any]) -> str:
@@ -162,6 +296,68 @@ class Timeline:
                 "</div>"
             )
         return body
+
+
+def _turn(started: Shown, prompt: Shown | None) -> OpenTurn:
+    """The turn ``started`` opens, answering ``prompt`` (``None``: hidden, or not read)."""
+    text = key = None
+    if prompt is not None:
+        text, key = str(prompt.data.get("text", "")), prompt.data.get("key")
+    retry = isinstance(key, str) and key.startswith(RETRY_PREFIX)
+    at = started.at
+    return OpenTurn(started.seq, as_int(started.data.get("prompt")), at, text, retry, last_at=at)
+
+
+def as_int(value: object) -> int:
+    """``value`` if it is an int (not a bool), else 0: a log field as a number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _head(seq: str, item: Shown, since: str, kind: str, note: str) -> str:
+    epoch = "" if item.epoch is None else f"epoch {item.epoch}"
+    return (
+        f'<div class="head"><span class="seq">#{seq}</span>'
+        f' <span class="at" title="UTC">{clock(item.at)}</span>'
+        f' <span class="since">{since}</span> <span class="kind">{kind}</span>'
+        f' <span class="worker">{epoch}</span>{note}</div>'
+    )
+
+
+def _card(item: Shown, since: str, body: str, note: str) -> str:
+    kind, data = item.kind, item.data
+    attrs = f' data-call="{esc(data.get("call"))}"' if kind == log.TEXT else ""
+    eid = data.get("execution_id")
+    attrs += f' data-eid="{esc(eid)}"' if isinstance(eid, str) else ""
+    return (
+        f'<li class="entry k-{esc(kind.replace(".", "-"))}" id="e{item.seq}"'
+        f' data-seq="{item.seq}"{attrs}>{_head(str(item.seq), item, since, esc(kind), note)}'
+        f'<div class="body">{body}</div></li>'
+    )
+
+
+def _tool_card(started: Shown, since: str, end: Shown) -> str:
+    """One card for a tool call: its start and how it ended, and the time between."""
+    took = seconds((end.at - started.at).total_seconds())
+    d = started.data
+    if end.kind == log.TOOL_INTERRUPTED:
+        note = (
+            f' <span class="badge warn">interrupted: not run again ({took} after its start)</span>'
+        )
+        result = f'<div class="text">{esc(end.data.get("message", ""))}</div>'
+    else:
+        bad = end.data.get("is_error") is True
+        word = "error" if bad else "ok"
+        note = f' <span class="badge {"bad" if bad else "ok"}">{word} in {took}</span>'
+        result = f"{'raised' if bad else 'returned'}{_json(end.data.get('output'))}"
+    again, started_note = _tool_started(d)
+    kinds = f"{esc(started.kind)} → {esc(end.kind)}"
+    end_class = esc(end.kind.replace(".", "-"))
+    return (
+        f'<li class="entry k-tool-started k-{end_class}" id="e{started.seq}" data-seq="{end.seq}"'
+        f' data-eid="{esc(d.get("execution_id"))}">'
+        f"{_head(f'{started.seq} → #{end.seq}', started, since, kinds, started_note + note)}"
+        f'<div class="body">{again}<div class="result">{result}</div></div></li>'
+    )
 
 
 def _message(d: dict[str, Any], took: float | None) -> str:
@@ -190,22 +386,34 @@ def _tool_started(d: dict[str, Any]) -> tuple[str, str]:
     again = isinstance(attempt, int) and attempt > 1
     note = f' <span class="badge warn">ran again after a crash (attempt {attempt})</span>'
     body = (
-        f"<b>{esc(d.get('name'))}</b> started"
+        f"<b>{esc(d.get('name'))}</b>"
         f'{_json(d.get("input"))}<div class="eid">execution {esc(d.get("execution_id"))}</div>'
     )
     return body, note if again else ""
 
 
+def _tool_output(d: dict[str, Any]) -> tuple[str, str]:
+    bad = d.get("is_error") is True
+    note = ' <span class="badge bad">error</span>' if bad else ""
+    return f"<b>{esc(d.get('name'))}</b> returned{_json(d.get('output'))}", note
+
+
 _SHORT: dict[str, tuple[str, str]] = {
     # kind: (what the row says, the field it shows)
-    log.TURN_STARTED: ("turn started, answering the prompt", "prompt"),
     log.TEXT_DISCARDED: ("the call's streamed text was discarded", "reason"),
-    log.TOOL_INTERRUPTED: ("not run again", "message"),
+    log.TOOL_INTERRUPTED: ("started before a crash; not run again", "message"),
     log.STOP_REQUESTED: ("stop requested", "reason"),
     log.TURN_FINISHED: ("the turn finished", ""),
     log.TURN_FAILED: ("the turn failed", "error"),
     log.TURN_STOPPED: ("the turn was stopped", "reason"),
     log.TURN_YIELDED: ("handed on to another worker", "reason"),
+}
+_BADGE: dict[str, tuple[str, str]] = {
+    # kind: (badge class, word): a word other than the kind, which the card shows once
+    log.TOOL_INTERRUPTED: ("warn", "interrupted"),
+    log.TURN_FINISHED: ("ok", "finished"),
+    log.TURN_FAILED: ("bad", "failed"),
+    log.TURN_STOPPED: ("warn", "stopped"),
 }
 
 
@@ -219,13 +427,71 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         return text, f' <span class="badge {badge}">{word}</span>'
     if kind in _SHORT:
         what, name = _SHORT[kind]
-        bad = kind in (log.TURN_FAILED, log.TURN_STOPPED)
-        note = f' <span class="badge {"bad" if bad else "ok"}">{esc(kind)}</span>'
-        if kind in (log.TURN_STARTED, log.TURN_YIELDED, log.TEXT_DISCARDED, log.STOP_REQUESTED):
-            note = ""
+        css, word = _BADGE.get(kind, ("", ""))
+        note = f' <span class="badge {css}">{word}</span>' if word else ""
         shown = d.get(name) if name else None
-        if kind == log.TURN_STARTED:
-            shown = f"#{shown}"
         tail = f": {esc(shown)}" if shown else ""
         return f'<div class="text">{esc(what)}{tail}</div>', note
     return _json(d), ""
+
+
+RETRY = (
+    '<div class="turn-actions"><button class="retry">Retry this turn</button>'
+    " sends its prompt again, as a new prompt</div>"
+)
+"""The Retry button, at the end of the group of a latest turn that failed."""
+
+
+def group_html(group: str, seq: int, head: str, cards: str, *, open: bool) -> str:
+    """A turn's group: its header (``<summary>``) and its cards."""
+    return (
+        f'<li class="turn" id="{group}" data-seq="{seq}"><details{" open" if open else ""}>'
+        f'{head}<ol class="entries">{cards}</ol></details></li>'
+    )
+
+
+@dataclass
+class _Group:
+    id: str
+    seq: int
+    head: str
+    cards: dict[str, str]  # card id -> its HTML, in order
+    ended: bool = False
+
+
+def assemble(rows: Sequence[Row], *, retry: bool = False) -> str:
+    """The timeline's HTML from its rows, put in place as the page's script does
+    with rows streamed live: a turn's group takes the cards since the group before
+    it (its prompt, a fence); every turn that ended is collapsed, but the last one.
+    ``retry``: the session's latest turn failed, and its group shows :data:`RETRY`."""
+    top: list[dict[str, str] | _Group] = []  # loose cards, and groups, in order
+    groups: dict[str, _Group] = {}
+    for row in rows:
+        group = groups.get(row.group)
+        if row.opens:
+            loose = top[-1] if top else None
+            if isinstance(loose, dict):
+                top.pop()
+            else:
+                loose = {}
+            groups[row.group] = _Group(row.group, row.seq, row.head, loose)
+            top.append(groups[row.group])
+            continue
+        if group is not None:
+            cards, group.head, group.ended = group.cards, row.head, row.kind in log.TURN_END_KINDS
+        elif top and isinstance(top[-1], dict):
+            cards = top[-1]
+        else:
+            cards = {}
+            top.append(cards)
+        cards[row.replaces or f"e{row.seq}"] = row.html  # a tool's end: in its start's place
+    last = next((x for x in reversed(top) if isinstance(x, _Group)), None)
+    html: list[str] = []
+    for x in top:
+        if isinstance(x, dict):
+            html.extend(x.values())
+            continue
+        cards_html = "".join(x.cards.values()) + (RETRY if retry and x is last else "")
+        open_ = not x.ended or x is last
+        html.append(group_html(x.id, x.seq, x.head, cards_html, open=open_))
+    return "".join(html)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,32 +29,11 @@ from fxworld.engine import log
 from fxworld.testing import ScriptedModel
 from tests.support.ports import free_port
 from tests.web._server import REPO, ServeProcess
-from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser
 
 ARTIFACTS = REPO / "artifacts" / "inspector"
 WAIT = 20_000  # ms: generous on a loaded machine
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = _require_browser()
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
 
 
 def _inspect(url: str, tmp_path: Path) -> ServeProcess:
@@ -109,6 +87,9 @@ def test_live_session_approve_and_stop_on_sqlite(tmp_path: Path, page: Any) -> N
         approve = page.locator(".decide button.approve").first
         approve.wait_for(timeout=WAIT)
         assert page.text_content("#state") == "waiting for approval"
+        turns = page.locator("#timeline > li.turn details")
+        assert not turns.nth(0).evaluate("d => d.open")  # the finished turn folded live
+        assert "waiting for approval" in page.text_content("#timeline > li.turn:last-child summary")
         _shot(page, "session-approval")
         approve.click()
         refunded = page.locator(".k-tool-finished", has_text="refund_order")
@@ -117,7 +98,7 @@ def test_live_session_approve_and_stop_on_sqlite(tmp_path: Path, page: Any) -> N
         page.wait_for_function("document.querySelectorAll('.k-turn-finished').length == 2")
 
         httpx.post(serve.base + "/sessions/live-1/prompts", json={"text": "And then?"})
-        page.wait_for_function("document.querySelectorAll('.k-turn-started').length == 3")
+        page.wait_for_function("document.querySelectorAll('#timeline > li.turn').length == 3")
         page.locator(".k-text").nth(2).wait_for(timeout=WAIT)  # its answer streams
         page.click("#stop")
         page.wait_for_selector(".k-turn-stopped", timeout=WAIT)

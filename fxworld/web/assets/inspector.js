@@ -28,8 +28,10 @@
   // -- the sessions page: its rows, refreshed every 2 s (first page, no search) --
   var table = document.querySelector("table.sessions[data-live]");
   if (table) {
+    var params = new URLSearchParams(location.search);
+    params.set("rows", "1"); // the same filter, the table's rows only
     setInterval(function () {
-      fetch(root + "/?rows=1", { headers: { Accept: "text/html" } })
+      fetch(root + "/?" + params.toString(), { headers: { Accept: "text/html" } })
         .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
         .then(function (html) {
           var holder = document.createElement("table");
@@ -72,6 +74,14 @@
           flash(error.message, true);
           box.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
         });
+    } else if (button.classList.contains("retry")) {
+      button.disabled = true;
+      post(base + "/retry", {}).then(function (answer) {
+        flash("Retry sent: the failed turn's prompt is prompt #" + answer.prompt + " now.");
+      }, function (error) {
+        button.disabled = false;
+        flash(error.message, true);
+      });
     } else if (button === stop) {
       stop.disabled = true;
       post(base + "/stop", {}).then(function (answer) {
@@ -83,14 +93,56 @@
     }
   });
 
+  // Rows go where the server's assemble() puts them on a page: in their turn's
+  // group (a new group for a turn.started), a tool's end in place of its start.
+  function collapseEnded() {
+    var groups = timeline.querySelectorAll(":scope > li.turn");
+    groups.forEach(function (group, i) {
+      var details = group.querySelector("details");
+      var running = group.querySelector(".turn-head .st-running, .turn-head .st-waiting-for-approval");
+      if (i < groups.length - 1 && !running && !group.dataset.touched) details.open = false;
+    });
+  }
+
+  timeline.addEventListener("click", function (event) {
+    var head = event.target.closest("summary");
+    if (head) head.closest("li.turn").dataset.touched = "1"; // the user's choice stays
+  });
+
+  function showRetry(state) {
+    if (state !== "failed") {
+      document.querySelectorAll(".turn-actions").forEach(function (x) { x.remove(); });
+    }
+  }
+
   function show(d) {
     var nearEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
-    var last = timeline.lastElementChild;
-    if (d.kind === "text" && last && last.dataset.call === d.call) {
-      last.querySelector(".text").textContent += d.text;
-    } else {
-      timeline.insertAdjacentHTML("beforeend", d.html);
+    if (d.opens) { // the cards since the last group (its prompt, a fence) go in it
+      var loose = [];
+      for (var x = timeline.lastElementChild; x && !x.classList.contains("turn"); x = x.previousElementSibling) {
+        loose.unshift(x);
+      }
+      timeline.insertAdjacentHTML("beforeend", d.opens);
+      var entries = timeline.lastElementChild.querySelector("ol.entries");
+      loose.forEach(function (card) { entries.appendChild(card); });
+      collapseEnded();
     }
+    var group = d.group ? document.getElementById(d.group) : null;
+    var list = group ? group.querySelector("ol.entries") : timeline;
+    if (d.html) {
+      var last = list.lastElementChild;
+      var old = d.replaces ? document.getElementById(d.replaces) : null;
+      if (old) {
+        old.outerHTML = d.html;
+      } else if (d.kind === "text" && last && last.dataset.call === d.call) {
+        last.querySelector(".text").textContent += d.text;
+      } else {
+        list.insertAdjacentHTML("beforeend", d.html);
+      }
+    }
+    if (group && d.head) group.querySelector("summary").outerHTML = d.head;
+    if (group && d.actions) list.insertAdjacentHTML("afterend", d.actions);
+    showRetry(d.state);
     if (d.kind === "approval.decided" && d.eid) decided(d.eid);
     var state = document.querySelector("#state .state");
     state.textContent = d.state;
@@ -98,7 +150,7 @@
     document.getElementById("turns").textContent = d.turns;
     document.getElementById("tokens").textContent = d.tokens;
     document.getElementById("entries").textContent = d.seq;
-    if (d.epoch) document.getElementById("epoch").textContent = d.epoch;
+    document.getElementById("takeovers").textContent = d.takeovers;
     timeline.dataset.last = d.seq;
     var active = d.state === "running" || d.state === "waiting for approval";
     stop.hidden = !active;
@@ -107,7 +159,7 @@
   }
 
   if (timeline.dataset.live === "1") {
-    window.scrollTo(0, document.body.scrollHeight); // the latest entries
+    // No scrolling on load: the latest turn is open, the ones before it folded.
     var source = new EventSource(root + base + "/follow?after=" + timeline.dataset.last);
     source.addEventListener("entry", function (event) { show(JSON.parse(event.data)); });
   }
