@@ -11,9 +11,9 @@ import pytest
 from fxworld.embedded.memory import MemoryWorld
 from fxworld_conformance import procs
 from fxworld_conformance.checkers import CHECKS, Check, check_dense
-from fxworld_conformance.directed import Directed, Probe, run_directed
+from fxworld_conformance.guarantees import Probe, Scenario, run_scenario
 from fxworld_conformance.profiles import PROFILES
-from fxworld_conformance.runner import _directed, by_guarantee, check_names, run_check, run_kit
+from fxworld_conformance.runner import by_guarantee, check_names, run_check, run_kit, run_one
 from fxworld_conformance.stateful import machine_settings
 from fxworld_conformance.target import Target
 
@@ -59,13 +59,13 @@ def test_an_unknown_tier_is_refused_before_anything_runs() -> None:
     assert factory.made == 0
 
 
-async def buggy_check(p: Probe, target: Target) -> None:
+async def buggy_check(p: Probe) -> None:
     check_dense(None)  # type: ignore[arg-type]  # a bug inside the kit's own code
 
 
 def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
-    d = Directed("w04-buggy", "W4 a check with a bug", ("W4",), buggy_check)
-    row = _directed(d, Target(factory=MemoryWorld), run_directed)
+    d = Scenario("w04-buggy", "W4 a check with a bug", ("W4",), buggy_check)
+    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
     assert row.status == "error" and row.guarantees == ()
     assert "kit error" in row.detail and "Traceback" in row.detail and "check_dense" in row.detail
     assert all(status != "failed" for status, _ in by_guarantee([row]).values())
