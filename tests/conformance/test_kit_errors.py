@@ -82,3 +82,23 @@ def test_a_crash_inside_a_checker_is_a_kit_error(monkeypatch: pytest.MonkeyPatch
     assert [r.name for r in bad] == ["processes: a checker with a bug"]
     assert "Traceback" in bad[0].detail
     assert [r.name for r in rows if r.status == "failed"] == []
+
+
+async def asserts_wrongly(p: Probe) -> None:
+    assert await p.world.read("s") == ["an entry"]  # the world is right, the assert says no
+
+
+def test_a_failed_assert_in_a_scenario_breaks_its_guarantee_and_is_no_kit_error() -> None:
+    d = Scenario("w09-wrong", "W9 an assert that fails", ("W9", "W4"), asserts_wrongly)
+    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
+    assert (row.status, row.guarantees) == ("failed", ("W9",))
+    assert "assert await p.world.read" in row.detail
+
+
+def test_a_scenario_that_needs_what_the_world_lacks_is_skipped_saying_what() -> None:
+    from fxworld.protocol import WakeLister
+
+    d = Scenario("w12-x", "W12 needs", ("W12",), asserts_wrongly, needs=("shared", WakeLister))
+    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
+    assert row.status == "skipped"
+    assert row.detail == "the world lacks the capability 'shared'"  # MemoryWorld lists wakes
