@@ -37,6 +37,7 @@ async def all_entries(world: SqliteWorld, sid: str) -> list[Entry]:
         out.extend(batch)
     return out
 
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 
 
