@@ -19,8 +19,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fxworld_conformance.guarantees.probe import Skip
-from fxworld_conformance.guarantees.scenario import Scenario
+from fxworld_conformance.guarantees import SCENARIOS, Scenario, Skip, run_scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import profile as kit_profile
 from fxworld_conformance.report import GUARANTEES, CheckResult, Status, kit_error
@@ -43,7 +42,6 @@ def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     """The names of the checks of the given tiers, in the order ``run_kit`` runs them
     (the process tier counts as one name, ``processes``)."""
     from fxworld_conformance.capacity import NAME as CAPACITY
-    from fxworld_conformance.guarantees import SCENARIOS
     from fxworld_conformance.stateful import MACHINES
 
     names: list[str] = []
@@ -93,7 +91,6 @@ def run_check(
     kit_profile(profile)
     from fxworld_conformance.capacity import NAME as CAPACITY
     from fxworld_conformance.capacity import capacity_check
-    from fxworld_conformance.guarantees import SCENARIOS, run_scenario
     from fxworld_conformance.stateful import MACHINES, run_machine
 
     if name == "processes":
@@ -105,18 +102,18 @@ def run_check(
         except Exception as e:  # the tier records the world's errors: this one is the kit's
             return [kit_error("processes", e, time.monotonic() - started)]
     if name == CAPACITY:
-        return [run_one(capacity_check(profile), target, run_scenario)]
+        return [run_one(capacity_check(profile), target)]
     if name in MACHINES:
         return [
             run_machine(name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds)
         ]
     for s in SCENARIOS:
         if s.name == name:
-            return [run_one(s, target, run_scenario)]
+            return [run_one(s, target)]
     raise ValueError(f"no check named {name!r}; known: {check_names()}")
 
 
-def run_one(d: Scenario, target: Target, run: Callable[..., Any]) -> CheckResult:
+def run_one(d: Scenario, target: Target) -> CheckResult:
     """The row of one scenario: passed; skipped with its reason; failed with the
     guarantee a violation names (a bare failed ``assert`` in the scenario breaks
     the scenario's own); an error of the kit's own code is a kit error."""
@@ -124,7 +121,7 @@ def run_one(d: Scenario, target: Target, run: Callable[..., Any]) -> CheckResult
     counter = [0]
     notes: dict[str, Any] = {}
     try:
-        ops, seconds = asyncio.run(run(d, target, counter, notes))
+        ops, seconds = asyncio.run(run_scenario(d, target, counter, notes))
     except Skip as skip:
         return CheckResult(
             name=d.name,

@@ -11,7 +11,7 @@ import pytest
 from fxworld.embedded.memory import MemoryWorld
 from fxworld_conformance import procs
 from fxworld_conformance.checkers import CHECKS, Check, check_dense
-from fxworld_conformance.guarantees import Probe, Scenario, run_scenario
+from fxworld_conformance.guarantees import Probe, Scenario
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.runner import by_guarantee, check_names, run_check, run_kit, run_one
 from fxworld_conformance.stateful import machine_settings
@@ -65,7 +65,7 @@ async def buggy_check(p: Probe) -> None:
 
 def test_a_crash_inside_a_directed_check_is_a_kit_error() -> None:
     d = Scenario("w04-buggy", "W4 a check with a bug", ("W4",), buggy_check)
-    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
+    row = run_one(d, Target(factory=MemoryWorld))
     assert row.status == "error" and row.guarantees == ()
     assert "kit error" in row.detail and "Traceback" in row.detail and "check_dense" in row.detail
     assert all(status != "failed" for status, _ in by_guarantee([row]).values())
@@ -90,7 +90,7 @@ async def asserts_wrongly(p: Probe) -> None:
 
 def test_a_failed_assert_in_a_scenario_breaks_its_guarantee_and_is_no_kit_error() -> None:
     d = Scenario("w09-wrong", "W9 an assert that fails", ("W9", "W4"), asserts_wrongly)
-    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
+    row = run_one(d, Target(factory=MemoryWorld))
     assert (row.status, row.guarantees) == ("failed", ("W9",))
     assert "assert await p.world.read" in row.detail
 
@@ -99,6 +99,6 @@ def test_a_scenario_that_needs_what_the_world_lacks_is_skipped_saying_what() -> 
     from fxworld.protocol import WakeLister
 
     d = Scenario("w12-x", "W12 needs", ("W12",), asserts_wrongly, needs=("shared", WakeLister))
-    row = run_one(d, Target(factory=MemoryWorld), run_scenario)
+    row = run_one(d, Target(factory=MemoryWorld))
     assert row.status == "skipped"
     assert row.detail == "the world lacks the capability 'shared'"  # MemoryWorld lists wakes

@@ -131,6 +131,7 @@ async def test_w1_racing_acquires_one_newest(world_url: str) -> None:
             await x.close()
 
 
+@pytest.mark.parametrize("suffix", ["tenant-a", "Env_Prod-2"])
 async def test_namespaces_with_hyphens_and_case_isolate(world_url: str, suffix: str) -> None:
     """A namespace such as ``tenant-a`` works on every backend (quoted where it
     becomes an identifier) and shares nothing with its neighbour ``tenant-b``."""
