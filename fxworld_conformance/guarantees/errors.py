@@ -50,15 +50,16 @@ async def w16_errors(p: Probe) -> None:
     w = p.world
     f = await p.acquire(S)
     await p.acquire(S)
+    fenced = await p.expect_error(Fenced, "stale append", w.append(S, [e()], fence=f), "W2")
+    check(fenced.session_id == S, "W16", f"Fenced carries {vars(fenced)}")
     raised: list[WorldError] = [
-        await p.expect_error(Fenced, "stale append", w.append(S, [e()], fence=f), "W2"),
+        fenced,
         await p.expect_error(Conflict, "append(expect=0)", w.append(S, [e()], expect=0), "W5"),
         await p.expect_error(InvalidSessionId, "append('../x')", w.append("../x", [e()]), "W15"),
         await p.expect_error(InvalidEntry, "append(kind fence)", w.append(S, [e("fence")]), "W1"),
         await p.expect_error(InvalidArgument, "read(limit=0)", w.read(S, limit=0), "W15"),
         await p.expect_error(InvalidEntry, "append([])", w.append(S, []), "W15"),
     ]
-    check(raised[0].session_id == S, "W16", f"Fenced carries {vars(raised[0])}")  # type: ignore[attr-defined]
     for err in raised:
         check(bool(str(err)), "W16", f"{type(err).__name__} has no message")
         no_secret(p, f"{err}\n{err!r}")
