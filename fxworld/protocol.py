@@ -315,7 +315,7 @@ class LastEntryReader(Protocol):
     and where its log ends. Without it, the end is found by one-entry reads
     (gallop, then bisect: about 2 log2(n) requests for a log of n entries). Not
     part of W1-W17; the kit checks it where a world has it
-    (``fxworld_conformance.examples.prune``).
+    (``fxworld_conformance.guarantees.prune``).
     """
 
     async def last_entry(self, session_id: str) -> Entry | None:
@@ -335,7 +335,7 @@ class IdleDeleter(Protocol):
     although its append returned (a lost prompt). ``delete_if_idle`` checks and
     deletes in one atomic step, so an append or a pending wake always wins. Not
     part of W1-W17; the kit checks it where a world has it
-    (``fxworld_conformance.examples.prune``).
+    (``fxworld_conformance.guarantees.prune``).
     """
 
     async def delete_if_idle(self, session_id: str, *, last: int) -> bool:

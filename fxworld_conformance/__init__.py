@@ -4,33 +4,30 @@ Two names at the door:
 
 - :class:`WorldSuite`, for pytest: subclass it, give it your world (override the
   ``fxworld_target`` fixture, or pass ``--fxworld-world=...``), run pytest. Every
-  check and every example test of every guarantee is one test.
+  check is one test.
 - :func:`run_kit`, for code and the CLI (``fxworld conformance --world
   URL|module:factory``): runs the kit and returns one :class:`CheckResult` per check.
 
-Inside, a subpackage per tier, each readable alone (see docs/conformance.md):
-``directed/`` (a short scenario per guarantee), ``stateful/`` (Hypothesis state
+Both run the same checks, from the same tables. Inside, a subpackage per tier, each
+readable alone (see docs/conformance.md): ``guarantees/`` (the scenarios, one
+module per group of guarantees, in one table), ``stateful/`` (Hypothesis state
 machines beside the reference model in ``model.py``), ``procs/`` (real OS processes
 racing, crashed and cut off), ``checkers/`` (the history checkers the process tier
-ends with), ``broken/`` (worlds the kit must fail: its teeth), ``examples/``
-(example-based tests of every guarantee). Beside them, ``capacity.py``: hundreds of
-idle followers must leave the world's other calls at their usual speed.
+ends with), ``broken/`` (worlds the kit must fail: its teeth). Beside them,
+``capacity.py``: hundreds of idle followers must leave the world's other calls at
+their usual speed.
 
 Importing this package imports neither Hypothesis nor pytest: the pytest plugin
 loads it in every pytest run. :class:`WorldSuite` and :func:`run_kit` load them on
-first use. The names and module paths of the kit's first release still import, with
-a ``DeprecationWarning`` (:mod:`fxworld_conformance.deprecated`).
+first use.
 """
 
 from typing import Any
 
-from fxworld_conformance import deprecated
 from fxworld_conformance.report import CheckResult, Status
 from fxworld_conformance.target import Target
 
 __all__ = ["WorldSuite", "run_kit", "Target", "CheckResult", "Status"]
-
-deprecated.install()
 
 
 def __getattr__(name: str) -> Any:
@@ -42,4 +39,4 @@ def __getattr__(name: str) -> Any:
         from fxworld_conformance.runner import run_kit
 
         return run_kit
-    return deprecated.old_name(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,12 +36,12 @@ from typing import TypeVar
 
 from fxworld.errors import WorldError
 from fxworld.types import Entry, NewEntry
-from fxworld_conformance.directed import Directed
-from fxworld_conformance.directed.probe import Probe, check
+from fxworld_conformance.guarantees.probe import Probe, check
+from fxworld_conformance.guarantees.scenario import Scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import CapacityProfile
 from fxworld_conformance.profiles import profile as kit_profile
-from fxworld_conformance.target import CALL_TIMEOUT, Target
+from fxworld_conformance.target import CALL_TIMEOUT
 
 __all__ = ["NAME", "capacity_check", "RATIO", "FLOOR", "CUTOFF_RATIO", "CUTOFF_FLOOR"]
 
@@ -70,10 +70,10 @@ _WRITER, _WOKEN = "cap-writer", "cap-woken"
 KINDS = ("append", "read", "wake", "take_wake", "finish_wake")
 
 
-def capacity_check(profile: str) -> Directed:
+def capacity_check(profile: str) -> Scenario:
     """The check under ``profile`` (its sizes come from the kit's profile table)."""
     sizes = kit_profile(profile).capacity
-    return Directed("w10-capacity", NAME, ("W10",), functools.partial(_run, sizes=sizes))
+    return Scenario("w10-capacity", NAME, ("W10",), functools.partial(_run, sizes=sizes))
 
 
 @dataclass
@@ -93,7 +93,7 @@ class _Followers:
         return [i for i in range(len(self.tasks)) if self.sessions[i % len(self.sessions)] == sid]
 
 
-async def _run(p: Probe, target: Target, *, sizes: CapacityProfile) -> None:
+async def _run(p: Probe, *, sizes: CapacityProfile) -> None:
     sessions = [f"cap-f{i}" for i in range((sizes.followers + 1) // 2)]
     await _seed(p, sessions)
     await _rounds(p, 2, limits=None)  # warm-up: connections, caches, scripts

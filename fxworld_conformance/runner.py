@@ -1,10 +1,10 @@
 """Running the whole kit against one target, and summarising it per guarantee.
 
-``run_kit(target, profile=..., seed=...)`` runs, in order: the directed checks
-(one per guarantee, fast), the capacity check (:mod:`fxworld_conformance.capacity`:
-hundreds of idle followers, the world's other calls timed beside them), the tier-1
-state machines, and the process tier
-(:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
+``run_kit(target, profile=..., seed=...)`` runs, in order: the directed tier
+(the scenarios of :mod:`fxworld_conformance.guarantees`, one guarantee each,
+fast), the capacity check (:mod:`fxworld_conformance.capacity`: hundreds of idle
+followers, the world's other calls timed beside them), the tier-1 state machines,
+and the process tier (:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
 crashes, cut connections, server restart). It returns one
 :class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
 folds them into one row per guarantee W1-W17.
@@ -19,12 +19,21 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fxworld_conformance.guarantees import SCENARIOS, Scenario, Skip, run_scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import profile as kit_profile
 from fxworld_conformance.report import GUARANTEES, CheckResult, Status, kit_error
 from fxworld_conformance.target import Target
 
-__all__ = ["run_kit", "run_check", "check_names", "by_guarantee", "TIERS", "capabilities_of"]
+__all__ = [
+    "run_kit",
+    "run_check",
+    "run_one",
+    "check_names",
+    "by_guarantee",
+    "TIERS",
+    "capabilities_of",
+]
 
 TIERS = ("directed", "capacity", "stateful", "processes")
 
@@ -33,13 +42,12 @@ def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     """The names of the checks of the given tiers, in the order ``run_kit`` runs them
     (the process tier counts as one name, ``processes``)."""
     from fxworld_conformance.capacity import NAME as CAPACITY
-    from fxworld_conformance.directed import DIRECTED
     from fxworld_conformance.stateful import MACHINES
 
     names: list[str] = []
     tiers = set(tiers)
     if "directed" in tiers:
-        names += [d.name for d in DIRECTED]
+        names += [s.name for s in SCENARIOS]
     if "capacity" in tiers:
         names.append(CAPACITY)
     if "stateful" in tiers:
@@ -83,7 +91,6 @@ def run_check(
     kit_profile(profile)
     from fxworld_conformance.capacity import NAME as CAPACITY
     from fxworld_conformance.capacity import capacity_check
-    from fxworld_conformance.directed import DIRECTED, run_directed
     from fxworld_conformance.stateful import MACHINES, run_machine
 
     if name == "processes":
@@ -95,23 +102,34 @@ def run_check(
         except Exception as e:  # the tier records the world's errors: this one is the kit's
             return [kit_error("processes", e, time.monotonic() - started)]
     if name == CAPACITY:
-        return [_directed(capacity_check(profile), target, run_directed)]
+        return [run_one(capacity_check(profile), target)]
     if name in MACHINES:
         return [
             run_machine(name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds)
         ]
-    for d in DIRECTED:
-        if d.name == name:
-            return [_directed(d, target, run_directed)]
+    for s in SCENARIOS:
+        if s.name == name:
+            return [run_one(s, target)]
     raise ValueError(f"no check named {name!r}; known: {check_names()}")
 
 
-def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
+def run_one(d: Scenario, target: Target) -> CheckResult:
+    """The row of one scenario: passed; skipped with its reason; failed with the
+    guarantee a violation names (a bare failed ``assert`` in the scenario breaks
+    the scenario's own); an error of the kit's own code is a kit error."""
     started = time.monotonic()
     counter = [0]
     notes: dict[str, Any] = {}
     try:
-        ops, seconds = asyncio.run(run(d, target, counter, notes))
+        ops, seconds = asyncio.run(run_scenario(d, target, counter, notes))
+    except Skip as skip:
+        return CheckResult(
+            name=d.name,
+            guarantees=d.guarantees,
+            status="skipped",
+            detail=str(skip),
+            seconds=time.monotonic() - started,
+        )
     except Violation as v:
         return CheckResult(
             name=d.name,
@@ -123,9 +141,10 @@ def _directed(d: Any, target: Target, run: Callable[..., Any]) -> CheckResult:
             extra={"covers": list(d.guarantees), **notes},
         )
     except Exception as e:
-        if raised_by_kit(e):
+        own = isinstance(e, (AssertionError, TimeoutError))  # a failed assert or wait
+        if raised_by_kit(e) and not own:
             return kit_error(d.name, e, time.monotonic() - started)
-        g = "W16" if not _is_world_error(e) else d.guarantees[0]
+        g = d.guarantees[0] if own or _is_world_error(e) else "W16"
         return CheckResult(
             name=d.name,
             guarantees=(g,),

@@ -10,11 +10,14 @@
         def fxworld_target(self):
             return Target(url="mydb://localhost/test")   # or Target(factory=make_world)
 
-Each check is its own test (``test_directed[w02-fenced-append]``,
-``test_capacity``, ``test_stateful[log]``, ``test_processes``, ...), so pytest shows which guarantee
-failed (``-k w02`` picks one, ``-m "not fxworld_slow"`` leaves out the state
-machines and the process tier); a failure message starts with the guarantee it
-proves broken and carries the shrunk steps or the history excerpt. Without an
+Each check of :func:`~fxworld_conformance.runner.run_kit` is its own test, run
+through the same table (``test_directed[w02-fenced-append]`` for each scenario of
+:data:`fxworld_conformance.guarantees.SCENARIOS`, ``test_capacity``,
+``test_stateful[log]``, ``test_processes``), so pytest and the CLI run exactly the
+same checks, and pytest shows which guarantee failed (``-k w02`` picks one, ``-m
+"not fxworld_slow"`` leaves out the state machines and the process tier); a
+failure message starts with the guarantee it proves broken and carries the shrunk
+steps or the history excerpt. Without an
 override, ``fxworld_target`` comes from the plugin option ``--fxworld-world``.
 ``fxworld_profile`` (``ci``) and ``fxworld_seed`` (0) are fixtures too, from
 ``--fxworld-profile`` and ``--fxworld-seed``.
@@ -24,10 +27,8 @@ from __future__ import annotations
 
 import pytest
 
-from fxworld_conformance import deprecated
 from fxworld_conformance.capacity import NAME as CAPACITY
-from fxworld_conformance.directed import DIRECTED
-from fxworld_conformance.examples import ExampleTests
+from fxworld_conformance.guarantees import SCENARIOS
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.stateful import MACHINES
@@ -35,7 +36,6 @@ from fxworld_conformance.target import Target
 
 __all__ = [
     "WorldSuite",
-    "KitChecks",
     "assert_results",
     "DIRECTED_CHECKS",
     "MACHINE_CHECKS",
@@ -59,8 +59,8 @@ def assert_results(results: list[CheckResult]) -> None:
         pytest.skip("; ".join(f"{r.name}: {r.detail}" for r in results))
 
 
-DIRECTED_CHECKS = [pytest.param(d.name, id=d.id) for d in DIRECTED]
-"""The directed checks as ``pytest.param``: the check's name, with its id
+DIRECTED_CHECKS = [pytest.param(s.name, id=s.id) for s in SCENARIOS]
+"""The scenarios as ``pytest.param``: the check's name, with its id
 (``w02-fenced-append``)."""
 
 MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name in MACHINES]
@@ -68,20 +68,21 @@ MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name
 
 
 @pytest.mark.fxworld
-class KitChecks:
-    """The kit's half of :class:`WorldSuite`: all of its checks, one test each:
+class WorldSuite:
+    """Everything a backend is tested with, one test per check of the kit:
     ``test_directed[w02-fenced-append]``, ``test_capacity``, ``test_stateful[log]``,
-    ``test_processes``. Override the ``fxworld_target`` fixture (or pass
-    ``--fxworld-world``). A subclass may override a tier's test
-    (to assert more about its results, or run it at another size); an override of
-    ``test_directed`` or ``test_stateful`` parametrizes over
-    :data:`DIRECTED_CHECKS` or :data:`MACHINE_CHECKS` again."""
+    ``test_processes``, on worlds from ``fxworld_target``. Override that fixture
+    (or pass ``--fxworld-world``). A backend's test file subclasses it and adds
+    only what is its own; it may override a tier's test (to assert more about its
+    results, or run it at another size): an override of ``test_directed`` or
+    ``test_stateful`` parametrizes over :data:`DIRECTED_CHECKS` or
+    :data:`MACHINE_CHECKS` again."""
 
     @pytest.mark.parametrize("check", DIRECTED_CHECKS)
     def test_directed(
         self, check: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
     ) -> None:
-        """One directed check: a short scenario of one guarantee."""
+        """One scenario of one guarantee, on a fresh world."""
         assert_results(run_check(check, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
 
     def test_capacity(
@@ -111,14 +112,3 @@ class KitChecks:
         assert_results(
             run_check("processes", fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
         )
-
-
-class WorldSuite(KitChecks, ExampleTests):
-    """Everything a backend is tested with: the kit's checks (directed, state
-    machines, process tier) and the example tests of every guarantee
-    (:mod:`fxworld_conformance.examples`), on worlds from ``fxworld_target``.
-    A backend's test file subclasses it and adds only what is its own."""
-
-
-def __getattr__(name: str) -> object:
-    return deprecated.old_name(__name__, name)

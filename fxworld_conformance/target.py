@@ -58,7 +58,9 @@ class Target:
     spec, runs the process tier as concurrent tasks in one process.
 
     ``restart`` crash-restarts the server (enables the ``restartable`` checks);
-    ``capabilities`` adds fixture-level capabilities such as ``restartable``.
+    ``extra_capabilities`` adds fixture-level capabilities such as ``restartable``;
+    ``secrets`` are strings (passwords given outside the URL) that no repr or error
+    message of the world may show (W16), beside the URL's own password.
     """
 
     url: str | None = None
@@ -66,6 +68,7 @@ class Target:
     factory_spec: str | None = None
     restart: Callable[[], Awaitable[None]] | None = None
     extra_capabilities: frozenset[str] = field(default_factory=frozenset)
+    secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.url is None and self.factory is None:

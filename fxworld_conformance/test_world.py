@@ -8,5 +8,4 @@ from fxworld_conformance.suite import WorldSuite
 
 
 class TestWorld(WorldSuite):
-    """The whole kit, and the example tests of every guarantee, against the world
-    named by ``--fxworld-world``."""
+    """The whole kit against the world named by ``--fxworld-world``."""

@@ -236,6 +236,7 @@ class DeleteKeepsWake(BrokenWorld):
 
 class FollowSkipsFirst(BrokenWorld):
     breaks, what = "W10", "follow() skips the first entry after the cursor"
+    also = frozenset({"W15"})  # and so takes a cursor of -1 for 0
 
     def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
         return super().follow(session_id, after + 1)
@@ -352,7 +353,7 @@ class NoIdCheck(BrokenWorld):
         wake: float | None = None,
     ) -> int:
         sid = self._clean(session_id)
-        if fence is not None and fence.session_id == session_id:
+        if isinstance(fence, Fence) and fence.session_id == session_id:
             fence = Fence(sid, fence.epoch, fence.seq)
         return await super().append(sid, entries, fence=fence, expect=expect, key=key, wake=wake)
 

@@ -39,7 +39,7 @@ from fxworld.protocol import (
 )
 from fxworld_conformance import Target
 from fxworld_conformance.broken import KeyIgnored, StaleFenceAccepted
-from fxworld_conformance.directed import DIRECTED
+from fxworld_conformance.guarantees import SCENARIOS
 from fxworld_conformance.runner import run_check
 from fxworld_postgres import PostgresWorld
 from tests.support.namespaces import fresh_namespace
@@ -408,12 +408,12 @@ def test_importing_fxworld_loads_no_cryptography() -> None:
 
 @pytest.mark.parametrize(
     ("broken", "check"),
-    [(StaleFenceAccepted, "w02-fenced-append"), (KeyIgnored, "w06-idempotency-key")],
+    [(StaleFenceAccepted, "w02-fenced-append"), (KeyIgnored, "w06-key")],
 )
 def test_the_wrapper_hides_no_bug_of_the_inner_world(broken: type[World], check: str) -> None:
     """The kit still fails a broken inner world through EncryptedWorld: the wrapper
     forwards fence, key and wake as given (and expect=, its own when none is given),
     and adds no guarantee of its own."""
-    name = next(d.name for d in DIRECTED if d.id == check)
+    name = next(s.name for s in SCENARIOS if s.id == check)
     rows = run_check(name, Target(factory=lambda: EncryptedWorld(broken(), K1)), profile="ci")
     assert [r.status for r in rows] == ["failed"], rows

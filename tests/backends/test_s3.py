@@ -44,14 +44,13 @@ class TestS3World(WorldSuite):
     ``FXWORLD_S3_KIT_PROFILE=ci`` asks for the full one; the directed checks and the
     process tier run as the kit's profile says."""
 
-    secrets = (SECRET_KEY,)  # from the environment, never in a URL
-
     @pytest.fixture
     def fxworld_target(self, s3_server: S3Server) -> Target:
         return Target(
             url=s3_server.url(),
             restart=s3_server.acrash_restart,
             extra_capabilities=frozenset({"restartable"}),
+            secrets=(SECRET_KEY,),  # from the environment, never in a URL
         )
 
     @pytest.mark.fxworld_slow

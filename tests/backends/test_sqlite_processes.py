@@ -26,10 +26,17 @@ from typing import Any
 import pytest
 
 from fxworld import Entry, SqliteWorld
-from fxworld_conformance.examples._support import all_entries
 from tests.backends.sqlite_procs import SHARED, WAKE_BATCH
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+async def all_entries(world: SqliteWorld, sid: str) -> list[Entry]:
+    out: list[Entry] = []
+    while batch := await world.read(sid, out[-1].seq if out else 0):
+        out.extend(batch)
+    return out
+
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 

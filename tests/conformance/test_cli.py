@@ -35,7 +35,8 @@ def test_cli_passes_a_correct_world_and_writes_a_report(
     data = json.loads(report.read_text())
     assert data["guarantees"]["W2"] == "passed"
     assert data["operations"] > 100
-    assert {r["name"] for r in data["results"]} >= {"W15 bad input refused before any write"}
+    rows = {r["name"].split()[0] for r in data["results"]}  # each row starts with its W
+    assert rows == {f"W{n}" for n in range(1, 18)}
 
 
 def test_cli_fails_a_broken_world_and_names_the_guarantee(
@@ -54,7 +55,7 @@ def test_cli_fails_a_broken_world_and_names_the_guarantee(
     out = capsys.readouterr().out
     assert rc == 1
     row = next(line for line in out.splitlines() if line.startswith("W6 "))
-    assert "FAIL" in row and "keyed repeat" in row
+    assert "FAIL" in row and "key" in row
     assert "--- FAILED W6" in out
 
 
@@ -77,7 +78,7 @@ def test_plugin_option_runs_the_kit_from_pytest(tmp_path: Path, paths: list[str]
         *paths,
         "--fxworld-world=fxworld_conformance.broken:expect_ignored",
         "-k",
-        "w05 or w03",
+        "w05 and racing or w03",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 failed, 1 passed" in proc.stdout, proc.stdout
@@ -85,7 +86,7 @@ def test_plugin_option_runs_the_kit_from_pytest(tmp_path: Path, paths: list[str]
 
 
 def test_plugin_skips_without_a_world(tmp_path: Path) -> None:
-    proc = run_pytest(tmp_path, "--pyargs", "fxworld_conformance.test_world", "-k", "w01")
+    proc = run_pytest(tmp_path, "--pyargs", "fxworld_conformance.test_world", "-k", "w03")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 skipped" in proc.stdout, proc.stdout
 

@@ -12,7 +12,7 @@ from fxworld import MemoryWorld, take_wakes
 from fxworld.errors import InvalidArgument
 from fxworld.protocol import WakeBatcher, World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
-from fxworld_conformance.directed import DIRECTED
+from fxworld_conformance.guarantees import SCENARIOS
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.target import Target
 
@@ -78,7 +78,7 @@ def test_a_plain_world_is_a_world_but_not_a_wake_batcher() -> None:
     assert isinstance(MemoryWorld(), WakeBatcher)
 
 
-_BATCH_CHECK = next(d.name for d in DIRECTED if d.id == "w12-take-wakes")
+_BATCH_CHECK = next(s.name for s in SCENARIOS if s.id == "w12-take-wakes")
 
 
 @pytest.mark.parametrize("check", [_BATCH_CHECK, "stateful wakes"])

@@ -16,15 +16,8 @@ import pytest
 import fxworld
 from fxworld import Entry, Fence, NewEntry, WakeLease, World, open_world, world
 from fxworld.errors import (
-    BackendUnavailable,
     ConfigurationError,
-    Conflict,
     EntryTooLarge,
-    Fenced,
-    InvalidEntry,
-    InvalidSessionId,
-    LeaseLost,
-    WorldError,
 )
 
 
@@ -52,16 +45,6 @@ def test_value_types_are_frozen_dataclasses() -> None:
             v.kind = "x"  # type: ignore[union-attr]
     assert Fence("s", 1, 2) == Fence(session_id="s", epoch=1, seq=2)
     assert NewEntry("k", {"a": 1}) == NewEntry(kind="k", data={"a": 1})
-
-
-def test_w16_hierarchy() -> None:
-    for cls in [Fenced, Conflict, LeaseLost, InvalidSessionId, InvalidEntry, EntryTooLarge]:
-        assert issubclass(cls, WorldError)
-    for cls in [BackendUnavailable, ConfigurationError]:
-        assert issubclass(cls, WorldError)
-    for cls in [InvalidSessionId, InvalidEntry, EntryTooLarge]:
-        assert issubclass(cls, ValueError)
-    assert issubclass(BackendUnavailable, ConnectionError)
 
 
 @pytest.mark.parametrize(
