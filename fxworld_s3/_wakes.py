@@ -13,9 +13,14 @@ session's wake (W11-W13):
   at, t, nonce]}``: written before the append's batch, removed by the writer after
   the append returned (applying the wake: in the background, or in its next write
   of the state) or when it was refused. Until then the intent is the wake: a
-  ``take_wake`` that meets one whose wake would be due looks once at the position
-  ``after + 1`` and applies the wake if the batch with that token is there. A
-  writer that died in between leaves its intent; a ``take_wake`` after
+  ``take_wake`` that meets one whose wake would be due looks once for the batch
+  with that token from the position ``after + 1`` on (one GET when that position
+  is free or holds it) and applies the wake if the batch is there. A take about to
+  lease the state looks for every intent's batch so, due or not, every time: the
+  take covers a request whose batch landed before it (W11, W13), which applied
+  only after the take would be a request made during the lease, delivered again
+  with attempt 1 once the lease is finished. A writer that died in between leaves
+  its intent; a ``take_wake`` after
   :data:`RECOVER_AFTER` seconds looks for the batch with that token in the log
   after ``after`` and applies the wake (due at the batch's commit time plus the
   delay) or, once the intent is older than :data:`DROP_AFTER` and no such batch
@@ -510,19 +515,24 @@ class Wakes:
 
     async def _recover_all(self, sid: str, doc: Doc, find: Any) -> None:
         now = time.time()
+        taking = _deliverable(doc, now)
         for token, (gen, after, delay, at, *_) in list(doc.get("chk", {}).items()):
             # W7: an intent whose wake would be due is owed once its batch landed:
-            # look at the position right after ``after`` once, at once (its writer
-            # may still be settling it), then the whole log after RECOVER_AFTER
-            quick = at + delay <= now and token not in self._peeked
-            if quick or (
-                now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
-            ):
-                if quick:
-                    self._peeked.add(token)
-                else:
-                    self._looked[token] = now
-                await self._recover(sid, token, (gen, after, at), find, quick=quick)
+            # look for it from the position right after ``after`` once, at once (its
+            # writer may still be settling it), then after RECOVER_AFTER each time.
+            # W11, W13: a take covers every request whose batch landed before it, so
+            # every intent of a state about to be taken is looked for first, due or
+            # not: one that is found is applied before the take, never after it (as
+            # a request made during the lease, then delivered again, attempt 1)
+            slow = now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
+            quick = taking or (at + delay <= now and token not in self._peeked)
+            if slow:
+                self._looked[token] = now
+            elif quick:
+                self._peeked.add(token)
+            else:
+                continue
+            await self._recover(sid, token, (gen, after, at), find, quick=not slow)
 
     def _judge(self, sid: str, listed: list[str]) -> None:
         """Keys that listed ``sid``, which was not taken, judged on the state just

@@ -37,7 +37,7 @@ from fxworld_conformance.examples.log import LogExamples
 from fxworld_conformance.examples.prune import PruneExamples
 from fxworld_conformance.examples.wake_states import WakeStateExamples
 from fxworld_conformance.examples.wakes import WakeExamples
-from fxworld_conformance.target import Target
+from fxworld_conformance.target import Target, with_namespace
 
 __all__ = [
     "AsyncExamples",
@@ -84,7 +84,9 @@ def _sync(name: str, example: Example) -> Callable[..., None]:
     params.insert(1, inspect.Parameter("fxworld_target", inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
     async def run(self: Any, target: Target, kw: dict[str, Any]) -> None:
-        world = await target.open()
+        namespace = target.fresh_namespace()
+        world = await target.open(namespace)
+        self.world_url = with_namespace(target.url, namespace) if target.url else None
         try:
             await example(self, world, **kw)
         finally:
@@ -109,6 +111,7 @@ class ExampleTests:
 
     secrets: tuple[str, ...] = ()
     secret_url: str | None = None
+    world_url: str | None = None
 
 
 for _name in dir(AsyncExamples):

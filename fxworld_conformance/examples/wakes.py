@@ -6,12 +6,15 @@ the ``world`` fixture (a fresh, set-up, empty world)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 
-from fxworld import NewEntry, WakeLease, World
+from fxworld import NewEntry, WakeLease, World, open_world
 from fxworld.errors import (
     Conflict,
     Fenced,
@@ -19,6 +22,7 @@ from fxworld.errors import (
     LeaseLost,
 )
 from fxworld_conformance.examples._support import (
+    LIVE,
     OTHER,
     S,
     e,
@@ -33,6 +37,9 @@ class WakeExamples:
     """W7, W11-W13."""
 
     secrets: tuple[str, ...] = ()
+    world_url: str | None = None
+    """The URL of the example's world, namespace included, when the suite opened it by
+    URL: a second world opened on it shares the storage, as another process would."""
 
     # -- W7 append + wake ----------------------------------------------------------
 
@@ -250,3 +257,57 @@ class WakeExamples:
         await world.finish_wake(second)
         await asyncio.sleep(1.2)  # past the request's due time
         await no_wake(world)
+
+    async def test_W11_a_take_covers_an_append_wake_of_a_writer_paused_after_it_returned(
+        self, world: World
+    ) -> None:
+        """Another process's ``append(wake=1)`` returns while the session is due
+        already, and that process stops at once (as a process the OS stopped). A take
+        in this process leases the session: the append came before the take, so
+        the take covers its request too (W11: the earlier due time is kept). Once the
+        lease is finished nothing is left, not when the writer runs on, nor when the
+        append's due time comes (process tier, S3: delivered again then, attempt 1)."""
+        await world.wake(S)
+        async with _append_then_pause(self.world_url, world, S, wake=1.0):
+            lease = await world.take_wake(lease=5)
+            assert lease is not None and (lease.session_id, lease.attempt) == (S, 1)
+        await world.finish_wake(lease)
+        await asyncio.sleep(1.2)  # past the append's due time
+        await no_wake(world)
+
+
+@contextlib.asynccontextmanager
+async def _append_then_pause(
+    url: str | None, world: World, sid: str, *, wake: float
+) -> AsyncIterator[None]:
+    """``append(sid, [e()], wake=wake)`` by a second world opened on ``url`` (if
+    ``world`` is shared), in a thread and event loop of its own that then stand
+    still until the block ends: what that world does in the background after the
+    call returned waits meanwhile. Then it runs on and is closed. A world that is
+    not shared (or has no URL) appends itself, and nothing pauses."""
+    if url is None or "shared" not in getattr(world, "capabilities", ()):
+        await world.append(sid, [e()], wake=wake)
+        yield
+        return
+    appended, resume = threading.Event(), threading.Event()
+
+    async def writer() -> None:
+        other = open_world(url)
+        await other.setup()
+        try:
+            await other.append(sid, [e()], wake=wake)
+            appended.set()
+            resume.wait(LIVE * 6)  # blocks this event loop: the process is stopped
+        finally:
+            await other.close()
+
+    running = asyncio.ensure_future(asyncio.to_thread(asyncio.run, writer()))
+    try:
+        while not appended.is_set():
+            if running.done():
+                running.result()  # the writer failed: its error
+            await asyncio.sleep(0.005)
+        yield
+    finally:
+        resume.set()
+        await running

@@ -343,16 +343,21 @@ async def test_key_maps_follow_deletes_races_and_mixed_writers(s3: S3World) -> N
 
 async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> None:
     """The writer stored its intent and its batch, then died before applying the
-    wake (W7). At the position right after the tail it saw, the batch is found by
-    the next take_wake at once; at a later position (it lost a race first), by the
-    next take_wake after RECOVER_AFTER. Either way the wake is applied once."""
+    wake (W7). The next take_wake finds the batch at once: at the position right
+    after the tail the writer saw, or at a later one (it lost a race first). A batch
+    that lands only after that take looked (the writer was slow, then died) is
+    found by the next take_wake after RECOVER_AFTER. Either way the wake is applied
+    once."""
     from fxworld_s3._layout import Batch
     from fxworld_s3._log import Write
     from fxworld_s3._wakes import RECOVER_AFTER
 
-    async def died_after_its_batch(sid: str, after: int) -> None:
+    async def intend(sid: str, after: int) -> str:
         token = uuid.uuid4().hex
         await s3.wakes.intend(sid, token, 0, after, 0.0)
+        return token
+
+    async def land(sid: str, token: str) -> None:
         await s3.logs.write(
             sid,
             lambda st, ok: Write(
@@ -370,13 +375,18 @@ async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> 
         )
 
     other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
-    await died_after_its_batch("s", 0)
-    lease = await other.take_wake(lease=5)
-    assert lease is not None and lease.session_id == "s"
-    await other.finish_wake(lease)
-    await s3.append("late", [NewEntry("first", {})])
-    await died_after_its_batch("late", 0)  # its batch is at 2, not 1
+    await land("s", await intend("s", 0))
+    await s3.append("raced", [NewEntry("first", {})])
+    await land("raced", await intend("raced", 0))  # its batch is at 2, not 1
+    taken = {(await other.take_wake(lease=5)) for _ in range(2)}
+    assert {lease.session_id for lease in taken if lease} == {"s", "raced"}
+    for lease in taken:
+        assert lease is not None
+        await other.finish_wake(lease)
+    token = await intend("late", 0)
     assert await other.take_wake(lease=5) is None  # the writer may still be on its way
+    await land("late", token)
+    assert await other.take_wake(lease=5) is None  # looked once: its writer settles it
     await asyncio.sleep(RECOVER_AFTER + 0.1)
     lease = await other.take_wake(lease=5)
     assert lease is not None and lease.session_id == "late"
