@@ -515,24 +515,32 @@ class Wakes:
 
     async def _recover_all(self, sid: str, doc: Doc, find: Any) -> None:
         now = time.time()
-        taking = _deliverable(doc, now)
+        looked: set[str] = set()
         for token, (gen, after, delay, at, *_) in list(doc.get("chk", {}).items()):
             # W7: an intent whose wake would be due is owed once its batch landed:
             # look for it from the position right after ``after`` once, at once (its
-            # writer may still be settling it), then after RECOVER_AFTER each time.
+            # writer may still be settling it), then after RECOVER_AFTER each time
+            quick = at + delay <= now and token not in self._peeked
+            if quick or (
+                now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
+            ):
+                if quick:
+                    self._peeked.add(token)
+                else:
+                    self._looked[token] = now
+                looked.add(token)
+                await self._recover(sid, token, (gen, after, at), find, quick=quick)
+        _, state = self.states.get(sid) or ("", None)
+        if state is None or not _deliverable(state, time.time()):
+            return
+        for token, intent in list(state.get("chk", {}).items()):
             # W11, W13: a take covers every request whose batch landed before it, so
-            # every intent of a state about to be taken is looked for first, due or
-            # not: one that is found is applied before the take, never after it (as
-            # a request made during the lease, then delivered again, attempt 1)
-            slow = now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
-            quick = taking or (at + delay <= now and token not in self._peeked)
-            if slow:
-                self._looked[token] = now
-            elif quick:
-                self._peeked.add(token)
-            else:
-                continue
-            await self._recover(sid, token, (gen, after, at), find, quick=not slow)
+            # every intent of a state about to be taken is looked for, due or not: one
+            # found is applied before the take, not after it (as a request made during
+            # the lease, which would be delivered again, attempt 1, after the finish)
+            if token not in looked:
+                gen, after, at = intent[0], intent[1], intent[3]
+                await self._recover(sid, token, (gen, after, at), find, quick=True)
 
     def _judge(self, sid: str, listed: list[str]) -> None:
         """Keys that listed ``sid``, which was not taken, judged on the state just

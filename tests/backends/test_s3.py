@@ -395,6 +395,33 @@ async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> 
     await other.close()
 
 
+async def test_a_take_covers_every_landed_intent_once_one_made_the_session_due(
+    s3: S3World,
+) -> None:
+    """A writer landed two batches with wakes, due at once and in 1 s, then died
+    before applying either (W7). A take applies the first (its wake is due), which
+    makes the session due: it then looks for the second's batch too and applies it
+    before the take, which covers both (W11, W13). Once finished, nothing is left,
+    not even after the second's due time."""
+    from fxworld_s3._layout import Batch
+    from fxworld_s3._log import Write
+
+    for after, delay in ((0, 0.0), (1, 1.0)):
+        token = uuid.uuid4().hex
+        await s3.wakes.intend("s", token, 0, after, delay)
+        batch = Batch(
+            after + 1, 1, 0, False, token=token, wake=delay, at=time.time(), items=[("p", "{}")]
+        )
+        await s3.logs.write("s", lambda st, ok, batch=batch: Write(batch))
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    lease = await other.take_wake(lease=5)
+    assert lease is not None and (lease.session_id, lease.attempt) == ("s", 1)
+    await other.finish_wake(lease)
+    await asyncio.sleep(1.2)  # past the second wake's due time, and RECOVER_AFTER
+    assert await other.take_wake(lease=5) is None
+    await other.close()
+
+
 async def test_bad_input_and_refusals_leave_stored_objects_unchanged(s3: S3World) -> None:
     from fxworld import Fence
     from fxworld.errors import Conflict, Fenced, InvalidEntry, InvalidSessionId
