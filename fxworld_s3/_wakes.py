@@ -279,18 +279,23 @@ class Wakes:
                 self._drop(sid, plan.drop)
                 return result
             # plan.create stays: a state that landed and was changed since may
-            # name it; if none does, it is an orphan (rule 4). A refused PUT has
-            # just read the state again (its op check): decide on that.
-            known = None if new is None else self.states.get(sid)
+            # name it; if none does, it is an orphan (rule 4). A refused write has
+            # just read the state again (its check): decide on that.
+            known = self.states.get(sid)
 
     async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
         """Write ``new`` over the version ``etag`` (``""``: none); whether it landed
-        (a retried attempt that seemed to fail but landed counts, by its ``op``)."""
+        (a retried attempt that seemed to fail but landed counts, by its ``op``; a
+        refused removal, if the state is gone)."""
         if new is None:
-            ok = await self.store.delete(key, etag=etag) if etag else True
-            if ok:
+            if not etag or await self.store.delete(key, etag=etag):
                 self.states[sid] = ("", None)
-            return ok
+                return True
+            # W12, W13: refused, yet maybe ours: the HTTP client sends a DELETE again
+            # on a connection cut after it was sent, and the copy is refused (412)
+            # when the first removed the state. Gone, it holds what this wanted.
+            known = await self._get(sid)
+            return known[1] is None
         op = new["op"] = uuid.uuid4().hex
         body = dumps(new)
         tag = await (self.store.put_if(key, body, etag) if etag else self.store.put_new(key, body))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fxworld import NewEntry, open_world
-from fxworld.errors import ConfigurationError, WorldError
+from fxworld.errors import ConfigurationError, LeaseLost, WorldError
 from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
@@ -420,6 +420,29 @@ async def test_a_take_covers_every_landed_intent_once_one_made_the_session_due(
     await asyncio.sleep(1.2)  # past the second wake's due time, and RECOVER_AFTER
     assert await other.take_wake(lease=5) is None
     await other.close()
+
+
+async def test_a_finish_whose_delete_was_sent_twice_is_not_lease_lost(s3: S3World) -> None:
+    """The HTTP client sends a DELETE again when the connection is cut after it was
+    sent (idempotent); the copy is refused (412) when the first one removed the
+    state. finish_wake landed then: it must not raise LeaseLost (the process tier,
+    under connection cuts, saw a finish reported refused that had removed the wake,
+    W12). A finish that did not land still says so."""
+    await s3.wake("s")
+    lease = await s3.take_wake(lease=5)
+    assert lease is not None
+    delete = s3.store.delete
+
+    async def sent_twice(key: str, *, etag: str | None = None) -> bool:
+        await delete(key, etag=etag)  # landed; the connection was cut after it
+        return await delete(key, etag=etag)  # the client's copy: refused
+
+    s3.store.delete = sent_twice  # type: ignore[method-assign]
+    await s3.finish_wake(lease)
+    assert not await s3.wakes.pending("s")
+    assert await s3.take_wake(lease=5) is None
+    with pytest.raises(LeaseLost):
+        await s3.finish_wake(lease)
 
 
 async def test_bad_input_and_refusals_leave_stored_objects_unchanged(s3: S3World) -> None:
