@@ -13,9 +13,14 @@ session's wake (W11-W13):
   at, t, nonce]}``: written before the append's batch, removed by the writer after
   the append returned (applying the wake: in the background, or in its next write
   of the state) or when it was refused. Until then the intent is the wake: a
-  ``take_wake`` that meets one whose wake would be due looks once at the position
-  ``after + 1`` and applies the wake if the batch with that token is there. A
-  writer that died in between leaves its intent; a ``take_wake`` after
+  ``take_wake`` that meets one whose wake would be due looks once for the batch
+  with that token from the position ``after + 1`` on (one GET when that position
+  is free or holds it) and applies the wake if the batch is there. A take about to
+  lease the state looks for every intent's batch so, due or not, every time: the
+  take covers a request whose batch landed before it (W11, W13), which applied
+  only after the take would be a request made during the lease, delivered again
+  with attempt 1 once the lease is finished. A writer that died in between leaves
+  its intent; a ``take_wake`` after
   :data:`RECOVER_AFTER` seconds looks for the batch with that token in the log
   after ``after`` and applies the wake (due at the batch's commit time plus the
   delay) or, once the intent is older than :data:`DROP_AFTER` and no such batch
@@ -274,18 +279,23 @@ class Wakes:
                 self._drop(sid, plan.drop)
                 return result
             # plan.create stays: a state that landed and was changed since may
-            # name it; if none does, it is an orphan (rule 4). A refused PUT has
-            # just read the state again (its op check): decide on that.
-            known = None if new is None else self.states.get(sid)
+            # name it; if none does, it is an orphan (rule 4). A refused write has
+            # just read the state again (its check): decide on that.
+            known = self.states.get(sid)
 
     async def _write(self, sid: str, key: str, etag: str, new: Doc | None) -> bool:
         """Write ``new`` over the version ``etag`` (``""``: none); whether it landed
-        (a retried attempt that seemed to fail but landed counts, by its ``op``)."""
+        (a retried attempt that seemed to fail but landed counts, by its ``op``; a
+        refused removal, if the state is gone)."""
         if new is None:
-            ok = await self.store.delete(key, etag=etag) if etag else True
-            if ok:
+            if not etag or await self.store.delete(key, etag=etag):
                 self.states[sid] = ("", None)
-            return ok
+                return True
+            # W12, W13: refused, yet maybe ours: the HTTP client sends a DELETE again
+            # on a connection cut after it was sent, and the copy is refused (412)
+            # when the first removed the state. Gone, it holds what this wanted.
+            known = await self._get(sid)
+            return known[1] is None
         op = new["op"] = uuid.uuid4().hex
         body = dumps(new)
         tag = await (self.store.put_if(key, body, etag) if etag else self.store.put_new(key, body))
@@ -510,10 +520,11 @@ class Wakes:
 
     async def _recover_all(self, sid: str, doc: Doc, find: Any) -> None:
         now = time.time()
+        looked: set[str] = set()
         for token, (gen, after, delay, at, *_) in list(doc.get("chk", {}).items()):
             # W7: an intent whose wake would be due is owed once its batch landed:
-            # look at the position right after ``after`` once, at once (its writer
-            # may still be settling it), then the whole log after RECOVER_AFTER
+            # look for it from the position right after ``after`` once, at once (its
+            # writer may still be settling it), then after RECOVER_AFTER each time
             quick = at + delay <= now and token not in self._peeked
             if quick or (
                 now - at >= RECOVER_AFTER and now - self._looked.get(token, 0) >= RECOVER_AFTER
@@ -522,7 +533,19 @@ class Wakes:
                     self._peeked.add(token)
                 else:
                     self._looked[token] = now
+                looked.add(token)
                 await self._recover(sid, token, (gen, after, at), find, quick=quick)
+        _, state = self.states.get(sid) or ("", None)
+        if state is None or not _deliverable(state, time.time()):
+            return
+        for token, intent in list(state.get("chk", {}).items()):
+            # W11, W13: a take covers every request whose batch landed before it, so
+            # every intent of a state about to be taken is looked for, due or not: one
+            # found is applied before the take, not after it (as a request made during
+            # the lease, which would be delivered again, attempt 1, after the finish)
+            if token not in looked:
+                gen, after, at = intent[0], intent[1], intent[3]
+                await self._recover(sid, token, (gen, after, at), find, quick=True)
 
     def _judge(self, sid: str, listed: list[str]) -> None:
         """Keys that listed ``sid``, which was not taken, judged on the state just

@@ -373,12 +373,17 @@ class S3World:
 
     async def _find(self, sid: str, gen: int, after: int, token: str, quick: bool) -> float | None:
         """The commit time of the batch ``token`` wrote, if it is in the live log
-        (``quick``: if it is at the position after ``after``, one GET)."""
+        (``quick``: first one GET of the position after ``after``, which holds it
+        unless another writer's batch took that position first)."""
         if quick:
             got = await self.store.get(self.keys.batch(sid, gen, after + 1))
             batch = Batch.parse(got[0]) if isinstance(got, tuple) else None
-            live = batch is not None and not batch.deleted and batch.token == token
-            return batch.at if live and batch is not None else None
+            if batch is None:
+                return None  # nothing landed after `after` (no hole, W9): nor has it
+            if batch.token == token and not batch.deleted:
+                return batch.at
+            # another batch is there (or a deleted generation's): this one may have
+            # landed after it, or in the live generation (W11, W13)
         st = await self.logs.refresh(sid, await self.logs.state(sid))
         if st.gen != gen:
             after = 0

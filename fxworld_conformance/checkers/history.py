@@ -71,6 +71,9 @@ Outcome = Literal["ok", "failed", "indeterminate"]
 CLOCK_TOLERANCE = 0.2
 """Seconds of slack allowed between the world's clock (a server's) and the kit's."""
 
+CONTEXT = 16
+"""Operations of a finding's session that its report shows before it, at most."""
+
 EntryDict = dict[str, Any]
 """An entry as the kit stores it: ``seq``, ``kind``, ``data``, ``epoch``."""
 
@@ -184,7 +187,10 @@ class Finding:
     entries: list[EntryDict] = field(default_factory=list)
     """Final-log entries that show it, when the log is part of the proof."""
 
-    def render(self, t0: float = 0.0) -> str:
+    def render(self, t0: float = 0.0, history: History | None = None) -> str:
+        """The guarantee, the message and the operations that prove it; with the
+        run's ``history``, also the wake history of the finding's session up to
+        then (:meth:`wake_context`)."""
         lines = [f"{self.guarantee}: {self.message}"]
         seen: set[str] = set()
         for op in sorted(self.ops, key=lambda o: (o.start, o.id)):
@@ -194,7 +200,42 @@ class Finding:
         if self.entries:
             lines.append("  final log:")
             lines.extend("    " + _entry_text(e) for e in self.entries)
+        if history is not None:
+            lines.extend(self.wake_context(history, t0))
         return "\n".join(lines)
+
+    def wake_context(self, h: History, t0: float = 0.0) -> list[str]:
+        """When the finding is about one session's wake: every wake request
+        (``wake``, ``append`` with ``wake=``), take, renewal and finish of that
+        session that started before the finding's last operation ended, the last
+        :data:`CONTEXT` of them, in order, with times and results (``*``: an
+        operation of the finding), unless the finding shows them all. A renewal or
+        finish names the take of its lease."""
+        sessions = {op.session for op in self.ops if op.session}
+        if len(sessions) != 1 or not any(_about_wakes(op) for op in self.ops):
+            return []
+        sid = sessions.pop()
+        until = max(op.done if math.isfinite(op.done) else op.start for op in self.ops)
+        mine = {op.id for op in self.ops}
+        ops = sorted(
+            (op for op in h.ops if op.session == sid and _about_wakes(op) and op.start <= until),
+            key=lambda o: (o.start, o.id),
+        )
+        if all(op.id in mine for op in ops):
+            return []  # nothing the finding does not show
+        takes = {
+            str(op.result["token"]): op.id
+            for op in ops
+            if op.op == "take_wake" and isinstance(op.result, dict) and "token" in op.result
+        }
+        lines = [f"  session {sid}'s wake requests, takes, renewals and finishes up to then:"]
+        if len(ops) > CONTEXT:
+            lines.append(f"    ({len(ops) - CONTEXT} earlier not shown)")
+        for op in ops[-CONTEXT:]:
+            lease = takes.get(str(op.args.get("token"))) if op.op != "take_wake" else None
+            shown = op.describe(t0) + (f"  (lease of #{lease})" if lease else "")
+            lines.append(("  * " if op.id in mine else "    ") + shown)
+        return lines
 
 
 # -- recording ------------------------------------------------------------------------
@@ -408,6 +449,13 @@ def batch_entries(kind: str, tag: str, n: int, process: str) -> list[NewEntry]:
 
 
 # -- helpers --------------------------------------------------------------------------
+
+
+def _about_wakes(op: Op) -> bool:
+    """A wake request, take, renewal or finish."""
+    if op.op == "append":
+        return op.args.get("wake") is not None
+    return op.op in ("wake", "take_wake", "renew_wake", "finish_wake")
 
 
 def _short(value: Any) -> str:

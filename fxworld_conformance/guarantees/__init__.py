@@ -37,7 +37,7 @@ from fxworld_conformance.guarantees import (
 )
 from fxworld_conformance.guarantees.probe import Probe, Skip
 from fxworld_conformance.guarantees.scenario import Scenario
-from fxworld_conformance.target import CALL_TIMEOUT, Target
+from fxworld_conformance.target import CALL_TIMEOUT, Target, with_namespace
 
 __all__ = ["SCENARIOS", "Scenario", "Probe", "Skip", "run_scenario", "missing"]
 
@@ -80,8 +80,11 @@ async def run_scenario(
     ``counter[0]`` gets the operation count and ``notes`` the figures the
     scenario left (:attr:`Probe.notes`), even when it fails."""
     started = time.monotonic()
-    world = await asyncio.wait_for(target.open(), CALL_TIMEOUT)
+    namespace = target.fresh_namespace() if target.url else None
+    world = await asyncio.wait_for(target.open(namespace), CALL_TIMEOUT)
     p = Probe(world, s.guarantees[0], target)
+    if target.url and namespace is not None:
+        p.url = with_namespace(target.url, namespace)
     try:
         caps = frozenset(getattr(world, "capabilities", ())) | target.extra_capabilities
         if target.restart is not None:

@@ -68,6 +68,9 @@ class Probe:
         self.acked: dict[str, int] = {}  # session -> greatest seq an append/acquire returned
         self.notes: dict[str, Any] = {}
         """Figures a check leaves for its report row (its ``extra``)."""
+        self.url: str | None = None
+        """The URL of this world, namespace included, when the kit opened it by URL:
+        a second world opened on it shares the storage, as another process would."""
 
     async def call(self, what: str, aw: Awaitable[T]) -> T:
         self.operations += 1

@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-from fxworld import take_wakes
+from fxworld import open_world, take_wakes
 from fxworld.errors import Conflict, Fenced, InvalidArgument, InvalidEntry, LeaseLost
 from fxworld.types import NewEntry, WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
 from fxworld_conformance.guarantees.probe import (
     LATER,
+    LIVE,
     OTHER,
     Probe,
     S,
@@ -456,3 +460,61 @@ async def w13_redelivery_covers_request_not_yet_due(p: Probe) -> None:
     await p.finish(second)
     await asyncio.sleep(1.2)  # past the request's due time
     await no_wake(p)
+
+
+@SCENARIOS("a take covers an append's wake whose writer paused after it returned", also=("W13",))
+async def w11_take_covers_append_wake_of_paused_writer(p: Probe) -> None:
+    """Another process's ``append(wake=1)`` returns while the session is due
+    already, and that process stops at once (as a process the OS stopped). A take
+    in this process leases the session: the append came before the take, so the
+    take covers its request too (W11: the earlier due time is kept). Once the lease
+    is finished nothing is left, not when the writer runs on, nor when the
+    append's due time comes (S3 delivered it again then, attempt 1)."""
+    await p.wake(S)
+    async with _append_then_pause(p, S, wake=1.0):
+        lease = await p.take(5)
+        check(
+            lease is not None and (lease.session_id, lease.attempt) == (S, 1),
+            "W12",
+            f"take: {lease!r}",
+        )
+    assert lease is not None
+    await p.finish(lease)
+    await asyncio.sleep(1.2)  # past the append's due time
+    await no_wake(p)
+
+
+@contextlib.asynccontextmanager
+async def _append_then_pause(p: Probe, sid: str, *, wake: float) -> AsyncIterator[None]:
+    """``append(sid, [e()], wake=wake)`` by a second world opened on ``p.url`` (if
+    the world is shared), in a thread and event loop of its own that then stand
+    still until the block ends: what that world does in the background after the
+    call returned waits meanwhile. Then it runs on and is closed. A world that is
+    not shared (or has no URL) appends itself, and nothing pauses."""
+    url = p.url
+    if url is None or "shared" not in getattr(p.world, "capabilities", ()):
+        await p.append(sid, [e()], wake=wake)
+        yield
+        return
+    appended, resume = threading.Event(), threading.Event()
+
+    async def writer() -> None:
+        other = open_world(url)
+        await other.setup()
+        try:
+            await other.append(sid, [e()], wake=wake)
+            appended.set()
+            resume.wait(LIVE * 6)  # blocks this event loop: the process is stopped
+        finally:
+            await other.close()
+
+    running = asyncio.ensure_future(asyncio.to_thread(asyncio.run, writer()))
+    try:
+        while not appended.is_set():
+            if running.done():
+                running.result()  # the writer failed: its error
+            await asyncio.sleep(0.005)
+        yield
+    finally:
+        resume.set()
+        await running

@@ -222,7 +222,7 @@ def _row(
 ) -> CheckResult:
     if not found:
         return CheckResult(ROW + name, guarantees, "passed", "", 0, ops, seconds, dict(extra))
-    shown = [v.render(h.t0) + _faults_near(h, v) for h, v in found[:3]]
+    shown = [v.render(h.t0, h) + _faults_near(h, v) for h, v in found[:3]]
     more = f"\n... and {len(found) - 3} more" if len(found) > 3 else ""
     detail = (
         f"{len(found)} violation(s) in a {extra['mode']} run, seed {seed} "

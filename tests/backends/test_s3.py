@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fxworld import NewEntry, open_world
-from fxworld.errors import ConfigurationError, WorldError
+from fxworld.errors import ConfigurationError, LeaseLost, WorldError
 from fxworld_conformance import Target, WorldSuite
 from fxworld_conformance.runner import run_check
 from fxworld_conformance.suite import MACHINE_CHECKS, assert_results
@@ -342,16 +342,21 @@ async def test_key_maps_follow_deletes_races_and_mixed_writers(s3: S3World) -> N
 
 async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> None:
     """The writer stored its intent and its batch, then died before applying the
-    wake (W7). At the position right after the tail it saw, the batch is found by
-    the next take_wake at once; at a later position (it lost a race first), by the
-    next take_wake after RECOVER_AFTER. Either way the wake is applied once."""
+    wake (W7). The next take_wake finds the batch at once: at the position right
+    after the tail the writer saw, or at a later one (it lost a race first). A batch
+    that lands only after that take looked (the writer was slow, then died) is
+    found by the next take_wake after RECOVER_AFTER. Either way the wake is applied
+    once."""
     from fxworld_s3._layout import Batch
     from fxworld_s3._log import Write
     from fxworld_s3._wakes import RECOVER_AFTER
 
-    async def died_after_its_batch(sid: str, after: int) -> None:
+    async def intend(sid: str, after: int) -> str:
         token = uuid.uuid4().hex
         await s3.wakes.intend(sid, token, 0, after, 0.0)
+        return token
+
+    async def land(sid: str, token: str) -> None:
         await s3.logs.write(
             sid,
             lambda st, ok: Write(
@@ -369,19 +374,74 @@ async def test_a_wake_intent_of_a_writer_that_died_is_recovered(s3: S3World) -> 
         )
 
     other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
-    await died_after_its_batch("s", 0)
-    lease = await other.take_wake(lease=5)
-    assert lease is not None and lease.session_id == "s"
-    await other.finish_wake(lease)
-    await s3.append("late", [NewEntry("first", {})])
-    await died_after_its_batch("late", 0)  # its batch is at 2, not 1
+    await land("s", await intend("s", 0))
+    await s3.append("raced", [NewEntry("first", {})])
+    await land("raced", await intend("raced", 0))  # its batch is at 2, not 1
+    taken = {(await other.take_wake(lease=5)) for _ in range(2)}
+    assert {lease.session_id for lease in taken if lease} == {"s", "raced"}
+    for lease in taken:
+        assert lease is not None
+        await other.finish_wake(lease)
+    token = await intend("late", 0)
     assert await other.take_wake(lease=5) is None  # the writer may still be on its way
+    await land("late", token)
+    assert await other.take_wake(lease=5) is None  # looked once: its writer settles it
     await asyncio.sleep(RECOVER_AFTER + 0.1)
     lease = await other.take_wake(lease=5)
     assert lease is not None and lease.session_id == "late"
     await other.finish_wake(lease)
     assert await other.take_wake(lease=5) is None  # each applied once
     await other.close()
+
+
+async def test_a_take_covers_every_landed_intent_once_one_made_the_session_due(
+    s3: S3World,
+) -> None:
+    """A writer landed two batches with wakes, due at once and in 1 s, then died
+    before applying either (W7). A take applies the first (its wake is due), which
+    makes the session due: it then looks for the second's batch too and applies it
+    before the take, which covers both (W11, W13). Once finished, nothing is left,
+    not even after the second's due time."""
+    from fxworld_s3._layout import Batch
+    from fxworld_s3._log import Write
+
+    for after, delay in ((0, 0.0), (1, 1.0)):
+        token = uuid.uuid4().hex
+        await s3.wakes.intend("s", token, 0, after, delay)
+        batch = Batch(
+            after + 1, 1, 0, False, token=token, wake=delay, at=time.time(), items=[("p", "{}")]
+        )
+        await s3.logs.write("s", lambda st, ok, batch=batch: Write(batch))
+    other = S3World(BUCKET, endpoint_url=s3.endpoint_url, namespace=s3.namespace)
+    lease = await other.take_wake(lease=5)
+    assert lease is not None and (lease.session_id, lease.attempt) == ("s", 1)
+    await other.finish_wake(lease)
+    await asyncio.sleep(1.2)  # past the second wake's due time, and RECOVER_AFTER
+    assert await other.take_wake(lease=5) is None
+    await other.close()
+
+
+async def test_a_finish_whose_delete_was_sent_twice_is_not_lease_lost(s3: S3World) -> None:
+    """The HTTP client sends a DELETE again when the connection is cut after it was
+    sent (idempotent); the copy is refused (412) when the first one removed the
+    state. finish_wake landed then: it must not raise LeaseLost (the process tier,
+    under connection cuts, saw a finish reported refused that had removed the wake,
+    W12). A finish that did not land still says so."""
+    await s3.wake("s")
+    lease = await s3.take_wake(lease=5)
+    assert lease is not None
+    delete = s3.store.delete
+
+    async def sent_twice(key: str, *, etag: str | None = None) -> bool:
+        await delete(key, etag=etag)  # landed; the connection was cut after it
+        return await delete(key, etag=etag)  # the client's copy: refused
+
+    s3.store.delete = sent_twice  # type: ignore[method-assign]
+    await s3.finish_wake(lease)
+    assert not await s3.wakes.pending("s")
+    assert await s3.take_wake(lease=5) is None
+    with pytest.raises(LeaseLost):
+        await s3.finish_wake(lease)
 
 
 async def test_bad_input_and_refusals_leave_stored_objects_unchanged(s3: S3World) -> None:

@@ -463,6 +463,51 @@ def test_finding_render_names_guarantee_and_operations() -> None:
     assert "writer-0" in text and "append(s: " in text and "final log:" in text
 
 
+def test_a_wake_finding_shows_its_sessions_wake_history_before_it() -> None:
+    """One line was not enough to diagnose an early wake (W11): with the history, a
+    finding about one session's wake lists that session's requests, takes,
+    renewals and finishes up to then, with times and results, each renewal and
+    finish naming its take; other sessions' operations stay out."""
+    b = good()
+    b.op("poker-0", "wake", "other", delay=0.0)
+    asked = b.op("poker-0", "wake", "q", delay=0.0)
+    prompt = b.op("prompter-0", "append", "q", result=1, n=1, key="kq", wake=0.3)
+    first = b.take("worker-0", "q", "a", 1, 9)
+    renewed = b.op("worker-0", "renew_wake", "q", result={"expires": b.t + 9}, token="a")
+    refused = b.op("worker-0", "finish_wake", "q", "failed", error="LeaseLost", token="a")
+    finished = b.op("worker-0", "finish_wake", "q", token="a")
+    early = b.take("worker-1", "q", "b", 1, 9)
+    h = b.history()
+    [found] = chk.check_wakes_never_early(h)
+    assert found.ops == [early]  # the requests were consumed: the finding alone says little
+    alone, context = found.render(h.t0, h).split("\n  session q's wake requests, takes, ")
+    assert alone == found.render(h.t0)
+    lines = context.splitlines()
+    lease = f"  (lease of #{first.id})"
+    timeline = [
+        "    " + asked.describe(h.t0),
+        "    " + prompt.describe(h.t0),
+        "    " + first.describe(h.t0),
+        "    " + renewed.describe(h.t0) + lease,
+        "    " + refused.describe(h.t0) + lease,
+        "    " + finished.describe(h.t0) + lease,
+        "  * " + early.describe(h.t0),
+    ]
+    assert lines == ["renewals and finishes up to then:", *timeline]
+    assert lines[1].startswith("    [  15.000 ..   15.010] poker-0        wake(q: delay=0.0) ok")
+    assert "append(q: n=1, key=kq, wake=0.3, " in lines[2] and ") ok -> 1  #" in lines[2]
+    assert "renew_wake(q: token=a) ok -> expires=26.0" in lines[4]
+    assert "finish_wake(q: token=a) failed (LeaseLost)" in lines[5]
+    assert "take_wake(q: ) ok -> session=q, attempt=1, expires=29.0" in lines[7]
+    for _ in range(hist.CONTEXT):  # earlier still: the oldest are left out
+        b.op("poker-0", "wake", "q", delay=0.0, at=0.5)
+    h = b.history()
+    [found] = chk.check_wakes_never_early(h)
+    lines = found.render(h.t0, h).splitlines()
+    assert lines[3] == "    (7 earlier not shown)" and len(lines) == 4 + hist.CONTEXT
+    assert lines[-len(timeline) :] == timeline
+
+
 # -- recording ------------------------------------------------------------------------
 
 

@@ -66,6 +66,26 @@ def test_broken_world_fails_the_process_tier(
     assert f"seed {SEED}" in detail
 
 
+@pytest.mark.parametrize("name", ["lease_twice", "rewake_lost_on_finish"])
+def test_a_wake_failure_shows_its_sessions_wake_history(
+    name: str, results: dict[str, list[CheckResult]]
+) -> None:
+    """A wake finding is followed by its session's requests, takes, renewals and
+    finishes up to then, the finding's own operations marked."""
+    breaks = BROKEN[name][1]
+    [row] = [r for r in results[name] if breaks in r.extra.get("violated", [])]
+    shown = re.search(
+        r"^  session (\S+)'s wake requests, takes, renewals and finishes up to then:\n"
+        r"((?:(?:    |  \* )\S.*\n?)+)",
+        row.detail,
+        re.MULTILINE,
+    )
+    assert shown, row.detail
+    lines = shown.group(2).splitlines()
+    assert any(line.startswith("  * [") for line in lines), row.detail
+    assert all(f"({shown.group(1)}: " in line for line in lines if "[" in line), row.detail
+
+
 class SetupLeaks(MemoryWorld):
     """A world whose setup lets a driver error escape."""
 
