@@ -16,7 +16,8 @@ its last finished turn) and prints its id. ``prune --idle-for DURATION
 pending wake or a waiting approval.
 
 Every action takes ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
-SQLite world in ``./.fxworld/world.db``). ``list``, ``show`` and ``approvals``
+SQLite world in the nearest ``.fxworld/`` here or in a parent directory). ``list``,
+``show`` and ``approvals``
 only read: they open a SQLite world read-only, and a file that does not exist is
 an error (exit 2), never a new, empty world. A session that does not exist is
 exit 1, with one line.
