@@ -13,6 +13,7 @@ from fxworld import Agent, open_world
 from fxworld.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 
 
 async def run_cli(*args: str, cwd: Path) -> tuple[int, str]:
@@ -85,8 +86,7 @@ async def test_an_unguarded_asyncio_run_at_import_is_one_line_with_the_fix(tmp_p
 
 
 async def test_the_quickstart_is_the_worker_module_the_readme_points_to(tmp_path: Path) -> None:
-    quickstart = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
-    (tmp_path / "quickstart.py").write_text(quickstart.read_text())
+    (tmp_path / "quickstart.py").write_text(QUICKSTART.read_text())
     url = f"sqlite:///{tmp_path}/w.db"
     client = Agent(ScriptedModel(["-"]), world=open_world(url))
     turn = client.session().prompt("Please refund order A-1001.")
