@@ -145,7 +145,7 @@ def load_object(target: str) -> Any:
 def _hint(error: BaseException) -> str:
     """What to do about an import-time failure we can name."""
     if isinstance(error, RuntimeError) and "asyncio.run()" in str(error):
-        return " (guard the module's asyncio.run(...) with: if __name__ == \"__main__\":)"
+        return ' (guard the module\'s asyncio.run(...) with: if __name__ == "__main__":)'
     return ""
 
 
