@@ -46,4 +46,5 @@ async def main() -> None:
     print("answer:", await turn)
 
 
-asyncio.run(main())
+if __name__ == "__main__":  # importable: `fxworld worker quickstart:agent` runs its turns
+    asyncio.run(main())

@@ -92,16 +92,19 @@ def add_world_option(parser: argparse.ArgumentParser) -> None:
         "--world",
         metavar="URL",
         default=None,
-        help="world URL (default: $FXWORLD_URL, else sqlite:///.fxworld/world.db)",
+        help="world URL (default: $FXWORLD_URL, else the nearest .fxworld/world.db "
+        "here or in a parent directory)",
     )
 
 
-def world_url(args: argparse.Namespace) -> str:
+def world_url(args: argparse.Namespace, *, creating: bool = False) -> str:
     """The world URL a command was given: ``--world``, else ``$FXWORLD_URL``, else
-    the embedded SQLite world."""
-    from fxworld.selection import DEFAULT_URL, ENV_VAR
+    the project's embedded SQLite world (:func:`fxworld.selection.default_url`: the
+    nearest ``.fxworld/`` here or above, by its absolute path)."""
+    from fxworld.selection import ENV_VAR, default_url
 
-    return str(getattr(args, "world", None) or os.environ.get(ENV_VAR) or DEFAULT_URL)
+    given = getattr(args, "world", None) or os.environ.get(ENV_VAR)
+    return str(given or default_url(creating=creating))
 
 
 def url_for(args: argparse.Namespace, access: Access) -> str:
@@ -116,7 +119,7 @@ def url_for(args: argparse.Namespace, access: Access) -> str:
     """
     from fxworld.urls import split_query, with_query
 
-    url = world_url(args)
+    url = world_url(args, creating=access == "create")
     mode = _SQLITE_MODES.get(access)
     sqlite = url.partition("://")[0].lower() == "sqlite"
     if mode is not None and sqlite and "mode" not in split_query(url)[1]:

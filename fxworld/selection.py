@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from fxworld.errors import ConfigurationError, WorldError
@@ -20,11 +22,16 @@ __all__ = [
     "unregister_scheme",
     "registered_schemes",
     "DEFAULT_URL",
+    "DEFAULT_DIR",
     "ENV_VAR",
+    "default_url",
 ]
 
 ENV_VAR = "FXWORLD_URL"
+DEFAULT_DIR = ".fxworld"
 DEFAULT_URL = "sqlite:///.fxworld/world.db"
+"""The embedded world where no ``.fxworld/`` is found; :func:`default_url` makes it
+absolute."""
 ENTRY_POINT_GROUP = "fxworld.worlds"
 
 
@@ -47,6 +54,7 @@ _SCHEMES: dict[str, _Backend] = {
 
 _ADDED: dict[str, str] = {}  # scheme -> "module:attribute", from register_scheme
 
+_announced: set[str] = set()  # the new default worlds this process said it creates
 _current: World | None = None
 _current_from: str | None = None  # the URL read from the environment, if it chose _current
 
@@ -89,12 +97,12 @@ def world(obj_or_url: World | str | None = None) -> World:
 
     A ``World`` object is used as is; a string is a URL for :func:`open_world`.
     With no argument: the world set by an earlier ``world(x)``; else the one named
-    by ``FXWORLD_URL``, else the embedded SQLite world in ``./.fxworld/world.db``
+    by ``FXWORLD_URL``, else the embedded SQLite world of :func:`default_url`
     (made once, and made again only if ``FXWORLD_URL`` changed since).
     """
     global _current, _current_from
     if obj_or_url is None:
-        url = os.environ.get(ENV_VAR) or DEFAULT_URL
+        url = os.environ.get(ENV_VAR) or default_url(creating=True)
         if _current is None or (_current_from is not None and _current_from != url):
             _current, _current_from = open_world(url), url
         return _current
@@ -108,6 +116,31 @@ def world(obj_or_url: World | str | None = None) -> World:
             f"world() takes a World or a URL string, not {type(obj_or_url).__name__}"
         )
     return _current
+
+
+def default_url(start: str | os.PathLike[str] | None = None, *, creating: bool = False) -> str:
+    """The embedded SQLite world of a project, as an absolute ``sqlite:////path`` URL.
+
+    The ``world.db`` in the nearest ``.fxworld/`` directory of ``start`` (default: the
+    working directory) or one of its parents, as git finds ``.git``: so a worker, a
+    web app and a client started in different directories of one project share one
+    world. Where there is none, ``.fxworld/world.db`` in ``start``; with
+    ``creating=True`` (the caller will create it) the process says so once on stderr.
+    """
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_DIR).is_dir():
+            return f"sqlite:///{folder / DEFAULT_DIR / 'world.db'}"
+    path = here / DEFAULT_DIR / "world.db"
+    if creating and str(path) not in _announced:
+        _announced.add(str(path))
+        print(
+            f"fxworld: no {DEFAULT_DIR}/ in {here} or its parents; "
+            f"creating the default world {path}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return f"sqlite:///{path}"
 
 
 def register_scheme(scheme: str, target: str) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "needs_reload",
     "never_sent",
     "config_disabled",
+    "tls_unanswered",
 ]
 
 # Replies that mean "not run, try again" (the server names the reason first).
@@ -62,6 +63,17 @@ def never_sent(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, rex.ConnectionError | rex.TimeoutError) and (
         "connecting to" in text or "Timeout connecting" in text
+    )
+
+
+def tls_unanswered(exc: BaseException, url: str) -> bool:
+    """A ``rediss://`` connection timed out while it opened: most often a plain
+    (non-TLS) server, which waits for a command while the client waits for the TLS
+    handshake. Not retried: it would only wait the same way again."""
+    return (
+        url.partition("://")[0].lower() == "rediss"
+        and isinstance(exc, rex.TimeoutError | TimeoutError)
+        and never_sent(exc)
     )
 
 
@@ -117,6 +129,11 @@ def translate(exc: BaseException, *, what: str, url: str) -> WorldError:
     detail = _detail(exc)
     if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError | rex.NoPermissionError):
         return ConfigurationError(f"{what}: Redis refused the credentials or command ({detail})")
+    if tls_unanswered(exc, url):
+        return BackendUnavailable(
+            f"{what}: Redis at {mask(url)} did not answer the TLS handshake ({detail}); "
+            "rediss:// is TLS: if the server is plain Redis, TLS may be the cause (use redis://)"
+        )
     if refused_unrun(exc) or _lost(exc):
         return BackendUnavailable(f"{what}: Redis at {mask(url)} is unavailable ({detail})")
     text = str(exc)

@@ -532,6 +532,8 @@ class RedisWorld:
                 if _errors.needs_reload(e):
                     raise _NoScript() from None
                 sent = not _errors.never_sent(e)
+                if _errors.tls_unanswered(e, self._url):  # fail within the connect timeout
+                    raise _errors.translate(e, what=what, url=self._url) from None
                 if attempt < len(_BACKOFF) and _errors.retry_safe(
                     e, sent=sent, idempotent=idempotent
                 ):

@@ -152,7 +152,9 @@ def refuse_other_hosts(app: Any, also: list[str] | None = None) -> None:
 
 def load_object(target: str) -> Any:
     """The object ``module:attribute`` names; the module may be a ``.py`` file path.
-    The current directory is importable."""
+    The current directory is importable. Any failure while the module is imported
+    is a ``ConfigurationError`` naming the module and the cause (one line, no
+    traceback)."""
     module_name, sep, attr = target.rpartition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(f"expected module:name, e.g. app:agent, not {target!r}")
@@ -171,12 +173,23 @@ def load_object(target: str) -> Any:
             module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigurationError(f"cannot import {module_name!r}: {e}") from None
+    except (Exception, SystemExit) as e:  # the user's module failed while it ran: one line
+        raise ConfigurationError(
+            f"importing {module_name!r} failed: {type(e).__name__}: {e}{_hint(e)}"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _hint(error: BaseException) -> str:
+    """What to do about an import-time failure we can name."""
+    if isinstance(error, RuntimeError) and "asyncio.run()" in str(error):
+        return ' (guard the module\'s asyncio.run(...) with: if __name__ == "__main__":)'
+    return ""
 
 
 def load_agent(target: str) -> Any:

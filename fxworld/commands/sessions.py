@@ -16,7 +16,8 @@ its last finished turn) and prints its id. ``prune --idle-for DURATION
 pending wake or a waiting approval.
 
 Every action takes ``--world URL`` (default: ``$FXWORLD_URL``, else the embedded
-SQLite world in ``./.fxworld/world.db``). ``list``, ``show`` and ``approvals``
+SQLite world in the nearest ``.fxworld/`` here or in a parent directory). ``list``,
+``show`` and ``approvals``
 only read: they open a SQLite world read-only, and a file that does not exist is
 an error (exit 2), never a new, empty world. A session that does not exist is
 exit 1, with one line.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
@@ -34,11 +36,13 @@ from fxworld.cli import add_world_option, open_world_for, plain, world_url
 if TYPE_CHECKING:
     from fxworld.protocol import SessionLister
 
-__all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
+__all__ = ["register", "format_entry", "HEADER", "turn_tokens", "session_state", "STATES"]
 
 _TURN_ENDS = ("turn.finished", "turn.failed", "turn.stopped")
 _TOKEN_KINDS = frozenset({"turn.started", "message", *_TURN_ENDS})
 HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
+STATES = ("running", "waiting for approval", "idle", "failed", "stopped")
+"""A session's states, in the words the inspector uses."""
 
 
 def register(sub: Any) -> None:
@@ -50,9 +54,18 @@ def register(sub: Any) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    listing = actions.add_parser("list", help="ids of the sessions with a non-empty log")
+    listing = actions.add_parser(
+        "list", help="the sessions with their state and last activity, newest first"
+    )
     add_world_option(listing)
-    listing.add_argument("--limit", type=int, default=None, help="print at most N ids")
+    listing.add_argument("--limit", type=int, default=None, help="print at most N sessions")
+    listing.add_argument(
+        "--state",
+        choices=STATES,
+        default=None,
+        metavar="STATE",
+        help=f"only the sessions in STATE: {', '.join(repr(x) for x in STATES)}",
+    )
     listing.set_defaults(func=_list)
 
     show = actions.add_parser("show", help="print a session's log")
@@ -146,6 +159,53 @@ def turn_tokens(entries: Any) -> list[str]:
     return lines
 
 
+def session_state(entries: Any) -> str:
+    """What a session's log says it is doing, one of :data:`STATES`: ``waiting for
+    approval`` while a call of its running turn waits for a decision (and has not
+    expired), ``running`` while a turn runs or a prompt waits for one, else how the
+    last turn ended (``failed``, ``stopped``) or ``idle``."""
+    running, ended, last_prompt, answering = False, "", 0, 0
+    waiting: dict[str, datetime | None] = {}
+    for e in entries:
+        d = e.data
+        if e.kind == "prompt":
+            last_prompt = e.seq
+        elif e.kind == "turn.started":
+            running, waiting = True, {}
+            prompt = d.get("prompt")
+            answering = max(answering, prompt if isinstance(prompt, int) else 0)
+        elif e.kind == "approval.requested" and running:
+            waiting[str(d.get("execution_id"))] = _when(d.get("expires_at"))
+        elif e.kind == "approval.decided":
+            waiting.pop(str(d.get("execution_id")), None)
+        elif e.kind in _TURN_ENDS:
+            running, waiting, ended = False, {}, e.kind.partition(".")[2]
+    now = datetime.now(UTC)
+    if any(expires is None or expires > now for expires in waiting.values()):
+        return "waiting for approval"
+    if running or last_prompt > answering:
+        return "running"
+    return ended if ended in ("failed", "stopped") else "idle"
+
+
+def _when(value: object) -> datetime | None:
+    """An ISO 8601 time from the log (``None``: none, or not one)."""
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+async def _whole(world: Any, sid: str, after: int = 0) -> list[Any]:
+    """Session ``sid``'s log after seq ``after``, read in pages."""
+    entries: list[Any] = []
+    while batch := await world.read(sid, after, limit=1000):
+        entries.extend(batch)
+        after = batch[-1].seq
+    return entries
+
+
 async def _found(world: Any, args: argparse.Namespace) -> bool:
     """Whether session ``args.session_id`` exists (has a log); if not, says so in
     one line (the caller exits 1, as HTTP answers 404)."""
@@ -178,6 +238,8 @@ def _lister(world: Any, command: str, url: str) -> SessionLister | None:
 
 
 async def _list(args: argparse.Namespace) -> int:
+    """One line per session, newest activity first: its id, its state and the time
+    of its last entry (each log is read whole: this is a tool for a person)."""
     from fxworld.errors import InvalidArgument
     from fxworld.urls import mask
 
@@ -189,23 +251,32 @@ async def _list(args: argparse.Namespace) -> int:
         lister = _lister(world, "list", url)
         if lister is None:
             return 2
-        count, after = 0, ""
-        while args.limit is None or count < args.limit:
-            page = 500 if args.limit is None else min(500, args.limit - count)
-            ids = await lister.list_sessions(after=after, limit=page)
+        rows: list[tuple[datetime, str, str]] = []
+        after = ""
+        while ids := await lister.list_sessions(after=after, limit=500):
             for sid in ids:
-                print(sid)
-            count += len(ids)
-            if len(ids) < page:
-                break
+                entries = await _whole(world, sid)
+                if entries:
+                    rows.append((entries[-1].at, session_state(entries), sid))
             after = ids[-1]
-        print(f"{count} session{'s' if count != 1 else ''} in {mask(url)}", file=sys.stderr)
+        rows.sort(reverse=True)
+        if args.state is not None:
+            rows = [row for row in rows if row[1] == args.state]
+        rows = rows[: args.limit]
+        width = max((len(sid) for _, _, sid in rows), default=0)
+        for at, state, sid in rows:
+            print(f"{sid:<{width}}  {state:<20}  {at.strftime('%Y-%m-%d %H:%M:%S')} UTC")
+        what = "" if args.state is None else f" {args.state}"
+        count = len(rows)
+        print(f"{count}{what} session{'s' if count != 1 else ''} in {mask(url)}", file=sys.stderr)
         return 0
     finally:
         await world.close()
 
 
 async def _show(args: argparse.Namespace) -> int:
+    """The log, then the session's state on stderr; a session with no log is one
+    line and exit 1 (``--follow`` says once that it waits for it to appear)."""
     from fxworld import validate as check
     from fxworld.urls import mask
 
@@ -215,28 +286,33 @@ async def _show(args: argparse.Namespace) -> int:
     url = world_url(args)
     world = open_world_for(args, "read")
     try:
-        print(HEADER, flush=True)
-        shown = 0
         if args.follow:
+            if not await world.read(sid, 0, limit=1):
+                print(
+                    f"fxworld sessions show: no session {sid!r} in {mask(url)} yet; "
+                    "waiting for it to appear (Ctrl-C to stop)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            print(HEADER, flush=True)
             async for entry in world.follow(sid, args.after):
                 print(format_entry(entry, width=width), flush=True)
             return 0  # pragma: no cover - follow ends only when interrupted
-        cursor = args.after
-        seen: list[Any] = []
-        while batch := await world.read(sid, cursor, limit=1000):
-            for entry in batch:
-                print(format_entry(entry, width=width))
-            seen.extend(e for e in batch if e.kind in _TOKEN_KINDS)
-            cursor = batch[-1].seq
-            shown += len(batch)
-        if tokens := turn_tokens(seen):
+        entries = await _whole(world, sid)
+        shown = [e for e in entries if e.seq > args.after]
+        if not shown:
+            what = f"session {sid!r} has no entries after seq {args.after}"
+            what = what if entries else f"no session {sid!r}"
+            print(f"fxworld sessions show: {what} in {mask(url)}", file=sys.stderr)
+            return 1
+        print(HEADER)
+        for entry in shown:
+            print(format_entry(entry, width=width))
+        if tokens := turn_tokens(e for e in shown if e.kind in _TOKEN_KINDS):
             print("\ntokens per turn:")
             for line in tokens:
                 print("  " + line)
-        if shown == 0:
-            where = f" after seq {args.after}" if args.after else ""
-            print(f"session {sid!r} has no entries{where} in {mask(url)}", file=sys.stderr)
-            return 1
+        print(f"session {sid!r}: {session_state(entries)}", file=sys.stderr)
         return 0
     finally:
         await world.close()

@@ -734,3 +734,27 @@ def test_the_connection_budget_is_stated_and_checked() -> None:
         with pytest.raises(ConfigurationError, match="max_connections") as e:
             RedisWorld(f"redis://u:secret@127.0.0.1:1/0?max_connections={bad}")
         assert "secret" not in str(e.value)
+
+
+async def test_rediss_against_a_plain_redis_fails_at_the_first_connect_with_a_tls_hint(
+    redis_server: RedisServer,
+) -> None:
+    """Finding: ``rediss://`` to a plain server retried its connect timeout for 38 s and
+    said only "unavailable". Now the first timed-out handshake is the error (one
+    connection reaches the server, not one per retry), and it names TLS."""
+    plain = redis.Redis.from_url(redis_server.url)
+    try:
+        before = int(plain.info("stats")["total_connections_received"])
+        w = open_world(redis_server.url.replace("redis://", "rediss://", 1))
+        try:
+            with pytest.raises(BackendUnavailable) as info:
+                await asyncio.wait_for(w.setup(), 60)
+        finally:
+            await w.close()
+        after = int(plain.info("stats")["total_connections_received"])
+    finally:
+        plain.close()
+    assert after - before == 1, f"{after - before} connections: the TLS connect was retried"
+    message = str(info.value)
+    assert "TLS may be the cause" in message and "use redis://" in message
+    assert PASSWORD not in message

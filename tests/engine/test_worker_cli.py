@@ -13,6 +13,7 @@ from fxworld import Agent, open_world
 from fxworld.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 
 
 async def run_cli(*args: str, cwd: Path) -> tuple[int, str]:
@@ -61,3 +62,40 @@ async def test_worker_refuses_a_bad_target(tmp_path: Path) -> None:
     (tmp_path / "notagent.py").write_text("agent = 42\n")
     code, out = await run_cli("worker", "notagent:agent", cwd=tmp_path)
     assert code == 2 and "not an fxworld Agent" in out
+
+
+async def test_a_module_that_fails_while_imported_is_one_line_naming_it_and_the_cause(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "broken_app.py").write_text('raise ValueError("no API key in the config")\n')
+    code, out = await run_cli("worker", "broken_app:agent", cwd=tmp_path)
+    assert code == 2
+    assert out.strip().splitlines() == [
+        "fxworld: ConfigurationError: importing 'broken_app' failed: "
+        "ValueError: no API key in the config"
+    ]
+
+
+async def test_an_unguarded_asyncio_run_at_import_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "eager.py").write_text("import asyncio\nasyncio.run(asyncio.sleep(0))\n")
+    code, out = await run_cli("worker", "eager:agent", cwd=tmp_path)
+    assert code == 2 and "Traceback" not in out, out
+    line = next(x for x in out.splitlines() if x.startswith("fxworld:"))
+    assert "importing 'eager' failed: RuntimeError: asyncio.run()" in line
+    assert 'if __name__ == "__main__":' in line
+
+
+async def test_the_quickstart_is_the_worker_module_the_readme_points_to(tmp_path: Path) -> None:
+    (tmp_path / "quickstart.py").write_text(QUICKSTART.read_text())
+    url = f"sqlite:///{tmp_path}/w.db"
+    client = Agent(ScriptedModel(["-"]), world=open_world(url))
+    turn = client.session().prompt("Please refund order A-1001.")
+    await turn.accepted
+    code, out = await run_cli(
+        "worker", "quickstart:agent", "--world", url, "--until-idle", "--lease", "5",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    answer = await asyncio.wait_for(turn, 10)
+    assert answer == "Order A-1001 (the blue kettle) is refunded: 49.00."

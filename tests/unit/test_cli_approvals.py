@@ -116,3 +116,15 @@ def test_an_expired_approval_is_refused_with_one_line(
         assert xid in err and "expired" in err and "Traceback" not in err
     decided = [k for k in kinds(db, "s1") if k == "approval.decided"]
     assert decided == ["approval.decided"]  # the timeout's denial, written once
+
+
+def test_a_turn_waiting_for_approval_reads_waiting_for_approval_in_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.db"
+    url = ["--world", f"sqlite:///{db}"]
+    park(db, "parked")
+    assert main(["sessions", "show", "parked", *url]) == 0
+    assert capsys.readouterr().err == "session 'parked': waiting for approval\n"
+    assert main(["sessions", "list", *url]) == 0
+    assert capsys.readouterr().out.split("  ")[:2] == ["parked", "waiting for approval"]

@@ -44,10 +44,13 @@ def db(tmp_path: Path) -> Path:
 def test_sessions_list(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sessions", "list", "--world", f"sqlite:///{db}"]) == 0
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["b-session", "chat-1"]
+    assert [line.split()[:2] for line in out.splitlines()] == [
+        ["b-session", "running"],  # newest first: its prompt waits for a turn
+        ["chat-1", "running"],
+    ]
     assert "2 sessions in sqlite:///" in err
     assert main(["sessions", "list", "--world", f"sqlite:///{db}", "--limit", "1"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["b-session"]
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["b-session"]
 
 
 def test_sessions_list_uses_fxworld_url(
@@ -55,7 +58,7 @@ def test_sessions_list_uses_fxworld_url(
 ) -> None:
     monkeypatch.setenv("FXWORLD_URL", f"sqlite:///{db}")
     assert main(["sessions", "list"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["b-session", "chat-1"]
+    assert [x.split()[0] for x in capsys.readouterr().out.splitlines()] == ["b-session", "chat-1"]
     monkeypatch.setenv("FXWORLD_URL", f"sqlite:///{db}?namespace=elsewhere")
     assert main(["sessions", "list"]) == 0
     out, err = capsys.readouterr()
@@ -91,7 +94,8 @@ def test_sessions_show_after_and_full(db: Path, capsys: pytest.CaptureFixture[st
 def test_sessions_show_empty_or_bad_id(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{db}"
     assert main(["sessions", "show", "nobody", "--world", url]) == 1
-    assert "session 'nobody' has no entries" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"fxworld sessions show: no session 'nobody' in {url}\n"
     assert main(["sessions", "show", "gone", "--world", url]) == 1
     assert main(["sessions", "show", "chat-1", "--world", url, "--after", "4"]) == 1
     assert "after seq 4" in capsys.readouterr().err
@@ -176,3 +180,72 @@ def test_bench_on_memory_runs_tasks(capsys: pytest.CaptureFixture[str]) -> None:
     assert "3 tasks" in out and "single-entry append" in out
     assert main(["bench", "--world", "memory://", "--seconds", "0"]) == 2
     assert "must be positive" in capsys.readouterr().err
+
+
+def test_sessions_list_shows_state_and_last_activity_newest_first_and_filters_by_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.db"
+
+    async def fill() -> None:
+        w = SqliteWorld(db)
+        f = await w.acquire("done")
+        await w.append("done", [NewEntry("prompt", {"text": "a"})])
+        await w.append("done", [NewEntry("turn.started", {"turn": "t1", "prompt": 2})], fence=f)
+        await w.append("done", [NewEntry("turn.finished", {"turn": "t1"})], fence=f)
+        await w.append("broke", [NewEntry("prompt", {"text": "b"})])
+        g = await w.acquire("broke")
+        await w.append("broke", [NewEntry("turn.started", {"turn": "t2", "prompt": 1})], fence=g)
+        await w.append("broke", [NewEntry("turn.failed", {"turn": "t2"})], fence=g)
+        await w.append("asked", [NewEntry("prompt", {"text": "c"})])  # newest
+        await w.close()
+
+    asyncio.run(fill())
+    url = ["--world", f"sqlite:///{db}"]
+    assert main(["sessions", "list", *url]) == 0
+    rows = [line.split("  ") for line in capsys.readouterr().out.splitlines()]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("asked", "running"),
+        ("broke", "failed"),
+        ("done", "idle"),
+    ]
+    assert all(r[-1].endswith(" UTC") and r[-1].count(":") == 2 for r in rows)  # last activity
+    assert main(["sessions", "list", *url, "--state", "failed"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split()[:2] == ["broke", "failed"] and "1 failed session in" in err
+    with pytest.raises(SystemExit) as bad:
+        main(["sessions", "list", *url, "--state", "sleeping"])
+    assert bad.value.code == 2 and "invalid choice: 'sleeping'" in capsys.readouterr().err
+
+
+def test_sessions_show_missing_with_follow_says_once_it_waits_then_follows(db: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fxworld.cli", "sessions", "show", "later", "--follow"],
+        cwd=ROOT,
+        env={**os.environ, "FXWORLD_URL": f"sqlite:///{db}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        said = proc.stderr.readline()
+        assert "no session 'later'" in said and "waiting for it to appear" in said
+        assert proc.stdout.readline().split()[0] == "seq"
+
+        async def appear() -> None:
+            w = SqliteWorld(db)
+            await w.append("later", [NewEntry("prompt", {"text": "here"})])
+            await w.close()
+
+        asyncio.run(appear())
+        first = proc.stdout.readline()  # a blocking read: the test timeout bounds it
+        assert first.split()[0] == "1" and first.split()[3] == "prompt"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert "waiting" not in proc.stderr.read()  # said once
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -68,7 +68,7 @@ async def test_the_default_is_sqlite_in_dot_fxworld(
     monkeypatch.chdir(tmp_path)
     chosen = world()
     assert isinstance(chosen, SqliteWorld)
-    assert chosen.path == ".fxworld/world.db"
+    assert chosen.path == f"{tmp_path}/.fxworld/world.db"  # absolute
     await chosen.append("s", [NewEntry("prompt", {"text": "hi"})])
     await chosen.close()
     assert (tmp_path / ".fxworld" / "world.db").is_file()
