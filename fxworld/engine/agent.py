@@ -11,6 +11,7 @@ from typing import Any
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
 from fxworld.protocol import World
+from fxworld.push.base import Push
 
 from .session import Session
 from .tools import Tool, tool
@@ -51,6 +52,9 @@ class Agent:
     this many characters have gathered, or this many seconds after the oldest
     unsaved text arrived. ``name`` names the agent in traces (``invoke_agent <name>``,
     ``gen_ai.agent.name``: see ``docs/observability.md``).
+    ``push``: a :class:`~fxworld.push.Push` or a push URL; every wake this agent's
+    world makes durable is then followed by a message to that queue (``None``:
+    ``$FXWORLD_PUSH``, else no push; see ``docs/serverless.md``).
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class Agent:
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
         name: str = "agent",
+        push: Push | str | None = None,
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -84,6 +89,7 @@ class Agent:
         self.instructions = instructions
         self.name = name
         self._world = world
+        self._push = push
         self.model_retries = model_retries
         self.max_deliveries = max_deliveries
         self.text_chunk_chars = text_chunk_chars
@@ -100,11 +106,10 @@ class Agent:
             from fxworld.selection import open_world
 
             self._world = open_world(self._world)
-        if self._world is not None:
-            return self._world
+        from fxworld.push.choose import with_push
         from fxworld.selection import world
 
-        return world()
+        return with_push(self._world if self._world is not None else world(), self._push)
 
     async def ready(self) -> World:
         """The world, set up (``setup()`` runs once per world object in a process).

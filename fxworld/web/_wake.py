@@ -218,21 +218,10 @@ class WakeHandler:
         )
 
     async def _settled(self, session_id: str) -> str | None:
-        """``"done"`` when the session runs no turn and no prompt waits (or it is
-        empty), ``"waiting"`` when its turn only waits for a person's decision
-        (nothing to run until one comes), else ``None``: work is left. Reads only
-        the latest turn (:mod:`fxworld.engine.tail`)."""
-        from fxworld.engine.replay import Idle, WaitForApproval, next_step
-        from fxworld.engine.tail import replay_latest_turn
+        """See :func:`fxworld.consume.settled`."""
+        from fxworld.consume import settled
 
-        state = await replay_latest_turn(await self.agent.ready(), session_id)
-        tools = self.agent.tools
-        idempotent = {name: t.idempotent for name, t in tools.items()}
-        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
-        step = next_step(state, idempotent, timeouts)
-        if isinstance(step, Idle):
-            return "done"
-        return "waiting" if isinstance(step, WaitForApproval) else None
+        return await settled(self.agent, session_id)
 
 
 def wake_handler(
