@@ -94,7 +94,9 @@ async def route() -> AsyncIterator[tuple[str, Agent]]:
         uvicorn.Config(wake_handler(agent, SECRET), host="127.0.0.1", port=port, log_level="error")
     )
     serving = asyncio.create_task(server.serve())
-    while not server.started:
+    for _ in range(1000):  # bounded: 10 s
+        if server.started:
+            break
         await asyncio.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}/", agent
