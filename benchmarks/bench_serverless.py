@@ -81,7 +81,11 @@ async def measure(name: str, client: Agent, args: argparse.Namespace) -> dict[st
 
 
 def env_for(tmp: Path) -> dict[str, str]:
-    return {"FXWORLD_URL": f"sqlite:///{tmp / 'world.db'}", "TEST_DIR": str(tmp)}
+    return {
+        "FXWORLD_URL": f"sqlite:///{tmp / 'world.db'}",
+        "TEST_DIR": str(tmp),
+        "FXWORLD_AGENT": "tests.serverless.app:agent",
+    }
 
 
 async def worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -103,7 +107,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def sqs(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.serverless.esm import CREDENTIALS, EventSourceMapping, MotoServer
+    from fxworld.localqueues.sqs import CREDENTIALS, EventSourceMapping, MotoServer
 
     os.environ.update(CREDENTIALS)
     tmp = Path(tempfile.mkdtemp(prefix="bench-serverless-sqs-"))
@@ -140,7 +144,7 @@ async def sqs(args: argparse.Namespace) -> dict[str, Any]:
 async def vercel(args: argparse.Namespace) -> dict[str, Any]:
     from vercel.queue.devserver import embedded_queue_dev_server
 
-    from tests.serverless.vercel_platform import DEPLOYMENT, TOPIC, Platform
+    from fxworld.localqueues.vercel import DEPLOYMENT, TOPIC, Platform
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serverless-vercel-"))
     with embedded_queue_dev_server(manual_clock=False) as dev:

@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 
 from fxworld import Agent
+from fxworld.localqueues.sqs import CREDENTIALS, EventSourceMapping, MotoServer
 from fxworld.push import SQSPush, tick
 from fxworld.testing import ScriptedModel
-from tests.serverless.esm import CREDENTIALS, REPO, EventSourceMapping, MotoServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 LEASE = 2.0  # the wake lease, and the queue's visibility timeout
 
@@ -57,6 +59,7 @@ class Deployment:
             "FXWORLD_PUSH": self.push_url,
             "TEST_DIR": str(tmp),
             "TEST_SCRIPT": script,
+            "FXWORLD_AGENT": "tests.serverless.app:agent",
             **env,
         }
         self.esm = EventSourceMapping(

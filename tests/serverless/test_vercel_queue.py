@@ -18,10 +18,12 @@ import httpx
 import pytest
 
 from fxworld import Agent, MemoryWorld
+from fxworld.localqueues.vercel import CONSUMER, DEPLOYMENT, TOPIC, Platform
 from fxworld.push import PushingWorld, VercelQueuePush, tick
 from fxworld.testing import ScriptedModel
 from fxworld.web import WakeHandler
-from tests.serverless.vercel_platform import CONSUMER, DEPLOYMENT, REPO, TOPIC, Platform
+
+REPO = Path(__file__).resolve().parents[2]
 
 vercel_queue = pytest.importorskip("vercel.queue")
 from vercel.queue.devserver import embedded_queue_dev_server  # noqa: E402
@@ -59,6 +61,7 @@ class Deployment:
             "FXWORLD_PUSH": f"vercel-queue://{TOPIC}",
             "TEST_DIR": str(tmp),
             "TEST_SCRIPT": script,
+            "FXWORLD_AGENT": "tests.serverless.app:agent",
             **env,
         }
         self.platform = Platform(

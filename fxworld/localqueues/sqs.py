@@ -21,9 +21,8 @@ from typing import Any
 
 import boto3
 
-from tests.support.ports import free_port
+from fxworld.localqueues.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -153,7 +152,7 @@ class EventSourceMapping:
         cmd = [
             sys.executable,
             "-m",
-            "tests.serverless.lambda_child",
+            "fxworld.localqueues.lambda_child",
             str(self.time_limit),
             str(self.margin),
             str(self.lease),
@@ -161,7 +160,6 @@ class EventSourceMapping:
         with open(self.log, "ab") as err:
             proc = subprocess.Popen(
                 cmd,
-                cwd=REPO,
                 env=self.env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -23,9 +23,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.ports import free_port
+from fxworld.localqueues.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
 TOPIC = "fxworld-wakes"
 CONSUMER = "fxworld"
 DEPLOYMENT = "dpl_fxworld_test"
@@ -50,10 +49,10 @@ class Route:
         with self.lock:
             if self.proc is not None and self.proc.poll() is None:
                 return
-            cmd = [sys.executable, "-m", "uvicorn", "tests.serverless.vercel_route:app"]
+            cmd = [sys.executable, "-m", "uvicorn", "fxworld.localqueues.vercel_route:app"]
             cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
             with open(self.log, "ab") as out:
-                self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=out, stderr=out)
+                self.proc = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=out)
             self.starts += 1
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
