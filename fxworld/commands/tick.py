@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from typing import Any
 
 from fxworld.cli import add_world_option, open_world_for, plain
@@ -52,6 +53,10 @@ def _run(args: argparse.Namespace) -> int:
             await push.close()
             await world.close()
 
-    sent = asyncio.run(go())
+    try:
+        sent = asyncio.run(go())
+    except (OSError, ConnectionError, TimeoutError) as e:  # the queue is unreachable
+        print(f"fxworld tick: the push failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     print(f"tick: {sent} message{'s' if sent != 1 else ''} sent")
     return 0

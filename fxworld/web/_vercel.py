@@ -4,7 +4,9 @@ A delivery is a POST whose ``ce-type`` is Vercel Queues' CloudEvent type, with t
 message (``{"session_id": ...}``, what :class:`~fxworld.push.VercelQueuePush`
 sends) as its body and the lease in ``ce-vqs*`` headers. It is verified the way
 the ``vercel-queue`` SDK verifies it: by the queue service. Before anything runs,
-the route extends the delivery's lease with its receipt handle, with this
+the route extends the delivery's lease (to the wake's lease, renewed while it
+runs, so a crashed function's delivery comes back within a lease) with its
+receipt handle, with this
 deployment's token and deployment id. A forged receipt, a replay of a delivery
 already settled, or a delivery for another deployment is refused by the service:
 the route then answers 403 and runs nothing; a malformed one gets 400. Both are
@@ -20,6 +22,9 @@ that raised ``RetryAfter``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -66,14 +71,27 @@ async def handle_delivery(
         return error_response(400, "invalid_delivery", "the delivery carries no receipt handle")
     session_id = session_of(body)
     client = QueueClient(region=metadata.region)
-    seconds = max(1, round(lease * 2))
+    seconds = max(1, math.ceil(lease))
     try:  # the queue service vouches for the delivery, or nothing runs
         await client.extend_lease(metadata, seconds)
     except (CommunicationError, RetryableError) as e:
         return error_response(503, "queue_unavailable", f"could not verify: {e}")
     except QueueError as e:
         return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
-    response = await run(session_id, started)
+
+    async def renew() -> None:  # as the world's lease: a crash frees it within `lease`
+        while True:
+            await asyncio.sleep(seconds / 3)
+            with contextlib.suppress(QueueError):
+                await client.extend_lease(metadata, seconds)
+
+    renewing = asyncio.create_task(renew())
+    try:
+        response = await run(session_id, started)
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
     try:
         if response.status_code == 503:  # work left: deliver it again soon
             await client.retry_after(metadata, 1)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import uvicorn
 
-from fxworld import Agent, MemoryWorld, tool
+from fxworld import Agent, MemoryWorld, open_world, tool
 from fxworld.errors import ConfigurationError
 from fxworld.push import HTTPPush, PushingWorld, SQSPush, VercelQueuePush, push_from_url, tick
 from fxworld.testing import ScriptedModel
@@ -172,3 +173,58 @@ async def test_the_tick_rings_for_overdue_unleased_wakes_only() -> None:
     assert sorted(s for s, _ in rec.sent) == sorted({"due", "held", "later"} - {held.session_id})
     assert await tick(world, Recorder(), overdue=0.0, limit=1) == 1
     assert await tick(world, Recorder(), overdue=3600.0) == 0  # none overdue that long
+
+
+async def test_a_prompt_over_http_pushes() -> None:
+    import httpx
+
+    from fxworld.web import create_app
+
+    rec = Recorder()
+    agent = Agent(ScriptedModel(["Hi."]), world=MemoryWorld(), push=rec)
+    app = create_app(agent, allow_anyone=True)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as c:
+        r = await c.post("/sessions", json={"text": "Hello"})
+    assert r.status_code == 202
+    assert rec.sent == [(r.json()["session_id"], 0.0)]
+
+
+@tool(needs_approval=True, approval_timeout=60.0)
+def wire_money(to: str) -> str:
+    """Needs a person within a minute."""
+    return f"sent to {to}"
+
+
+async def test_an_approval_timeout_is_pushed_with_its_delay_once_the_run_hands_back() -> None:
+    rec = Recorder()
+    script = [{"tool": "wire_money", "input": {"to": "B"}}, "Done."]
+    agent = Agent(ScriptedModel(script), tools=[wire_money], world=MemoryWorld(), push=rec)
+    s = agent.session()
+    await s.create("Pay B")
+    await agent.work(until_idle=True)  # parks; the timeout's wake lands with the request
+    assert rec.sent[0] == (s.id, 0.0)
+    assert len(rec.sent) == 2 and rec.sent[1][0] == s.id and 59.0 <= rec.sent[1][1] <= 60.0
+
+
+def test_the_tick_command_sends_a_message_per_overdue_wake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fxworld.cli import main
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+
+    async def due() -> None:
+        w = open_world(url)
+        await w.setup()
+        await w.wake("s-1")
+        await w.close()
+
+    asyncio.run(due())
+    monkeypatch.setenv("FXWORLD_WAKE_SECRET", SECRET)
+    # nobody listens on port 9: the push fails, and the command says so in one line
+    assert main(["tick", "--world", url, "--push", "http://127.0.0.1:9/", "--overdue", "0"]) == 1
+    assert "fxworld tick: the push failed: URLError" in capsys.readouterr().err
+    assert main(["tick", "--world", url, "--push", "vercel-queue://t", "--overdue", "3600"]) == 0
+    assert "tick: 0 messages sent" in capsys.readouterr().out
