@@ -22,6 +22,7 @@ message that started the run (or the tick sends one).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from fxworld.protocol import (
@@ -59,7 +60,7 @@ class PushingWorld:
         self.push = push
         self.stats = PushStats()
         self.capabilities: frozenset[str] = frozenset(inner.capabilities)
-        self._held: dict[str, int] = {}  # session id: leases held through this world
+        self._held: dict[str, float] = {}  # session id: when its lease taken here ends (monotonic)
         self._deferred: dict[str, float] = {}  # session id: the earliest deferred delay
         if isinstance(inner, WakeBatcher):
             self.take_wakes = self._take_wakes
@@ -121,42 +122,46 @@ class PushingWorld:
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         got = await self.inner.take_wake(lease=lease)
         if got is not None:
-            self._hold(got)
+            self._hold(got.session_id, lease)
         return got
 
     async def _take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         assert isinstance(self.inner, WakeBatcher)
         got = await self.inner.take_wakes(lease=lease, limit=limit)
         for w in got:
-            self._hold(w)
+            self._hold(w.session_id, lease)
         return got
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
-        return await self.inner.renew_wake(wake, lease=lease)
+        renewed = await self.inner.renew_wake(wake, lease=lease)
+        self._hold(wake.session_id, lease)
+        return renewed
 
     async def finish_wake(self, wake: WakeLease) -> None:
         try:
             await self.inner.finish_wake(wake)
         finally:
-            sid = wake.session_id
-            held = self._held.get(sid, 0) - 1
-            if held > 0:
-                self._held[sid] = held
-            else:
-                self._held.pop(sid, None)
-                delay = self._deferred.pop(sid, None)
-                if delay is not None:
-                    await self._send(sid, delay)
+            self._held.pop(wake.session_id, None)
+            delay = self._deferred.pop(wake.session_id, None)
+            if delay is not None:
+                await self._send(wake.session_id, delay)
 
     async def delete(self, session_id: str) -> None:
         await self.inner.delete(session_id)
 
-    def _hold(self, wake: WakeLease) -> None:
-        self._held[wake.session_id] = self._held.get(wake.session_id, 0) + 1
+    def _hold(self, session_id: str, lease: float) -> None:
+        self._held[session_id] = time.monotonic() + lease
 
     async def ring(self, session_id: str, delay: float) -> None:
-        """Push now, or once this process's lease of the session is finished."""
-        if session_id in self._held:
+        """Push now, or once this process's lease of the session is finished. A
+        lease that ran out here unfinished (its run was replaced, or failed) holds
+        nothing back: that wake is due again, and the push goes out now."""
+        until = self._held.get(session_id)
+        if until is not None and until <= time.monotonic():
+            del self._held[session_id]
+            self._deferred.pop(session_id, None)
+            until = None
+        if until is not None:
             earlier = self._deferred.get(session_id)
             self._deferred[session_id] = delay if earlier is None else min(earlier, delay)
             return

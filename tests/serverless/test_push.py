@@ -183,9 +183,7 @@ async def test_a_prompt_over_http_pushes() -> None:
     rec = Recorder()
     agent = Agent(ScriptedModel(["Hi."]), world=MemoryWorld(), push=rec)
     app = create_app(agent, allow_anyone=True)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t"
-    ) as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         r = await c.post("/sessions", json={"text": "Hello"})
     assert r.status_code == 202
     assert rec.sent == [(r.json()["session_id"], 0.0)]
@@ -228,3 +226,13 @@ def test_the_tick_command_sends_a_message_per_overdue_wake(
     assert "fxworld tick: the push failed: URLError" in capsys.readouterr().err
     assert main(["tick", "--world", url, "--push", "vercel-queue://t", "--overdue", "3600"]) == 0
     assert "tick: 0 messages sent" in capsys.readouterr().out
+
+
+async def test_a_lease_that_ran_out_unfinished_holds_no_push_back() -> None:
+    rec = Recorder()
+    world = PushingWorld(MemoryWorld(), rec)
+    await world.inner.wake("s1")
+    assert await world.take_wake(lease=0.05) is not None  # its run dies: never finished
+    await asyncio.sleep(0.1)
+    await world.wake("s1")  # a prompt later, in the same process
+    assert rec.sent == [("s1", 0.0)]
