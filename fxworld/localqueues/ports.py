@@ -1,4 +1,4 @@
-"""Free TCP ports on 127.0.0.1 for the servers tests start.
+"""Free TCP ports on 127.0.0.1 for the servers that tests and the local queues start.
 
 A port the kernel hands out for ``bind(("127.0.0.1", 0))`` comes from the
 ephemeral range, the same range every outgoing connection takes its local port

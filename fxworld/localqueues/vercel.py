@@ -73,12 +73,21 @@ class Route:
 
 
 class Platform:
-    """See the module. ``invocations``, ``ended`` (time limit), ``crashed``: counts."""
+    """See the module: the deliveries of ``topic``. ``invocations``, ``ended`` (time
+    limit), ``crashed``: counts."""
 
     def __init__(
-        self, dev: Any, env: dict[str, str], *, time_limit: float, lease: int, log: Path
+        self,
+        dev: Any,
+        env: dict[str, str],
+        *,
+        time_limit: float,
+        lease: int,
+        log: Path,
+        topic: str = TOPIC,
     ) -> None:
         self.dev = dev
+        self.topic = topic
         self.lease = lease
         self.time_limit = time_limit
         self.route = Route(
@@ -115,7 +124,7 @@ class Platform:
         while not self._stop.is_set():
             got = False
             for delivery in self.dev.app.iter_push_deliveries(
-                TOPIC, CONSUMER, lease_seconds=self.lease, deployment=DEPLOYMENT
+                self.topic, CONSUMER, lease_seconds=self.lease, deployment=DEPLOYMENT
             ):
                 got = True
                 self._pool.submit(self._invoke, delivery)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -19,5 +20,7 @@ def test_the_serverless_demo_ends_every_turn_once_and_exits_0(queue: str) -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ok: 1 turn, ended 1 time(s)")
-    assert "1 crashed" in last and "refund_order ran 1 time(s)" in last
+    crashed = re.search(r"\((\d+) crashed", last)
+    assert crashed is not None and int(crashed[1]) >= 1  # the SIGKILL mid refund
+    assert "refund_order ran 1 time(s)" in last
     assert "turn yielded (deadline)" in done.stdout
