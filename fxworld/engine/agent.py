@@ -6,17 +6,19 @@ import asyncio
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
 from fxworld.protocol import World
-from fxworld.push.base import Push
 
 from .session import Session
 from .tools import Tool, tool
 from .turn import prompts_in_flight
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from fxworld.push.base import Push
 
 __all__ = ["Agent", "WorkResult"]
 
@@ -89,6 +91,10 @@ class Agent:
         self.instructions = instructions
         self.name = name
         self._world = world
+        if isinstance(push, str):  # a bad URL fails now, like a bad model string
+            from fxworld.push.choose import push_from_url
+
+            push = push_from_url(push)
         self._push = push
         self.model_retries = model_retries
         self.max_deliveries = max_deliveries
@@ -101,7 +107,8 @@ class Agent:
 
     @property
     def world(self) -> World:
-        """The world this agent uses: the one given, else :func:`fxworld.world()`."""
+        """The world this agent uses: the one given, else :func:`fxworld.world()`;
+        wrapped to push after each wake when a push is set (:mod:`fxworld.push`)."""
         if isinstance(self._world, str):
             from fxworld.selection import open_world
 

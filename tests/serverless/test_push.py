@@ -236,3 +236,8 @@ async def test_a_lease_that_ran_out_unfinished_holds_no_push_back() -> None:
     await asyncio.sleep(0.1)
     await world.wake("s1")  # a prompt later, in the same process
     assert rec.sent == [("s1", 0.0)]
+
+
+def test_a_bad_push_url_fails_when_the_agent_is_built() -> None:
+    with pytest.raises(ConfigurationError, match="unknown push URL scheme"):
+        Agent(ScriptedModel([]), world=MemoryWorld(), push="kafka://broker/topic")
