@@ -49,6 +49,7 @@ _COMMANDS = (
     "serve",
     "inspect",
     "moving",
+    "tick",
 )
 
 EXTRAS: dict[str, str] = {
@@ -128,10 +129,13 @@ def url_for(args: argparse.Namespace, access: Access) -> str:
 
 
 def open_world_for(args: argparse.Namespace, access: Access) -> World:
-    """``open_world(url_for(args, access))``."""
+    """``open_world(url_for(args, access))``; one that writes pushes after each
+    wake when ``$FXWORLD_PUSH`` is set (an approval, a Stop: :mod:`fxworld.push`)."""
     from fxworld import open_world
+    from fxworld.push.choose import with_push
 
-    return open_world(url_for(args, access))
+    opened = open_world(url_for(args, access))
+    return opened if access == "read" else with_push(opened)
 
 
 def plain(text: str | None) -> str:

@@ -48,10 +48,21 @@ def register(sub: Any) -> None:
         help="run the demo against a real model, e.g. anthropic/claude-opus-5.5 "
         "(needs its key, or FXWORLD_GATEWAY_URL and FXWORLD_GATEWAY_KEY)",
     )
+    parser.add_argument(
+        "--serverless",
+        choices=("vercel", "sqs"),
+        default=None,
+        help="the serverless deployment on local queue servers: no worker, a SIGKILL "
+        "mid-tool, a time limit (needs fxworld[all])",
+    )
     parser.set_defaults(func=_run)
 
 
 async def _run(args: argparse.Namespace) -> int:
+    if args.serverless:
+        from fxworld.commands._demo_serverless import run_serverless
+
+        return await run_serverless(args)
     if args.model:
         from fxworld.commands._demo_real import run_real
 

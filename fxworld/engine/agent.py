@@ -6,7 +6,7 @@ import asyncio
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
@@ -16,6 +16,9 @@ from .session import Session
 from .tools import Tool, tool
 from .turn import prompts_in_flight
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from fxworld.push.base import Push
 
 __all__ = ["Agent", "WorkResult"]
 
@@ -51,6 +54,9 @@ class Agent:
     this many characters have gathered, or this many seconds after the oldest
     unsaved text arrived. ``name`` names the agent in traces (``invoke_agent <name>``,
     ``gen_ai.agent.name``: see ``docs/observability.md``).
+    ``push``: a :class:`~fxworld.push.Push` or a push URL; every wake this agent's
+    world makes durable is then followed by a message to that queue (``None``:
+    ``$FXWORLD_PUSH``, else no push; see ``docs/serverless.md``).
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class Agent:
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
         name: str = "agent",
+        push: Push | str | None = None,
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -84,6 +91,11 @@ class Agent:
         self.instructions = instructions
         self.name = name
         self._world = world
+        if isinstance(push, str):  # a bad URL fails now, like a bad model string
+            from fxworld.push.choose import push_from_url
+
+            push = push_from_url(push)
+        self._push = push
         self.model_retries = model_retries
         self.max_deliveries = max_deliveries
         self.text_chunk_chars = text_chunk_chars
@@ -95,16 +107,16 @@ class Agent:
 
     @property
     def world(self) -> World:
-        """The world this agent uses: the one given, else :func:`fxworld.world()`."""
+        """The world this agent uses: the one given, else :func:`fxworld.world()`;
+        wrapped to push after each wake when a push is set (:mod:`fxworld.push`)."""
         if isinstance(self._world, str):
             from fxworld.selection import open_world
 
             self._world = open_world(self._world)
-        if self._world is not None:
-            return self._world
+        from fxworld.push.choose import with_push
         from fxworld.selection import world
 
-        return world()
+        return with_push(self._world if self._world is not None else world(), self._push)
 
     async def ready(self) -> World:
         """The world, set up (``setup()`` runs once per world object in a process).

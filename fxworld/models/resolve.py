@@ -4,6 +4,12 @@
    environment's ``FXWORLD_GATEWAY_URL`` and ``FXWORLD_GATEWAY_KEY``): every model
    string goes through it as an OpenAI-compatible endpoint, the whole string
    being the model id (``"anthropic/claude-opus-5.5"``).
+   On Vercel, with no gateway key: when ``VERCEL_OIDC_TOKEN`` is present, every
+   model string goes to Vercel's AI Gateway (:data:`VERCEL_GATEWAY_URL`, or
+   ``FXWORLD_GATEWAY_URL`` when set) with the deployment's OIDC token as its key
+   (read with the ``vercel-oidc`` package, extra ``fxworld[vercel]``; without it,
+   the variable itself), so there is no key to set. The token is read when the
+   agent is built.
 2. Otherwise the provider prefix chooses the adapter: ``anthropic/…`` is
    :class:`~fxworld.models.anthropic.AnthropicModel`, ``openai/…`` is
    :class:`~fxworld.models.openai.OpenAIModel`; each SDK reads its own standard
@@ -24,11 +30,21 @@ from typing import Any
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
 
-__all__ = ["resolve_model", "PROVIDERS", "GATEWAY_URL_ENV", "GATEWAY_KEY_ENV"]
+__all__ = [
+    "resolve_model",
+    "PROVIDERS",
+    "GATEWAY_URL_ENV",
+    "GATEWAY_KEY_ENV",
+    "OIDC_TOKEN_ENV",
+    "VERCEL_GATEWAY_URL",
+]
 
 GATEWAY_URL_ENV = "FXWORLD_GATEWAY_URL"
 GATEWAY_KEY_ENV = "FXWORLD_GATEWAY_KEY"
 PROVIDERS = ("anthropic", "openai")
+OIDC_TOKEN_ENV = "VERCEL_OIDC_TOKEN"
+VERCEL_GATEWAY_URL = "https://ai-gateway.vercel.sh/v1"
+"""Vercel's AI Gateway, OpenAI-compatible: where model strings go on Vercel."""
 
 
 def resolve_model(
@@ -51,6 +67,8 @@ def resolve_model(
         )
     url = gateway_url or os.environ.get(GATEWAY_URL_ENV) or None
     key = gateway_key or os.environ.get(GATEWAY_KEY_ENV) or None
+    if key is None and os.environ.get(OIDC_TOKEN_ENV):  # on Vercel: no key to set
+        key, url = _vercel_oidc_token(), url or VERCEL_GATEWAY_URL
     if url is not None:
         if key is None:
             raise ConfigurationError(
@@ -84,3 +102,16 @@ def resolve_model(
         f"to reach any other model, set {GATEWAY_URL_ENV} and {GATEWAY_KEY_ENV} to an "
         "OpenAI-compatible gateway"
     )
+
+
+def _vercel_oidc_token() -> str:
+    """The deployment's OIDC token: by the ``vercel-oidc`` package when installed
+    (it prefers a fresher token from the request), else ``$VERCEL_OIDC_TOKEN``."""
+    try:
+        from vercel.oidc import get_vercel_oidc_token
+    except ImportError:
+        return os.environ[OIDC_TOKEN_ENV]
+    try:
+        return str(get_vercel_oidc_token())
+    except Exception:  # expired, or not in a request: the variable as it is
+        return os.environ[OIDC_TOKEN_ENV]

@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
 
-from . import _signing
+from . import _signing, _vercel
 from ._app import HTTPError, error_response, read_body
 
 if TYPE_CHECKING:
@@ -57,6 +57,12 @@ class WakeHandler:
     invocation may run (your platform's function time limit); ``margin``: the
     seconds kept free before it, to hand the session back and answer. ``lease``
     and ``concurrency`` are passed to ``agent.work()``.
+
+    ``vercel``: also take Vercel Queues push deliveries (``None``: when
+    ``$VERCEL`` is set, as on Vercel), verified by the queue service (see
+    :mod:`fxworld.web._vercel`); the secret is then optional (without one, every
+    HMAC-signed request is refused). On Vercel set ``time_limit`` to the
+    function's ``maxDuration``.
 
     The body is the queue's message, signed as is: JSON, optionally naming the
     session (``{"session_id": ...}``). Wakes are taken from the world, so every due
@@ -95,15 +101,23 @@ class WakeHandler:
         concurrency: int = 8,
         replay_window: float = _signing.REPLAY_WINDOW,
         max_runs: int = MAX_RUNS,
+        vercel: bool | None = None,
     ) -> None:
         if secret is None:
             secret = os.environ.get(SECRET_ENV) or None
-        if secret is None:
+        self.vercel = bool(os.environ.get("VERCEL")) if vercel is None else vercel
+        if secret is None and not self.vercel:
             raise ConfigurationError(
                 f"the wake handler needs a secret: pass secret=... or set ${SECRET_ENV}"
             )
-        key = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(key) < _MIN_SECRET_BYTES:
+        key = (
+            None
+            if secret is None
+            else secret.encode()
+            if isinstance(secret, str)
+            else bytes(secret)
+        )
+        if key is not None and len(key) < _MIN_SECRET_BYTES:
             raise ConfigurationError(
                 f"the wake handler's secret must be at least {_MIN_SECRET_BYTES} bytes"
             )
@@ -153,7 +167,13 @@ class WakeHandler:
         body = await read_body(request, MAX_BODY_BYTES)
         if body is None:
             return error_response(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
-        if not _signing.verify(self._key, body, request.headers, window=self.replay_window):
+        if self.vercel and _vercel.is_delivery(request.headers):
+            return await _vercel.handle_delivery(
+                body, request.headers, started, lease=self.lease, run=self._run
+            )
+        if self._key is None or not _signing.verify(
+            self._key, body, request.headers, window=self.replay_window
+        ):
             return error_response(401, "unauthorized", "missing, invalid or expired signature")
         try:
             session_id = _named_session(body)
@@ -218,21 +238,10 @@ class WakeHandler:
         )
 
     async def _settled(self, session_id: str) -> str | None:
-        """``"done"`` when the session runs no turn and no prompt waits (or it is
-        empty), ``"waiting"`` when its turn only waits for a person's decision
-        (nothing to run until one comes), else ``None``: work is left. Reads only
-        the latest turn (:mod:`fxworld.engine.tail`)."""
-        from fxworld.engine.replay import Idle, WaitForApproval, next_step
-        from fxworld.engine.tail import replay_latest_turn
+        """See :func:`fxworld.consume.settled`."""
+        from fxworld.consume import settled
 
-        state = await replay_latest_turn(await self.agent.ready(), session_id)
-        tools = self.agent.tools
-        idempotent = {name: t.idempotent for name, t in tools.items()}
-        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
-        step = next_step(state, idempotent, timeouts)
-        if isinstance(step, Idle):
-            return "done"
-        return "waiting" if isinstance(step, WaitForApproval) else None
+        return await settled(self.agent, session_id)
 
 
 def wake_handler(
@@ -242,12 +251,15 @@ def wake_handler(
     time_limit: float = 60.0,
     margin: float = 5.0,
     lease: float = 15.0,
+    vercel: bool | None = None,
 ) -> WakeHandler:
     """An ASGI endpoint that runs ``agent``'s due turns on a signed request (push
     queues, cron, serverless functions); see :class:`WakeHandler`. ``secret``
     defaults to ``$FXWORLD_WAKE_SECRET``; an unsigned or stale request gets 401
     and runs nothing."""
-    return WakeHandler(agent, secret=secret, time_limit=time_limit, margin=margin, lease=lease)
+    return WakeHandler(
+        agent, secret=secret, time_limit=time_limit, margin=margin, lease=lease, vercel=vercel
+    )
 
 
 def _named_session(body: bytes) -> str | None:

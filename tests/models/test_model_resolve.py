@@ -124,3 +124,37 @@ def test_importing_fxworld_imports_no_model_sdk() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "none", out.stdout + out.stderr
+
+
+def _jwt(claims: dict[str, object]) -> str:
+    """An unsigned token shaped like a Vercel OIDC token (the gateway checks it, not us)."""
+    import base64
+    import json
+
+    def part(d: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2ln"
+
+
+async def test_on_vercel_with_no_key_model_strings_reach_the_gateway_with_the_oidc_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    token = _jwt({"sub": "owner:team:project:app:environment:production", "exp": time.time() + 600})
+    with ProviderServer(api_key=token) as server:  # it answers 401 to any other bearer
+        monkeypatch.setenv("VERCEL_OIDC_TOKEN", token)
+        monkeypatch.setenv("FXWORLD_GATEWAY_URL", server.url + "/v1")  # the gateway, locally
+        model = Agent("anthropic/claude-opus-5.5").model
+        assert isinstance(model, OpenAIModel)
+        server.queue(Sse(openai_stream(["through AI Gateway"])))
+        events = [e async for e in model.stream(ModelRequest("", [Message("user", "hi")]))]
+        assert isinstance(events[-1], ModelResponse) and events[-1].text == "through AI Gateway"
+        assert server.requests[0].headers["Authorization"] == f"Bearer {token}"
+        assert server.requests[0].body["model"] == "anthropic/claude-opus-5.5"
+    monkeypatch.delenv("FXWORLD_GATEWAY_URL")
+    from fxworld.models.resolve import VERCEL_GATEWAY_URL
+
+    assert VERCEL_GATEWAY_URL.endswith("/v1")
+    assert isinstance(resolve_model("google/gemini-9"), OpenAIModel)  # any string, on Vercel

@@ -1,0 +1,78 @@
+"""AWS Lambda with SQS: :func:`lambda_handler` (docs/serverless.md, "Deploy on AWS Lambda").
+
+An SQS event source mapping invokes the handler with a batch of messages, each
+naming a session (``{"session_id": ...}``, what :class:`~fxworld.push.SQSPush`
+sends). The handler runs the agent as a worker until nothing is due or the
+invocation's time nears its end (``context.get_remaining_time_in_millis()`` less
+``margin``): a turn still running then yields at a step boundary with a wake, and
+continues in the next invocation. It answers with a partial batch response
+(``ReportBatchItemFailures``): the messages whose session still has work are
+delivered again after the queue's visibility timeout (set it to the lease); the
+others are deleted. A function that crashes answers nothing, so the whole batch
+comes back after the visibility timeout, by which time the dead run's lease has
+run out, and the turn continues from the log (the tool that was running is not
+run again unless idempotent; the model is told).
+
+A Lambda function is invoked only by its event source mapping, so the handler
+checks no signature. A message that names no valid session is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fxworld.consume import settled
+from fxworld.push.base import session_of
+
+if TYPE_CHECKING:
+    from fxworld.engine import Agent
+
+__all__ = ["lambda_handler", "LambdaHandler"]
+
+logger = logging.getLogger("fxworld.aws")
+
+LambdaHandler = Callable[[Mapping[str, Any], Any], dict[str, Any]]
+"""``handler(event, context) -> {"batchItemFailures": [...]}``."""
+
+
+def lambda_handler(
+    agent: Agent, *, margin: float = 3.0, lease: float = 15.0, concurrency: int = 8
+) -> LambdaHandler:
+    """A Lambda handler for an SQS event source mapping that runs ``agent``'s due
+    turns; see the module. ``margin``: seconds kept free before the time limit to
+    hand a turn back and answer. ``lease`` and ``concurrency`` go to
+    ``agent.work()``; set the queue's visibility timeout to ``lease``.
+
+    One event loop is kept for the life of the execution environment, so the
+    world's connections are reused by warm invocations."""
+    loop = asyncio.new_event_loop()
+
+    def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        remaining = float(context.get_remaining_time_in_millis()) / 1000.0
+        return loop.run_until_complete(
+            _invoke(agent, event, remaining - margin, lease=lease, concurrency=concurrency)
+        )
+
+    return handler
+
+
+async def _invoke(
+    agent: Agent, event: Mapping[str, Any], budget: float, *, lease: float, concurrency: int
+) -> dict[str, Any]:
+    named: dict[str, str] = {}  # message id: session id
+    for record in event.get("Records") or []:
+        sid = session_of(str(record.get("body", "")))
+        if sid is None:
+            logger.warning("message %s names no valid session: dropped", record.get("messageId"))
+            continue
+        named[str(record["messageId"])] = sid
+    if budget > 0:
+        await agent.work(deadline=budget, until_idle=True, lease=lease, concurrency=concurrency)
+    failures = []
+    for message_id, sid in named.items():
+        if await settled(agent, sid) is None:  # work left: deliver it again
+            failures.append({"itemIdentifier": message_id})
+    return {"batchItemFailures": failures}

@@ -1,0 +1,52 @@
+"""VercelQueuePush: one Vercel Queues message per wake (the ``vercel-queue`` SDK,
+extra ``fxworld[vercel]``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from fxworld import validate
+from fxworld.errors import ConfigurationError
+
+__all__ = ["VercelQueuePush", "DEFAULT_TOPIC"]
+
+DEFAULT_TOPIC = "fxworld-wakes"
+"""The topic pushes go to when none is named; the wake route subscribes to it."""
+
+
+class VercelQueuePush:
+    """Sends ``{"session_id": ...}`` to the Vercel Queues topic ``topic`` with the
+    wake's delay. ``client``: a ``vercel.queue.QueueClient`` (by default one made
+    from the environment: on Vercel, the deployment's OIDC token and region;
+    elsewhere ``VERCEL_QUEUE_BASE_URL``, ``VERCEL_QUEUE_TOKEN``, ``VERCEL_REGION``).
+    A delay longer than the message's retention (24 h by default) is the tick's.
+    """
+
+    def __init__(self, topic: str = DEFAULT_TOPIC, *, client: Any = None) -> None:
+        if not topic or not all(c.isalnum() or c in "_-" for c in topic):
+            raise ConfigurationError(f"a Vercel Queues topic is [A-Za-z0-9_-]+, not {topic!r}")
+        self.topic = topic
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"VercelQueuePush({self.topic!r})"
+
+    def _queue(self) -> Any:
+        if self._client is None:
+            try:
+                from vercel.queue import QueueClient
+            except ImportError as e:  # pragma: no cover - depends on the install
+                raise ConfigurationError(
+                    f"VercelQueuePush needs vercel-queue ({e}): pip install 'fxworld[vercel]'"
+                ) from None
+            self._client = QueueClient()
+        return self._client
+
+    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
+        payload = {"session_id": validate.session_id(session_id)}
+        later = timedelta(seconds=delay) if delay > 0 else None
+        await self._queue().send(self.topic, payload, delay=later)
+
+    async def close(self) -> None:
+        return None

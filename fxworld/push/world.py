@@ -1,0 +1,185 @@
+"""PushingWorld: any world, with a push after every wake it makes durable.
+
+A wake becomes durable in exactly two calls of the World protocol: ``append(...,
+wake=d)`` (W7) and ``wake(delay=d)`` (W11). Every path that asks for a turn goes
+through one of them: a prompt (``session.prompt``, ``create``, HTTP ``POST``), a
+turn that yields at its deadline, an approval decided (API, HTTP, CLI, inspector)
+or timed out, a Stop, ``wake(delay=)``. So this wrapper, and only it, pushes: after
+the inner call returned (the world stays the truth; the message is a doorbell).
+
+A push that fails never fails the call: the wake is saved, the failure is logged
+and counted (``PushStats.failed``, the OpenTelemetry counter
+``fxworld.push.failed``), and the tick (:func:`fxworld.push.tick`) sends the
+message again once the wake is overdue.
+
+A wake appended by a run that holds the session's lease (taken through this
+world: a yield, an approval's timeout) is pushed when that lease is finished, not
+before: a message delivered while the lease is held would find nothing to take
+and wait for a redelivery. If the process dies first, the queue redelivers the
+message that started the run (or the tick sends one).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from fxworld.protocol import (
+    IdleDeleter,
+    LastEntryReader,
+    SessionLister,
+    WakeBatcher,
+    WakeLister,
+    World,
+)
+from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
+
+from .base import Push, PushStats, count
+
+__all__ = ["PushingWorld"]
+
+logger = logging.getLogger("fxworld.push")
+
+
+class PushingWorld:
+    """Wraps ``inner`` so that each wake it makes durable is followed by
+    ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W17
+    is the inner world's: each call is forwarded unchanged. The optional
+    protocols are there exactly when ``inner`` has them."""
+
+    take_wakes: Callable[..., Awaitable[list[WakeLease]]]
+    list_wakes: Callable[..., Awaitable[list[WakeState]]]
+    wake_state: Callable[[str], Awaitable[WakeState | None]]
+    list_sessions: Callable[..., Awaitable[list[str]]]
+    last_entry: Callable[[str], Awaitable[Entry | None]]
+    delete_if_idle: Callable[..., Awaitable[bool]]
+
+    def __init__(self, inner: World, push: Push) -> None:
+        self.inner = inner
+        self.push = push
+        self.stats = PushStats()
+        self.capabilities: frozenset[str] = frozenset(inner.capabilities)
+        self._held: dict[str, float] = {}  # session id: when its lease taken here ends (monotonic)
+        self._deferred: dict[str, float] = {}  # session id: the earliest deferred delay
+        if isinstance(inner, WakeBatcher):
+            self.take_wakes = self._take_wakes
+        if isinstance(inner, WakeLister):
+            self.list_wakes = inner.list_wakes
+            self.wake_state = inner.wake_state
+        if isinstance(inner, SessionLister):
+            self.list_sessions = inner.list_sessions
+        if isinstance(inner, LastEntryReader):
+            self.last_entry = inner.last_entry
+        if isinstance(inner, IdleDeleter):
+            self.delete_if_idle = inner.delete_if_idle
+        for name in ("namespace", "max_entry_bytes"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+
+    def __repr__(self) -> str:
+        return f"PushingWorld({self.inner!r}, {self.push!r})"
+
+    async def setup(self) -> None:
+        await self.inner.setup()
+
+    async def close(self) -> None:
+        try:
+            await self.inner.close()
+        finally:
+            await self.push.close()
+
+    async def acquire(self, session_id: str) -> Fence:
+        return await self.inner.acquire(session_id)
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        seq = await self.inner.append(
+            session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+        )
+        if wake is not None:  # durable now (W7): ring
+            await self.ring(session_id, wake)
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        return await self.inner.read(session_id, after, limit=limit)
+
+    def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
+        return self.inner.follow(session_id, after)
+
+    async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        await self.inner.wake(session_id, delay=delay)
+        await self.ring(session_id, delay)
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        got = await self.inner.take_wake(lease=lease)
+        if got is not None:
+            self._hold(got.session_id, lease)
+        return got
+
+    async def _take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        assert isinstance(self.inner, WakeBatcher)
+        got = await self.inner.take_wakes(lease=lease, limit=limit)
+        for w in got:
+            self._hold(w.session_id, lease)
+        return got
+
+    async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
+        renewed = await self.inner.renew_wake(wake, lease=lease)
+        self._hold(wake.session_id, lease)
+        return renewed
+
+    async def finish_wake(self, wake: WakeLease) -> None:
+        try:
+            await self.inner.finish_wake(wake)
+        finally:
+            self._held.pop(wake.session_id, None)
+            delay = self._deferred.pop(wake.session_id, None)
+            if delay is not None:
+                await self._send(wake.session_id, delay)
+
+    async def delete(self, session_id: str) -> None:
+        await self.inner.delete(session_id)
+
+    def _hold(self, session_id: str, lease: float) -> None:
+        self._held[session_id] = time.monotonic() + lease
+
+    async def ring(self, session_id: str, delay: float) -> None:
+        """Push now, or once this process's lease of the session is finished. A
+        lease that ran out here unfinished (its run was replaced, or failed) holds
+        nothing back: that wake is due again, and the push goes out now."""
+        until = self._held.get(session_id)
+        if until is not None and until <= time.monotonic():
+            del self._held[session_id]
+            self._deferred.pop(session_id, None)
+            until = None
+        if until is not None:
+            earlier = self._deferred.get(session_id)
+            self._deferred[session_id] = delay if earlier is None else min(earlier, delay)
+            return
+        await self._send(session_id, delay)
+
+    async def _send(self, session_id: str, delay: float) -> None:
+        """One push; a failure is logged and counted, never raised: the wake is saved."""
+        try:
+            await self.push.push(session_id, delay=delay)
+        except Exception as e:
+            self.stats.failed += 1
+            count("failed")
+            logger.warning(
+                "push for session %s failed (%s: %s); the wake is saved, the tick sends it again",
+                session_id,
+                type(e).__name__,
+                e,
+            )
+            return
+        self.stats.sent += 1
+        count("sent")

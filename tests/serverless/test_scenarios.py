@@ -1,0 +1,140 @@
+"""The serverless scenarios, on each queue (tests/serverless/deployments.py): no
+worker process anywhere; only the queue invokes the function."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fxworld import Agent
+from fxworld.push import PushingWorld, tick
+from fxworld.testing import ScriptedModel
+from tests.serverless.deployments import Deployment, queue_servers
+
+pytest.importorskip("moto")
+pytest.importorskip("vercel.queue")
+
+REPO = Path(__file__).resolve().parents[2]
+
+Deploy = Callable[..., Deployment]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with queue_servers(tmp_path_factory.mktemp("queues")) as running:
+        yield running
+
+
+@pytest.fixture(params=["sqs", "vercel"])
+async def deploy(
+    request: pytest.FixtureRequest, servers: dict[str, Any], tmp_path: Path
+) -> AsyncIterator[Deploy]:
+    made: list[Deployment] = []
+
+    def make(script: str, **env: str) -> Deployment:
+        d = Deployment(request.param, servers[request.param], tmp_path, script, **env)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        await d.close()
+
+
+async def test_a_prompt_runs_to_its_answer_with_no_worker(deploy: Deploy) -> None:
+    d = deploy("hello")
+    d.start()
+    accepted = await d.client.session().create("Hi")
+    kinds = await d.answer(accepted.session_id, accepted.cursor)
+    assert kinds[-2:] == ["turn.finished", "Hello from a function."]
+    assert d.invocations >= 1
+
+
+async def test_a_function_killed_mid_tool_continues_after_redelivery_tool_not_rerun(
+    deploy: Deploy,
+) -> None:
+    d = deploy("refund", TEST_KILL_IN_TOOL="1")
+    d.start()
+    accepted = await d.client.session().create("Refund o-1")
+    kinds = await d.answer(accepted.session_id, accepted.cursor)
+    assert kinds[-1] == "Checked; all good."
+    assert d.crashed >= 1  # the function died (SIGKILL) in the tool
+    assert (d.tmp / "refund-o-1").read_text().count("x") == 1  # never run again
+    assert any("may have partly run" in h for h in d.heard())  # the model was told
+
+
+async def test_a_turn_three_times_the_time_limit_finishes_over_several_invocations(
+    deploy: Deploy,
+) -> None:
+    d = deploy("long", TEST_STEP_SECONDS="1.2", TIME_LIMIT="4")
+    d.start()
+    accepted = await d.client.session().create("Go long")
+    kinds = await d.answer(accepted.session_id, accepted.cursor, within=120)
+    assert kinds[-1] == "Long turn over."
+    assert kinds.count("turn.yielded") >= 2
+    assert kinds.count("turn.finished") == 1
+    assert d.invocations >= 3
+
+
+async def test_a_push_that_failed_is_recovered_by_the_tick(
+    deploy: Deploy, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = deploy("hello")
+    broken = Agent(ScriptedModel([]), world=d.url, push=d.push(broken=True))
+    accepted = await broken.session().create("Hi")  # accepted though the push fails
+    assert "push for session" in caplog.text
+    assert isinstance(broken.world, PushingWorld) and broken.world.stats.failed == 1
+    await broken.world.close()
+    d.start()
+    await asyncio.sleep(3)  # nothing rings: the wake waits in the world
+    assert d.invocations == 0
+    push = d.push()
+    assert await tick(d.client.world, push, overdue=0.0) == 1
+    await push.close()
+    kinds = await d.answer(accepted.session_id, accepted.cursor)
+    assert kinds[-1] == "Hello from a function."
+
+
+async def test_fifty_sessions_prompted_at_once_all_finish_none_twice(deploy: Deploy) -> None:
+    d = deploy("hello")
+    d.start()
+    made = await asyncio.gather(*(d.client.session().create("Hi") for _ in range(50)))
+    ends = await asyncio.gather(*(d.answer(a.session_id, a.cursor, 120) for a in made))
+    assert all(k[-1] == "Hello from a function." for k in ends)
+    for a in made:
+        events = await d.client.session(a.session_id).read()
+        assert [e.kind for e in events].count("turn.finished") == 1
+
+
+async def test_an_approval_decided_from_another_process_pushes_and_resumes(
+    deploy: Deploy,
+) -> None:
+    d = deploy("approve")
+    d.start()
+    accepted = await d.client.session().create("Delete a-1")
+    s = d.client.session(accepted.session_id)
+    pending = []
+    for _ in range(300):  # bounded: 30 s
+        pending = await s.pending_approvals()
+        if pending:
+            break
+        await asyncio.sleep(0.1)
+    assert pending
+    # The function answered the first message (the turn waits for a person): only
+    # the CLI's push ($FXWORLD_PUSH) can start the turn again.
+    await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "fxworld.cli", "sessions", "approve", accepted.session_id,
+         pending[0].execution_id, "--world", d.url],
+        cwd=REPO, env={**os.environ, **d.env}, check=True, timeout=60,
+    )  # fmt: skip
+    kinds = await d.answer(accepted.session_id, accepted.cursor)
+    assert kinds[-1] == "Deleted."
+    assert (d.tmp / "delete-a-1").read_text().count("x") == 1
