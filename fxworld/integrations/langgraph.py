@@ -69,6 +69,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import fxworld
+from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, Fenced
 from fxworld.protocol import IdleDeleter, SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
@@ -84,6 +85,9 @@ KINDS = ("lg.checkpoint", "lg.writes", "lg.dropped")
 """The entry kinds a thread's log holds."""
 
 _CHECKPOINT, _WRITES, _DROPPED = KINDS
+_KNOWN = 1000
+"""Checkpoints a saver remembers as being in the log (to tell early writes)."""
+
 _COPY_BATCH = 100
 """Entries per append when copying a thread."""
 
@@ -159,6 +163,9 @@ class WorldSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         self.world: World = world if world is not None else fxworld.world()
         self._writers: dict[str, _Writer] = {}
+        self._known: dict[tuple[str, str, str], None] = {}
+        self._early: dict[tuple[str, str, str], int] = {}
+        self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -220,19 +227,33 @@ class WorldSaver(BaseCheckpointSaver[int]):
             held = self._writers[sid] = _Writer(await self.world.acquire(sid), None)
         return held.fence
 
-    async def _append(self, config: RunnableConfig, entry: NewEntry, key: str) -> None:
+    def _know(self, cp: tuple[str, str, str]) -> None:
+        """Note a checkpoint that is in the log (put or read here); the latest
+        :data:`_KNOWN` are kept."""
+        self._known[cp] = None
+        if len(self._known) > _KNOWN:
+            del self._known[next(iter(self._known))]
+
+    async def _append(self, config: RunnableConfig, entry: NewEntry, key: str) -> int:
         thread_id = str(config["configurable"]["thread_id"])
         sid = thread_session(thread_id)
         fence = await self._fence(sid)
         try:
-            await self.world.append(sid, [entry], fence=fence, key=key)  # W2, W6
+            return await self.world.append(sid, [entry], fence=fence, key=key)  # W2, W6
         except Fenced as refused:
             raise ThreadTakenOver(thread_id, refused) from None
 
     # -- reads ---------------------------------------------------------------
 
-    def _tuple(self, thread_id: str, entry: Entry, thread: _Thread) -> CheckpointTuple:
+    async def _tuple(self, thread_id: str, entry: Entry, thread: _Thread) -> CheckpointTuple:
         data = entry.data
+        self._know((thread_id, data["ns"], data["id"]))
+        if "early" in data:  # its writes that landed before it (see _put_writes)
+            sid = thread_session(thread_id)
+            earlier = await window(self.world, sid, data["early"] - 1, entry.seq - 1)
+            for before in reversed(earlier):  # newest first, as a backwards scan sees them
+                if before.kind == _WRITES and before.data["checkpoint"] == data["id"]:
+                    thread.see(before)
         ns, cid = data["ns"], data["id"]
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         parent = data["parent"]
@@ -268,7 +289,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
             data = entry.data
             if entry.kind == _CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
                 if thread.live(entry):
-                    return self._tuple(thread_id, entry, thread)
+                    return await self._tuple(thread_id, entry, thread)
                 if cid is not None:
                     return None
         return None
@@ -287,7 +308,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 continue
             if before is not None and entry.data["id"] >= before:
                 continue
-            found = self._tuple(thread_id, entry, thread)
+            found = await self._tuple(thread_id, entry, thread)
             if all(found.metadata.get(k) == v for k, v in match.items()):
                 yield found
 
@@ -356,7 +377,16 @@ class WorldSaver(BaseCheckpointSaver[int]):
             "checkpoint": self._encode(checkpoint),
             "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
         }
-        await self._append(config, NewEntry(_CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+        cp = (thread_id, ns, checkpoint["id"])
+        if cp in self._early:  # writes that landed before it: see _put_writes
+            data["early"] = self._early.pop(cp)
+        self._putting[cp] = landed = asyncio.get_running_loop().create_future()
+        try:
+            await self._append(config, NewEntry(_CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+            self._know(cp)
+        finally:
+            del self._putting[cp]
+            landed.set_result(None)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -384,7 +414,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
         key = _key("s" if special else "w", ns, cid, task_id, *(str(r[0]) for r in rows))
         if special:
             key += ":" + hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
-        await self._append(config, NewEntry(_WRITES, data), key)
+        cp = (str(conf["thread_id"]), ns, cid)
+        # LangGraph ("async" durability) may save a task's writes while it puts their
+        # checkpoint, or before: they wait for a put under way, and a put still to come
+        # says where its early writes start (read by _tuple).
+        if cp in self._putting:
+            await self._putting[cp]
+        seq = await self._append(config, NewEntry(_WRITES, data), key)
+        if cp not in self._known:
+            self._early.setdefault(cp, seq)
 
     async def _drop(self, sid: str, keep: set[str] | None, run_ids: set[str]) -> None:
         """Append one ``lg.dropped`` entry for the thread's live checkpoints that are
