@@ -176,12 +176,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
         here = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = here
-        if self._loop is here:
-            if not self._ready:
-                await self.world.setup()
-                self._ready = True
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+        if self._loop is not here:  # the owner's connections are its loop's
+            owner = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
+            return await asyncio.wrap_future(owner)
+        if not self._ready:
+            await self.world.setup()
+            self._ready = True
+        return await coro
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` to completion from synchronous code."""
