@@ -1,0 +1,607 @@
+"""``WorldSaver``: a LangGraph checkpointer on any World (extra ``fxworld[langgraph]``).
+
+One LangGraph thread is one fxworld session, ``lg.`` followed by 40 hex digits of
+the SHA-256 of its ``thread_id`` (session ids are limited to
+``[A-Za-z0-9._:-]{1,128}``, W15; a thread id is any string). Every namespace of the
+thread (subgraphs) lives in that one log, so deleting, copying or pruning a thread
+is one operation on one session, and one fence covers the thread and its subgraphs.
+Its entries (see :data:`KINDS`):
+
+- ``lg.checkpoint``: one checkpoint, whole (its channel values included), with its
+  namespace, id, parent id and metadata;
+- ``lg.writes``: one ``put_writes`` call (a task's writes to one checkpoint);
+- ``lg.dropped``: checkpoints that ``delete_for_runs`` or ``prune`` removed: reads
+  skip them from then on (a log is append-only: W4).
+
+Values are encoded by the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by
+default), base64 in the entry's JSON.
+
+**One writer per thread.** A run of a graph takes the thread over when it starts
+(:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
+(W2): once another process has started running the thread, this process's writes
+raise :class:`ThreadTakenOver` and write nothing, so the chain never forks silently.
+A run is recognised by the runtime object LangGraph puts in each call's config; a
+call without one (direct use of the saver) takes the thread over at its first write
+in this saver and keeps the fence. Running again from an older checkpoint that the
+caller names (time travel) is a run like any other: it takes the thread over and
+branches from that checkpoint, as LangGraph documents.
+
+**What the reads cost** (``n`` = entries of the thread's log, ``k`` = entries
+after the checkpoint asked for; a page is one ``read``, see
+:mod:`fxworld.integrations.backwards`):
+
+- ``get_tuple`` of the latest checkpoint: one request for the log's end, then one
+  page back from it (a checkpoint and its writes fit in the first page): O(1)
+  requests, whatever the length of the thread. Of a named checkpoint: the pages
+  back to it, O(k).
+- ``list`` of one thread (``before``, ``limit``, ``filter``): pages back from the
+  end until ``limit`` checkpoints matched: never another thread. Without
+  ``thread_id`` it reads every LangGraph thread of the world (there is no index).
+- ``delete_thread``: one ``delete`` (W14). ``copy_thread``: reads the source once
+  and appends it in batches. ``prune`` and ``delete_for_runs``: one scan of each
+  thread concerned (``delete_for_runs`` has no thread, so it scans every thread),
+  then at most one append per thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+import fxworld
+from fxworld.engine.tail import window
+from fxworld.errors import ConfigurationError, Fenced
+from fxworld.protocol import IdleDeleter, SessionLister, World
+from fxworld.types import Entry, Fence, NewEntry
+
+from .backwards import backwards, end_of
+
+__all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
+
+PREFIX = "lg."
+"""Every LangGraph thread's session id starts with this."""
+
+KINDS = ("lg.checkpoint", "lg.writes", "lg.dropped")
+"""The entry kinds a thread's log holds."""
+
+_CHECKPOINT, _WRITES, _DROPPED = KINDS
+_KNOWN = 1000
+"""Checkpoints a saver remembers as being in the log (to tell early writes)."""
+
+_COPY_BATCH = 100
+"""Entries per append when copying a thread."""
+
+T = TypeVar("T")
+
+
+class ThreadTakenOver(Fenced):
+    """Another process started running this thread: this process must stop.
+
+    Raised by a write of a run whose thread was taken over since the run started
+    (W2). Nothing of the refused call was written; the thread's chain continues
+    from the other process's checkpoints.
+    """
+
+    def __init__(self, thread_id: str, refused: Fenced) -> None:
+        super().__init__(refused.session_id, refused.epoch, refused.current)
+        self.thread_id = thread_id
+        self.args = (
+            f"thread {thread_id!r} was taken over by another run (fence epoch "
+            f"{refused.epoch} is stale); this run must stop, nothing was written",
+        )
+
+
+def thread_session(thread_id: str) -> str:
+    """The session id of a LangGraph thread: always valid (W15), whatever the id."""
+    return PREFIX + hashlib.sha256(str(thread_id).encode()).hexdigest()[:40]
+
+
+@dataclass
+class _Writer:
+    """The fence this saver holds on one thread, and the run that took it."""
+
+    fence: Fence
+    run: object | None
+
+
+@dataclass
+class _Thread:
+    """What one backwards scan of a thread has seen so far."""
+
+    dropped: set[tuple[str, str]] = field(default_factory=set)
+    writes: dict[tuple[str, str], list[Entry]] = field(default_factory=dict)
+
+    def see(self, entry: Entry) -> None:
+        """Note a writes or dropped entry (newest first)."""
+        data = entry.data
+        if entry.kind == _DROPPED:
+            self.dropped.update((ns, cid) for ns, cid in data["checkpoints"])
+        elif entry.kind == _WRITES:
+            self.writes.setdefault((data["ns"], data["checkpoint"]), []).append(entry)
+
+    def live(self, entry: Entry) -> bool:
+        """Whether ``entry`` is a checkpoint that was not dropped."""
+        data = entry.data
+        return entry.kind == _CHECKPOINT and (data["ns"], data["id"]) not in self.dropped
+
+
+class WorldSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer that keeps every thread in a World.
+
+    ``world``: any World; ``None`` means :func:`fxworld.world` (``FXWORLD_URL``, else
+    the embedded SQLite world). ``serde``: LangGraph's serializer protocol (default
+    ``JsonPlusSerializer``). The world is set up on first use.
+
+    Async methods run on the caller's loop (the first one to use the saver owns the
+    world's connections; another loop's calls are handed to it). Sync methods
+    (``graph.invoke``) run on that loop from another thread, or on a loop of the
+    saver's own when there is none; from inside the owning loop they raise, as
+    they would deadlock.
+    """
+
+    def __init__(self, world: World | None = None, *, serde: SerializerProtocol | None = None):
+        super().__init__(serde=serde)
+        self.world: World = world if world is not None else fxworld.world()
+        self._writers: dict[str, _Writer] = {}
+        self._known: dict[tuple[str, str, str], None] = {}
+        self._early: dict[tuple[str, str, str], int] = {}
+        self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
+        self._ready = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop that owns the world."""
+        here = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = here
+        if self._loop is not here:  # the owner's connections are its loop's
+            owner = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
+            return await asyncio.wrap_future(owner)
+        if not self._ready:
+            await self.world.setup()
+            self._ready = True
+        return await coro
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion from synchronous code."""
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is not None and here is self._loop:
+            coro.close()
+            raise RuntimeError(
+                "WorldSaver: a synchronous method was called from inside the event loop "
+                "that uses this saver; use the async methods (ainvoke, astream, aget_state)"
+            )
+        if self._loop is None:
+            self._loop = _background_loop()
+        future: Future[T] = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
+        return future.result()
+
+    def _encode(self, value: Any) -> list[str]:
+        kind, raw = self.serde.dumps_typed(value)
+        return [kind, base64.b64encode(raw).decode("ascii")]
+
+    def _decode(self, pair: Sequence[str]) -> Any:
+        return self.serde.loads_typed((pair[0], base64.b64decode(pair[1])))
+
+    async def _start(self, sid: str, config: RunnableConfig) -> None:
+        """A run's first read takes the thread over (W1), before it reads: from then
+        on, the fence of any earlier run, in any process, is refused (W2). A read
+        outside a run (``get_state``) or in a subgraph takes nothing."""
+        conf = config.get("configurable", {})
+        run = conf.get("__pregel_runtime")
+        if run is None or conf.get("checkpoint_ns"):
+            return
+        held = self._writers.get(sid)
+        if held is None or held.run is not run:
+            self._writers[sid] = _Writer(await self.world.acquire(sid), run)
+
+    async def _fence(self, sid: str) -> Fence:
+        """The fence this saver writes ``sid`` with; taken at its first write if no
+        run took it."""
+        held = self._writers.get(sid)
+        if held is None:
+            held = self._writers[sid] = _Writer(await self.world.acquire(sid), None)
+        return held.fence
+
+    def _know(self, cp: tuple[str, str, str]) -> None:
+        """Note a checkpoint that is in the log (put or read here); the latest
+        :data:`_KNOWN` are kept."""
+        self._known[cp] = None
+        if len(self._known) > _KNOWN:
+            del self._known[next(iter(self._known))]
+
+    async def _append(self, config: RunnableConfig, entry: NewEntry, key: str) -> int:
+        thread_id = str(config["configurable"]["thread_id"])
+        sid = thread_session(thread_id)
+        fence = await self._fence(sid)
+        try:
+            return await self.world.append(sid, [entry], fence=fence, key=key)  # W2, W6
+        except Fenced as refused:
+            raise ThreadTakenOver(thread_id, refused) from None
+
+    # -- reads ---------------------------------------------------------------
+
+    async def _tuple(self, thread_id: str, entry: Entry, thread: _Thread) -> CheckpointTuple:
+        data = entry.data
+        self._know((thread_id, data["ns"], data["id"]))
+        if "early" in data:  # its writes that landed before it (see _put_writes)
+            sid = thread_session(thread_id)
+            earlier = await window(self.world, sid, data["early"] - 1, entry.seq - 1)
+            for before in reversed(earlier):  # newest first, as a backwards scan sees them
+                if before.kind == _WRITES and before.data["checkpoint"] == data["id"]:
+                    thread.see(before)
+        ns, cid = data["ns"], data["id"]
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns}
+        parent = data["parent"]
+        return CheckpointTuple(
+            config={"configurable": {**conf, "checkpoint_id": cid}},
+            checkpoint=self._decode(data["checkpoint"]),
+            metadata=self._decode(data["metadata"]),
+            parent_config={"configurable": {**conf, "checkpoint_id": parent}} if parent else None,
+            pending_writes=self._pending(thread.writes.get((ns, cid), [])),
+        )
+
+    def _pending(self, newest_first: list[Entry]) -> list[PendingWrite]:
+        """A checkpoint's writes as ``put_writes`` left them: a regular write once per
+        (task, index), the first kept; a special one (error, interrupt...) the last."""
+        kept: dict[tuple[str, int], tuple[str, str, str, list[str]]] = {}
+        for entry in reversed(newest_first):
+            task, path = entry.data["task"], entry.data["path"]
+            for idx, channel, kind, raw in entry.data["writes"]:
+                if idx < 0 or (task, idx) not in kept:
+                    kept[(task, idx)] = (path, task, channel, [kind, raw])
+        order = sorted(kept, key=lambda k: (kept[k][0], k[0], k[1]))  # writes_sort_key
+        return [(kept[k][1], kept[k][2], self._decode(kept[k][3])) for k in order]
+
+    async def _find(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        sid = thread_session(thread_id)
+        await self._start(sid, config)
+        ns, cid = conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        thread = _Thread()
+        async for entry in backwards(self.world, sid):
+            thread.see(entry)
+            data = entry.data
+            if entry.kind == _CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
+                if thread.live(entry):
+                    return await self._tuple(thread_id, entry, thread)
+                if cid is not None:
+                    return None
+        return None
+
+    async def _thread_list(
+        self,
+        thread_id: str,
+        ns: str | None,
+        before: str | None,
+        match: dict[str, Any],
+    ) -> AsyncIterator[CheckpointTuple]:
+        thread = _Thread()
+        async for entry in backwards(self.world, thread_session(thread_id)):
+            thread.see(entry)
+            if not thread.live(entry) or ns not in (None, entry.data["ns"]):
+                continue
+            if before is not None and entry.data["id"] >= before:
+                continue
+            found = await self._tuple(thread_id, entry, thread)
+            if all(found.metadata.get(k) == v for k, v in match.items()):
+                yield found
+
+    async def _threads(self) -> AsyncIterator[str]:
+        """Every LangGraph thread id in the world (read from its first checkpoint)."""
+        lister = self.world
+        if not isinstance(lister, SessionLister):
+            raise ConfigurationError(
+                f"{type(lister).__name__} cannot list its sessions (SessionLister): "
+                "list() without a thread_id and delete_for_runs() need it"
+            )
+        after = PREFIX
+        while page := await lister.list_sessions(after=after, limit=100):
+            for sid in page:
+                if not sid.startswith(PREFIX):
+                    return
+                first = [
+                    e for e in await self.world.read(sid, 0, limit=10) if e.kind == _CHECKPOINT
+                ]
+                if first:
+                    yield first[0].data["thread"]
+            after = page[-1]
+
+    async def _thread_of(self, sid: str) -> str | None:
+        """The thread id a session holds: that of its first checkpoint (within its
+        first page; a thread starts with its first checkpoint)."""
+        for entry in await self.world.read(sid, 0, limit=16):
+            if entry.kind == _CHECKPOINT:
+                return str(entry.data["thread"])
+        return None
+
+    async def _list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> list[CheckpointTuple]:
+        conf = (config or {}).get("configurable", {})
+        before_id = get_checkpoint_id(before) if before else None
+        if "thread_id" in conf:
+            threads: AsyncIterator[str] = _one(str(conf["thread_id"]))
+        else:
+            threads = self._threads()
+        found: list[CheckpointTuple] = []
+        async for thread_id in threads:
+            ns = conf.get("checkpoint_ns")
+            async for tup in self._thread_list(thread_id, ns, before_id, filter or {}):
+                if limit is not None and len(found) >= limit:
+                    return found
+                found.append(tup)
+        return found
+
+    # -- writes --------------------------------------------------------------
+
+    async def _put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        data = {
+            "thread": thread_id,
+            "ns": ns,
+            "id": checkpoint["id"],
+            "parent": conf.get("checkpoint_id"),
+            "checkpoint": self._encode(checkpoint),
+            "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
+        }
+        cp = (thread_id, ns, checkpoint["id"])
+        if cp in self._early:  # writes that landed before it: see _put_writes
+            data["early"] = self._early.pop(cp)
+        self._putting[cp] = landed = asyncio.get_running_loop().create_future()
+        try:
+            await self._append(config, NewEntry(_CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+            self._know(cp)
+        finally:
+            del self._putting[cp]
+            landed.set_result(None)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        conf = config["configurable"]
+        ns, cid = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        rows = [
+            [WRITES_IDX_MAP.get(channel, i), channel, *self._encode(value)]
+            for i, (channel, value) in enumerate(writes)
+        ]
+        data = {"ns": ns, "checkpoint": cid, "task": task_id, "path": task_path, "writes": rows}
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        # A regular write lands once per (task, index) (W6); a special one replaces.
+        key = _key("s" if special else "w", ns, cid, task_id, *(str(r[0]) for r in rows))
+        if special:
+            key += ":" + hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+        cp = (str(conf["thread_id"]), ns, cid)
+        # LangGraph ("async" durability) may save a task's writes while it puts their
+        # checkpoint, or before: they wait for a put under way, and a put still to come
+        # says where its early writes start (read by _tuple).
+        if cp in self._putting:
+            await self._putting[cp]
+        seq = await self._append(config, NewEntry(_WRITES, data), key)
+        if cp not in self._known:
+            self._early.setdefault(cp, seq)
+
+    async def _drop(self, sid: str, keep: set[str] | None, run_ids: set[str]) -> None:
+        """Append one ``lg.dropped`` entry for the thread's live checkpoints that are
+        not the latest of their namespace (``keep`` given) or belong to ``run_ids``."""
+        thread, latest, dropped = _Thread(), set[str](), []
+        async for entry in backwards(self.world, sid):
+            thread.see(entry)
+            if not thread.live(entry):
+                continue
+            ns, cid = entry.data["ns"], entry.data["id"]
+            if keep is not None:
+                if ns not in latest:
+                    latest.add(ns)
+                    continue
+                dropped.append([ns, cid])
+            elif self._decode(entry.data["metadata"]).get("run_id") in run_ids:
+                dropped.append([ns, cid])
+        if dropped:
+            await self.world.append(sid, [NewEntry(_DROPPED, {"checkpoints": dropped})])  # W3
+
+    async def _delete(self, thread_id: str) -> None:
+        sid = thread_session(thread_id)
+        self._writers.pop(sid, None)
+        await self.world.delete(sid)  # W14
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        if not run_ids:
+            return
+        async for thread_id in self._threads():
+            await self._drop(thread_session(thread_id), None, set(run_ids))
+
+    async def _copy(self, source: str, target: str) -> None:
+        src, dst = thread_session(source), thread_session(target)
+        after = 0
+        while page := await self.world.read(src, after, limit=_COPY_BATCH):
+            batch = [NewEntry(e.kind, _retarget(e, target)) for e in page if e.kind in KINDS]
+            if batch:  # a rerun never duplicates a batch (W6)
+                await self.world.append(dst, batch, key=f"copy:{src}:{page[0].seq}")
+            after = page[-1].seq
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        for thread_id in thread_ids:
+            sid = thread_session(thread_id)
+            if strategy == "keep_latest":
+                await self._drop(sid, set(), set())
+            elif strategy == "delete":
+                await self._delete_idle(sid)
+            else:
+                raise ValueError(f"prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+
+    async def _delete_idle(self, sid: str) -> None:
+        """Delete a whole thread unless it is being written: on a world that can
+        delete only if nothing was appended since the look (``IdleDeleter``), an
+        append that races with the prune wins."""
+        if not isinstance(self.world, IdleDeleter):
+            await self.world.delete(sid)
+            return
+        last = await end_of(self.world, sid)
+        if last:
+            await self.world.delete_if_idle(sid, last=last)
+
+    # -- BaseCheckpointSaver: async ------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the thread's latest in its namespace."""
+        return await self._on_loop(self._find(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints newest first; ``filter`` matches metadata keys exactly."""
+        for tup in await self._on_loop(self._list(config, filter, before, limit)):
+            yield tup
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Append the checkpoint with this run's fence (W2); ``ThreadTakenOver`` if
+        another run took the thread over."""
+        return await self._on_loop(self._put(config, checkpoint, metadata))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Append a task's writes to the checkpoint ``config`` names (fenced, W2)."""
+        await self._on_loop(self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread, every namespace, checkpoints and writes (W14)."""
+        await self._on_loop(self._delete(str(thread_id)))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Drop the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+        await self._on_loop(self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Append every checkpoint and write of the source to the target thread."""
+        await self._on_loop(self._copy(str(source_thread_id), str(target_thread_id)))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: drop all but each namespace's latest checkpoint;
+        ``delete``: delete whole threads, never one being written."""
+        await self._on_loop(self._prune([str(t) for t in thread_ids], strategy))
+
+    # -- BaseCheckpointSaver: sync -------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._sync(self._find(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        yield from self._sync(self._list(config, filter, before, limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._sync(self._put(config, checkpoint, metadata))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._sync(self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync(self._delete(str(thread_id)))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._sync(self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._sync(self._copy(str(source_thread_id), str(target_thread_id)))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._sync(self._prune([str(t) for t in thread_ids], strategy))
+
+
+def _key(*parts: str) -> str:
+    """An idempotency key (W6) of bounded length for these parts."""
+    return parts[0] + ":" + hashlib.sha256("\x00".join(parts[1:]).encode()).hexdigest()
+
+
+def _retarget(entry: Entry, thread_id: str) -> dict[str, Any]:
+    return {**entry.data, "thread": thread_id} if entry.kind == _CHECKPOINT else entry.data
+
+
+async def _one(value: str) -> AsyncIterator[str]:
+    yield value
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """An event loop running in a daemon thread, for sync callers without one."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="fxworld-saver", daemon=True).start()
+    return loop

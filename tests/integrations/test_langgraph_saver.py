@@ -1,0 +1,146 @@
+"""WorldSaver in one process: reads that cost what the latest needs, time travel
+as LangGraph documents it, sync use, and a thread taken over by another saver."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+from fxworld import MemoryWorld
+from fxworld.integrations.langgraph import ThreadTakenOver, WorldSaver, thread_session
+from tests.integrations.reads import CountingReads
+
+
+class Count(TypedDict):
+    n: int
+
+
+def counter(limit: int) -> StateGraph[Count]:
+    graph = StateGraph(Count)
+    graph.add_node("step", lambda s: {"n": s["n"] + 1})
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda s: "step" if s["n"] < limit else END)
+    return graph
+
+
+def config(thread: str, **more: Any) -> Any:
+    return {"configurable": {"thread_id": thread, **more}}
+
+
+async def test_get_tuple_of_the_latest_reads_one_page_however_long_the_thread() -> None:
+    world = CountingReads(MemoryWorld())
+    saver = WorldSaver(world)  # type: ignore[arg-type]
+    app = counter(300).compile(checkpointer=saver)
+    await app.ainvoke({"n": 0}, {**config("long"), "recursion_limit": 1000})
+    world.entries_read = world.reads = 0
+    latest = await saver.aget_tuple(config("long"))
+    assert latest is not None and latest.checkpoint["channel_values"]["n"] == 300
+    assert world.reads == 1 and world.entries_read <= 8
+
+
+async def test_list_with_a_limit_reads_from_the_end_only() -> None:
+    world = CountingReads(MemoryWorld())
+    saver = WorldSaver(world)  # type: ignore[arg-type]
+    await (
+        counter(200)
+        .compile(checkpointer=saver)
+        .ainvoke({"n": 0}, {**config("long"), "recursion_limit": 1000})
+    )
+    world.entries_read = 0
+    found = [t async for t in saver.alist(config("long"), limit=2)]
+    assert [t.checkpoint["channel_values"]["n"] for t in found] == [200, 199]
+    assert world.entries_read <= 8
+
+
+async def test_time_travel_from_a_named_checkpoint_branches_and_keeps_the_history() -> None:
+    saver = WorldSaver(MemoryWorld())
+    app = counter(4).compile(checkpointer=saver)
+    await app.ainvoke({"n": 0}, config("t"))
+    states = [s async for s in app.aget_state_history(config("t"))]
+    older = next(s for s in states if s.values.get("n") == 2)
+    again = await app.ainvoke(None, older.config)
+    assert again == {"n": 4}
+    after = [s async for s in app.aget_state_history(config("t"))]
+    assert len(after) > len(states)  # the old branch is still there
+    assert after[0].parent_config is not None
+    ids = {s.config["configurable"]["checkpoint_id"] for s in after}
+    assert {s.config["configurable"]["checkpoint_id"] for s in states} <= ids
+
+
+def test_sync_invoke_runs_on_the_savers_own_loop(tmp_path: Any) -> None:
+    from fxworld import SqliteWorld
+
+    saver = WorldSaver(SqliteWorld(str(tmp_path / "w.db")))
+    app = counter(3).compile(checkpointer=saver)
+    assert app.invoke({"n": 0}, config("sync")) == {"n": 3}
+    assert app.get_state(config("sync")).values == {"n": 3}
+    assert len(list(saver.list(config("sync")))) == 5
+
+
+async def test_a_run_taken_over_by_another_saver_is_refused_and_writes_nothing() -> None:
+    world = MemoryWorld()
+    first, second = WorldSaver(world), WorldSaver(world)
+    stored = await first.aput(
+        config("t", checkpoint_ns=""), _checkpoint("a"), {"source": "input", "step": -1}, {}
+    )
+    await counter(2).compile(checkpointer=second).ainvoke({"n": 0}, config("t"))
+    before = len(await world.read(thread_session("t")))
+    with pytest.raises(ThreadTakenOver, match="taken over"):
+        await first.aput(stored, _checkpoint("b"), {}, {})
+    with pytest.raises(ThreadTakenOver):
+        await first.aput_writes(stored, [("n", 1)], "task")
+    assert len(await world.read(thread_session("t"))) == before
+
+
+def _checkpoint(name: str) -> Any:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    return {**empty_checkpoint(), "id": f"1ef-{name}"}
+
+
+class SlowCheckpoints:
+    """``inner`` whose appends of a checkpoint take a while: LangGraph (durability
+    "async") saves a task's writes while the put of their checkpoint is in flight."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+        if entries[0].kind == "lg.checkpoint":
+            await asyncio.sleep(0.2)
+        return int(await self.inner.append(session_id, entries, **kw))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_writes_saved_while_their_checkpoint_is_being_put_are_not_lost() -> None:
+    saver = WorldSaver(SlowCheckpoints(MemoryWorld()))  # type: ignore[arg-type]
+    stored = config("t", checkpoint_ns="", checkpoint_id="1ef-a")
+    put = asyncio.create_task(
+        saver.aput(config("t", checkpoint_ns=""), _checkpoint("a"), {"step": 0}, {})
+    )
+    await asyncio.sleep(0.05)  # the put is in flight
+    await saver.aput_writes(stored, [("n", 1)], "task-1")
+    await put
+    latest = await saver.aget_tuple(config("t"))
+    assert latest is not None and latest.pending_writes == [("task-1", "n", 1)]
+
+
+async def test_writes_saved_before_their_checkpoint_is_put_are_not_lost() -> None:
+    world = MemoryWorld()
+    saver = WorldSaver(world)
+    first = await saver.aput(config("t", checkpoint_ns=""), _checkpoint("a"), {"step": 0}, {})
+    second = config("t", checkpoint_ns="", checkpoint_id="1ef-b")
+    await saver.aput_writes(second, [("n", 2)], "task-2")  # before its checkpoint
+    await saver.aput_writes(first, [("n", 1)], "task-1")
+    await saver.aput(first, _checkpoint("b"), {"step": 1}, {})
+    latest = await saver.aget_tuple(config("t"))
+    assert latest is not None and latest.pending_writes == [("task-2", "n", 2)]
+    named = await saver.aget_tuple(first)
+    assert named is not None and named.pending_writes == [("task-1", "n", 1)]
+    listed = [t.pending_writes async for t in saver.alist(config("t"))]
+    assert listed == [[("task-2", "n", 2)], [("task-1", "n", 1)]]
