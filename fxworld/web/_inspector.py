@@ -141,7 +141,22 @@ class _Inspector:
     async def _check(self, request: Request, session_id: str, action: InspectAction) -> None:
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
         check_request(request, {own, *(self.options.allowed_origins or ())})
-        await ask_authorize(self.options.authorize, request, session_id, action)
+        await ask_authorize(
+            self.options.authorize, request, session_id, action, self._context(session_id)
+        )
+
+    def _context(self, session_id: str) -> Callable[[], Awaitable[Any]]:
+        """The saved context of session ``session_id``, for an ``authorize`` that takes
+        it (``None`` for the pages of no one session)."""
+
+        async def saved() -> Any:
+            if not session_id:
+                return None
+            first = await self.world.read(session_id, 0, limit=1)
+            context = first[0].data.get("context") if first else None
+            return context if isinstance(context, dict) else None
+
+        return saved
 
     async def _session(self, request: Request, action: InspectAction) -> str:
         sid: str = validate.session_id(request.path_params["session_id"])
