@@ -124,8 +124,9 @@ class Timeline:
 
     def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:
         """The row's body and a note for its head (a badge)."""
-        if kind == log.PROMPT:
-            return f'<div class="text">{esc(d.get("text", ""))}</div>', ""
+        if kind == log.PROMPT:  # the first one may hold the session's context
+            context = f"context{_json(d['context'])}" if "context" in d else ""
+            return f'<div class="text">{esc(d.get("text", ""))}</div>{context}', ""
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
@@ -206,6 +207,7 @@ _SHORT: dict[str, tuple[str, str]] = {
     log.TURN_FAILED: ("the turn failed", "error"),
     log.TURN_STOPPED: ("the turn was stopped", "reason"),
     log.TURN_YIELDED: ("handed on to another worker", "reason"),
+    log.OUTPUT_INVALID: ("the answer did not match the output type", "error"),
 }
 
 
@@ -219,7 +221,7 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         return text, f' <span class="badge {badge}">{word}</span>'
     if kind in _SHORT:
         what, name = _SHORT[kind]
-        bad = kind in (log.TURN_FAILED, log.TURN_STOPPED)
+        bad = kind in (log.TURN_FAILED, log.TURN_STOPPED, log.OUTPUT_INVALID)
         note = f' <span class="badge {"bad" if bad else "ok"}">{esc(kind)}</span>'
         if kind in (log.TURN_STARTED, log.TURN_YIELDED, log.TEXT_DISCARDED, log.STOP_REQUESTED):
             note = ""
@@ -227,5 +229,7 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         if kind == log.TURN_STARTED:
             shown = f"#{shown}"
         tail = f": {esc(shown)}" if shown else ""
+        if kind == log.TURN_FINISHED and "output" in d:  # the validated answer
+            tail = f", answering{_json(d['output'])}"
         return f'<div class="text">{esc(what)}{tail}</div>', note
     return _json(d), ""

@@ -83,3 +83,22 @@ async def test_a_body_context_only_where_the_app_allows_it() -> None:
         assert (await client.post("/sessions", json=bad)).status_code == 400
     assert await agent.session("s-1").saved_context() == {"tenant": "acme"}
     assert await agent.session("s-2").read() == []
+
+
+async def test_the_inspector_shows_the_context_the_refusal_and_the_typed_answer() -> None:
+    import pydantic
+
+    class Answer(pydantic.BaseModel):
+        days: int
+
+    world = MemoryWorld()
+    agent = Agent(ScriptedModel(["soon", '{"days": 3}']), world=world, output_type=Answer)
+    turn = agent.session("s-1", context={"tenant": "acme"}).prompt("When?")
+    await agent.work(until_idle=True)
+    assert await turn == Answer(days=3)
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app, "acme") as client:
+        page = (await client.get("/sessions/s-1")).text
+    assert "context" in page and "&quot;tenant&quot;: &quot;acme&quot;" in page
+    assert "the answer did not match the output type" in page and "Invalid JSON" in page
+    assert "answering" in page and "&quot;days&quot;: 3" in page
