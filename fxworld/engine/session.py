@@ -13,14 +13,14 @@ from fxworld.errors import Conflict, ContextMismatch, InvalidArgument, KeyReused
 from fxworld.follow import bounded_follow
 from fxworld.models.base import Message
 from fxworld.protocol import World
-from fxworld.types import Entry, JSONObject
+from fxworld.types import Entry, JSONObject, NewEntry
 
 from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
 from .replay import conversation
-from .session_context import context_data, same_context
+from .session_context import context_data, same_context, saved_context
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 
@@ -123,7 +123,7 @@ class Session(Generic[OutputT]):
             raise Conflict(self.id, 0, seq)
         return seq
 
-    async def _append_first(self, w: World, entry: Any, key: str, new: bool) -> int:
+    async def _append_first(self, w: World, entry: NewEntry, key: str, new: bool) -> int:
         """Append the prompt ``entry`` with this handle's context: as the session's
         first entry, holding the context; or, when the session exists, after
         checking that its context is this one."""
@@ -248,10 +248,7 @@ class Session(Generic[OutputT]):
     async def saved_context(self) -> JSONObject | None:
         """The context the session was created with, as saved (``None``: it has none,
         or the session has no log)."""
-        w = await self.agent.ready()
-        first = await w.read(self.id, 0, limit=1)
-        context = first[0].data.get("context") if first else None
-        return context if isinstance(context, dict) else None
+        return await saved_context(await self.agent.ready(), self.id)
 
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14)."""

@@ -14,9 +14,16 @@ from typing import Any
 
 from fxworld import validate
 from fxworld.errors import InvalidContext, InvalidEntry
+from fxworld.protocol import World
 from fxworld.types import JSONObject
 
-__all__ = ["context_data", "parse_context", "context_instructions", "same_context"]
+__all__ = [
+    "context_data",
+    "parse_context",
+    "context_instructions",
+    "same_context",
+    "saved_context",
+]
 
 
 def context_data(value: object, context_type: type[Any] | None) -> JSONObject:
@@ -55,6 +62,14 @@ def parse_context(data: Mapping[str, Any] | None, context_type: type[Any] | None
     or ``context_type``'s model of it (``pydantic.ValidationError`` if it does not fit)."""
     body = dict(data) if data is not None else {}
     return body if context_type is None else context_type.model_validate(body)
+
+
+async def saved_context(world: World, session_id: str) -> JSONObject | None:
+    """The context session ``session_id`` was created with, as saved in its first
+    entry (``None``: it has none, or the session has no log)."""
+    first = await world.read(session_id, 0, limit=1)
+    context = first[0].data.get("context") if first else None
+    return context if isinstance(context, dict) else None
 
 
 def same_context(saved: Mapping[str, Any] | None, given: JSONObject) -> bool:

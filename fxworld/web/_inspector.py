@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor
+from fxworld.engine.session_context import saved_context
 from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
@@ -150,11 +151,7 @@ class _Inspector:
         it (``None`` for the pages of no one session)."""
 
         async def saved() -> Any:
-            if not session_id:
-                return None
-            first = await self.world.read(session_id, 0, limit=1)
-            context = first[0].data.get("context") if first else None
-            return context if isinstance(context, dict) else None
+            return await saved_context(self.world, session_id) if session_id else None
 
         return saved
 
