@@ -134,8 +134,7 @@ class Session(Generic[OutputT]):
         except Conflict:
             if new:
                 raise
-        created = await w.read(self.id, 0, limit=1)
-        if not created or not same_context(created[0].data.get("context"), self.context):
+        if not same_context(await saved_context(w, self.id), self.context):
             raise ContextMismatch(self.id)
         return await w.append(self.id, [entry], key=f"prompt:{key}", wake=0.0)
 
