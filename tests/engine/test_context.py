@@ -6,17 +6,13 @@ SIGKILL of the worker."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import context_agent
 import pytest
-from conftest import DYING_LEASE, HERE, REPO, SURVIVOR_LEASE, Proc, read_jsonl
+from conftest import SURVIVOR_LEASE, read_jsonl
 
 import fxworld
 from fxworld import Agent, TurnFailed
@@ -26,37 +22,7 @@ from fxworld.testing import ScriptedModel
 pytestmark = pytest.mark.timeout(120)
 
 TENANTS = {"acme": "u-17", "globex": "u-4"}
-
-
-@pytest.fixture
-def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
-    """Start ``fxworld worker context_agent:agent`` against the test's world."""
-    procs: list[Proc] = []
-
-    def start(*, lease: float = DYING_LEASE, env: dict[str, str] | None = None) -> Proc:
-        full = dict(os.environ)
-        full.pop("FXWORLD_TEST_CRASH_AT", None)
-        full["ENGINE_TEST_DIR"] = str(tmp_path)
-        full["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), full.get("PYTHONPATH", "")])
-        full.update(env or {})
-        log = tmp_path / f"worker-{len(procs)}.log"
-        command = [sys.executable, "-m", "fxworld.cli", "worker", "context_agent:agent"]
-        with open(log, "wb") as out:
-            popen = subprocess.Popen(
-                [*command, "--world", engine_world_url, "--lease", str(lease), "-v"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=full,
-                cwd=tmp_path,
-            )
-        procs.append(Proc(popen, log))
-        return procs[-1]
-
-    yield start
-    for p in procs:
-        if p.popen.poll() is None:
-            p.popen.send_signal(signal.SIGKILL)
-            p.popen.wait(10)
+AGENT = "context_agent:agent"
 
 
 @pytest.fixture
@@ -85,9 +51,9 @@ async def test_two_tenants_on_one_worker_each_tool_call_scoped_across_a_sigkill(
     }
     sids = {tenant: (await t.accepted).session_id for tenant, t in turns.items()}
 
-    first = start_worker(env={"FXWORLD_TEST_CRASH_AT": point})
+    first = start_worker(agent=AGENT, env={"FXWORLD_TEST_CRASH_AT": point})
     assert await first.wait() == -signal.SIGKILL, first.text()
-    second = start_worker(lease=SURVIVOR_LEASE)
+    second = start_worker(agent=AGENT, lease=SURVIVOR_LEASE)
     for turn in turns.values():
         answer = await asyncio.wait_for(turn, 60)
         assert answer == context_agent.Refund(order="1", cents=250)  # typed: a Refund
