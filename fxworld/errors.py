@@ -29,6 +29,8 @@ __all__ = [
     "SessionDiverged",
     "TamperedEntry",
     "MissingKey",
+    "InvalidContext",
+    "ContextMismatch",
 ]
 
 
@@ -218,3 +220,20 @@ class MissingKey(WorldError, LookupError):
         self.seq = seq
         self.key_id = key_id
         super().__init__(f"session {session_id!r}: entry {seq}: {why}")
+
+
+class InvalidContext(InvalidArgument):
+    """A session's context that is not a JSON object, or that the agent's
+    ``context_type`` refuses. Refused before any I/O: nothing was written."""
+
+
+class ContextMismatch(WorldError):
+    """A session was named with a context other than the one saved when it was
+    created: a session's context never changes. Nothing was written."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} was created with another context; "
+            "a session's context never changes"
+        )

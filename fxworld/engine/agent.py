@@ -6,7 +6,9 @@ import asyncio
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from fxworld.errors import ConfigurationError
 from fxworld.models.base import Model
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "WorkResult"]
 
+OutputT = TypeVar("OutputT", default=str)
+
 _setup_done: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _setup_done_ids: set[int] = set()  # for worlds that take no weak reference
 
@@ -35,7 +39,7 @@ class WorkResult:
     work is left for the next invocation."""
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """One agent for your server: what runs each session's turns.
 
     ``model`` is a :class:`~fxworld.models.base.Model` or a model string such as
@@ -57,6 +61,19 @@ class Agent:
     ``push``: a :class:`~fxworld.push.Push` or a push URL; every wake this agent's
     world makes durable is then followed by a message to that queue (``None``:
     ``$FXWORLD_PUSH``, else no push; see ``docs/serverless.md``).
+
+    ``context_type``: a Pydantic model that each session's context must fit (checked
+    when a session is named with one, and at the start of each turn); tools then
+    read ``ctx.context`` as that model (a dict without it). ``show_context``:
+    whether the model is told the context: ``False`` (the default), ``True`` (its
+    JSON, after the instructions) or ``callable(context) -> str`` (that text).
+
+    ``output_type``: a Pydantic model that the turn's final answer must fit: the
+    model is asked for that JSON, the answer is validated, ``await turn`` returns
+    the model's instance, and the stream and the log carry the validated JSON
+    (``turn.finished``'s ``output``). An answer that does not validate is saved as
+    ``output.invalid`` and the model is asked again with the error, at most
+    ``output_retries`` times; then the turn fails.
     """
 
     def __init__(
@@ -72,6 +89,10 @@ class Agent:
         text_chunk_interval: float = 0.05,
         name: str = "agent",
         push: Push | str | None = None,
+        context_type: type[Any] | None = None,
+        show_context: bool | Callable[[Any], str] = False,
+        output_type: type[OutputT] | None = None,
+        output_retries: int = 2,
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -101,6 +122,19 @@ class Agent:
         self.text_chunk_chars = text_chunk_chars
         self.text_chunk_interval = text_chunk_interval
         self._workers: set[Worker] = set()
+        for what, given in (("context_type", context_type), ("output_type", output_type)):
+            if given is not None and not _is_model(given):
+                raise ConfigurationError(f"{what} must be a Pydantic model class, not {given!r}")
+        if not (isinstance(show_context, bool) or callable(show_context)):
+            raise ConfigurationError("show_context must be True, False or callable(context)")
+        if isinstance(output_retries, bool) or not isinstance(output_retries, int):
+            raise ConfigurationError("output_retries must be an int >= 0")
+        if output_retries < 0:
+            raise ConfigurationError("output_retries must be an int >= 0")
+        self.context_type = context_type
+        self.show_context = show_context
+        self.output_type: type[OutputT] | None = output_type
+        self.output_retries = output_retries
 
     def __repr__(self) -> str:
         return f"Agent(model={getattr(self.model, 'name', '?')!r}, tools={list(self.tools)})"
@@ -134,9 +168,16 @@ class Agent:
                 _setup_done_ids.add(id(w))
         return w
 
-    def session(self, id: str | None = None) -> Session:
-        """A handle on session ``id`` (a new random id when ``None``)."""
-        return Session(self, id)
+    def session(self, id: str | None = None, *, context: Any = None) -> Session[OutputT]:
+        """A handle on session ``id`` (a new random id when ``None``).
+
+        ``context``: a JSON object (a dict, or a Pydantic model), saved with the
+        session when its first prompt creates it, and never changed after: every
+        tool reads it as ``ctx.context``. Naming an existing session with another
+        context raises :class:`~fxworld.errors.ContextMismatch` when prompted (and
+        writes nothing); one that is not a JSON object, or does not fit
+        ``context_type``, raises :class:`~fxworld.errors.InvalidContext` here."""
+        return Session(self, id, context=context)
 
     async def work(
         self,
@@ -194,3 +235,10 @@ class Agent:
         sessions stop at their next step boundary and are handed back at once."""
         for w in list(self._workers):
             w.stop()
+
+
+def _is_model(value: object) -> bool:
+    """Whether ``value`` is a Pydantic model class."""
+    import pydantic
+
+    return isinstance(value, type) and issubclass(value, pydantic.BaseModel)

@@ -9,17 +9,19 @@ the agent's parts, and the run's signals.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from fxworld.models.base import Model, ToolSpec
 from fxworld.protocol import World
 
 from .fenced import FencedWriter
 from .replay import Replay, Step, next_step
+from .session_context import context_instructions, parse_context
 from .signals import Signals
 from .telemetry import OFF, RunTelemetry
 from .tools import Tool
+from .typed_output import output_instructions
 
 __all__ = ["AgentParts", "RunContext", "new_id"]
 
@@ -35,6 +37,10 @@ class AgentParts(Protocol):
     max_deliveries: int
     text_chunk_chars: int
     text_chunk_interval: float
+    context_type: type[Any] | None
+    show_context: bool | Callable[[Any], str]
+    output_type: type[Any] | None
+    output_retries: int
 
     async def ready(self) -> World: ...
 
@@ -63,11 +69,35 @@ class RunContext:
             n: t.approval_timeout for n, t in tools.items() if t.needs_approval
         }
         """The tools that need approval, each with its timeout."""
+        self._context: Any = None
+        self._instructions: str | None = None
 
     @property
     def state(self) -> Replay:
         """The session as far as the log goes (kept by the writer)."""
         return self.writer.state
+
+    @property
+    def context(self) -> Any:
+        """The session's context as its tools read it (parsed once: it never changes);
+        ``pydantic.ValidationError`` when it does not fit the agent's ``context_type``."""
+        if self._context is None:
+            self._context = parse_context(self.state.context, self.agent.context_type)
+        return self._context
+
+    @property
+    def instructions(self) -> str:
+        """The model's instructions: the agent's, then what it is told of the
+        answer's type and of the context, if anything (worked out once)."""
+        if self._instructions is None:
+            agent = self.agent
+            parts = [agent.instructions]
+            if agent.output_type is not None:
+                parts.append(output_instructions(agent.output_type))
+            if agent.show_context is not False:
+                parts.append(context_instructions(agent.show_context, self.context))
+            self._instructions = "\n\n".join(p for p in parts if p)
+        return self._instructions
 
     @property
     def sid(self) -> str:

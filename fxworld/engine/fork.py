@@ -2,7 +2,8 @@
 turn boundary.
 
 The fork's log is one atomic append (W4), so a fork is whole or absent: its first
-entry is ``forked`` (``{"source", "at", "cursor", "entries"}``), then a copy of
+entry is ``forked`` (``{"source", "at", "cursor", "entries", "context"?}``: the
+source's context, if it has one), then a copy of
 each entry of the source up to ``at``, except:
 
 - ``fence`` entries (the world writes them on a takeover of the source; callers
@@ -138,12 +139,15 @@ async def fork_session(
         raise UnknownSession(sid)
     point = scan.last_end if wanted is None else _checked(sid, wanted, scan)
     copies = _copies(scan.entries, point, scan.answered)
+    context = scan.entries[0].data.get("context") if scan.entries else None
+    kept = {"context": context} if isinstance(context, dict) else {}  # a fork keeps it
     forked = log.entry(
         log.FORKED,
         source=sid,
         at=point,
         cursor=encode_cursor(sid, point),
         entries=len(copies),
+        **kept,
     )
     key = f"fork:{sid}:{point}"
     seq = await world.append(new, [forked, *copies], expect=0, key=key)

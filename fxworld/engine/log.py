@@ -1,4 +1,4 @@
-"""The engine's log format: the entry kinds a session's log holds, version 2.
+"""The engine's log format: the entry kinds a session's log holds, version 3.
 
 Every entry the engine writes carries ``"v"`` in its data (:data:`LOG_VERSION`).
 Readers accept any entry whose ``v`` is at most :data:`LOG_VERSION`, ignore data fields they do not
@@ -33,19 +33,23 @@ __all__ = [
     "TURN_STOPPED",
     "TURN_END_KINDS",
     "FORKED",
+    "OUTPUT_INVALID",
     "entry",
 ]
 
-LOG_VERSION: Final = 2
+LOG_VERSION: Final = 3
 """The newest version this fxworld reads. An entry's ``v`` is the oldest version
 that reads it correctly: 1 for the kinds of version 1, 2 for the approval and
 stop kinds (an fxworld without them must refuse the log, not run a call that
-waits for a person or continue a stopped turn)."""
+waits for a person or continue a stopped turn), 3 for ``output.invalid`` (one
+without it would end the turn with the answer it refused)."""
 
 PROMPT: Final = "prompt"
 """A user prompt, appended unfenced by ``Session.prompt``:
-``{"text", "key", "trace"?}`` (``trace``: the caller's W3C trace context, when it
-prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`)."""
+``{"text", "key", "trace"?, "context"?}`` (``trace``: the caller's W3C trace context,
+when it prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`;
+``context``: the session's context, a JSON object, only on the first entry of a
+log: :mod:`fxworld.engine.session_context`)."""
 TURN_STARTED: Final = "turn.started"
 """A worker began answering the prompt at seq ``prompt``: ``{"prompt", "turn",
 "trace"?}`` (``trace``: the W3C context of its ``invoke_agent`` span, when traced)."""
@@ -69,7 +73,9 @@ TOOL_INTERRUPTED: Final = "tool.interrupted"
 """A non-idempotent call was found started but not finished; it is not run again
 and the model is told: ``{"execution_id", "call_id", "name", "message"}``."""
 TURN_FINISHED: Final = "turn.finished"
-"""The turn answering prompt ``prompt`` ended with ``text``: ``{"prompt", "turn", "text"}``."""
+"""The turn answering prompt ``prompt`` ended with ``text``: ``{"prompt", "turn", "text",
+"output"?}`` (``output``: the answer validated against the agent's ``output_type``, as
+a JSON object)."""
 TURN_FAILED: Final = "turn.failed"
 """The turn answering prompt ``prompt`` failed: ``{"prompt", "turn", "error"}``."""
 TURN_YIELDED: Final = "turn.yielded"
@@ -103,8 +109,14 @@ FORKED: Final = "forked"
 """The first entry of a fork (``Session.fork``), written with its copy of the
 source in one append: ``{"source", "at", "cursor", "entries"}``: the source's id,
 the seq in the source the fork was made at and its cursor there, and how many
-entries were copied after this one. Version 1: an fxworld that does not know the
-kind skips it and reads the fork correctly."""
+entries were copied after this one, and ``"context"?``, the source's context.
+Version 1: an fxworld that does not know the kind skips it and reads the fork
+correctly."""
+
+OUTPUT_INVALID: Final = "output.invalid"
+"""The final answer of model call ``call`` did not validate against the agent's
+``output_type``; the model hears ``error`` and answers again (or the turn fails,
+after ``output_retries`` of them): ``{"call", "error"}``. Version 3."""
 
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""
@@ -117,5 +129,6 @@ _VERSION_2_KINDS: Final = frozenset(
 
 def entry(kind: str, **data: Any) -> NewEntry:
     """A new entry of ``kind`` with ``data`` and the log version it needs."""
-    body: JSONObject = {"v": 2 if kind in _VERSION_2_KINDS else 1, **data}
+    v = 3 if kind == OUTPUT_INVALID else 2 if kind in _VERSION_2_KINDS else 1
+    body: JSONObject = {"v": v, **data}
     return NewEntry(kind, body)

@@ -39,6 +39,7 @@ from .replay import CallModel, CallState
 from .signals import Cut
 from .telemetry import Call
 from .tool_step import Run, run_started, start_entries
+from .turn_step import answer_entries
 
 __all__ = ["call_model", "reply_entries"]
 
@@ -49,7 +50,7 @@ async def call_model(run: RunContext, step: CallModel) -> None:
     """Call the model (again after a retryable error) until it replied, or the
     turn failed, or a signal cut the call."""
     request = ModelRequest(
-        instructions=run.agent.instructions,
+        instructions=run.instructions,
         messages=run.state.conversation(),
         tools=run.tool_specs,
     )
@@ -278,10 +279,8 @@ def reply_entries(
     assert cur is not None
     calls = [CallState(tc.id, tc.name, tc.input, new_id(32)) for tc in response.tool_calls]
     entries.append(_message(run, call, response, calls))
-    if not calls:
-        entries.append(
-            log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=response.text)
-        )
+    if not calls:  # the answer: the turn ends, or the model answers again (typed_output)
+        entries.extend(answer_entries(run, call, response.text))
         return [], None
     tools = run.agent.tools
     asks = [c for c in calls if c.name in tools and tools[c.name].needs_approval]

@@ -24,6 +24,7 @@ from fxworld.models.base import Message, ToolCall
 from fxworld.types import Entry
 
 from . import log
+from .typed_output import retry_message
 
 __all__ = [
     "Replay",
@@ -132,6 +133,12 @@ class TurnState:
     stop_reason: str | None = None
     trace: dict[str, Any] = field(default_factory=dict)
     """The trace context of the span that started the turn (``turn.started``), if any."""
+    last_call: str = ""
+    """The model call of the latest ``message``."""
+    output_tries: int = 0
+    """The ``output.invalid`` entries of this turn (answers that did not validate)."""
+    output_refused: bool = False
+    """The latest answer did not validate: the model is asked again."""
 
 
 class Conversation(Sequence[Message]):
@@ -180,6 +187,8 @@ class Replay:
     """The trace context each prompt's caller had, by the prompt's seq (if any)."""
     last_end: str | None = None
     """The kind of the entry that ended the latest turn."""
+    context: dict[str, Any] | None = None
+    """The session's context, saved in its first entry (``None``: it has none)."""
 
     def conversation(self) -> Conversation:
         """The conversation as it stands now (later entries do not change it)."""
@@ -200,6 +209,8 @@ class Replay:
         self.last_seq = e.seq
         if e.kind == log.FENCE:
             return
+        if e.seq == 1 and isinstance(e.data.get("context"), dict):
+            self.context = e.data["context"]  # a prompt's or a fork's: never changes
         v = e.data.get("v", 1)
         if isinstance(v, int) and v > log.LOG_VERSION:
             raise NewerLogVersion(
@@ -247,6 +258,7 @@ class Replay:
         d = e.data
         cur.open_call, cur.open_text = None, ""
         cur.model_calls += 1
+        cur.last_call, cur.output_refused = str(d.get("call", "")), False
         cur.last_text = str(d.get("text", ""))
         cur.calls = [
             CallState(
@@ -278,6 +290,12 @@ class Replay:
             call.interrupted = True
             text = str(e.data.get("message") or interrupted_message(call.name, call.execution_id))
             self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=True))
+
+    def _output_invalid(self, cur: TurnState, e: Entry) -> None:
+        if e.data.get("call") == cur.last_call and not cur.output_refused:
+            cur.output_tries += 1
+            cur.output_refused = True
+            self.messages.append(Message("user", retry_message(str(e.data.get("error", "")))))
 
     def _turn_ended(self, cur: TurnState, e: Entry) -> None:
         prompt = int(e.data["prompt"])
@@ -358,6 +376,7 @@ _IN_TURN: dict[str, Callable[[Replay, TurnState, Entry], None]] = {
     log.TOOL_INTERRUPTED: Replay._tool_interrupted,
     log.APPROVAL_REQUESTED: Replay._approval,
     log.APPROVAL_DECIDED: Replay._approval,
+    log.OUTPUT_INVALID: Replay._output_invalid,
     **dict.fromkeys(log.TURN_END_KINDS, Replay._turn_ended),
 }
 """How each kind of entry inside a turn changes the state (other kinds: not at all)."""
@@ -491,7 +510,7 @@ def next_step(
         return waits
     if pending:
         return RunTools(tuple((c, c.started + 1) for c in pending))
-    if cur.model_calls > 0 and not cur.calls:
+    if cur.model_calls > 0 and not cur.calls and not cur.output_refused:
         return FinishTurn(cur.last_text)
     return CallModel()
 

@@ -4,46 +4,62 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator
-from typing import Literal, Protocol
+from typing import Any, Generic, Literal, Protocol
+
+from typing_extensions import TypeVar
 
 from fxworld import validate
-from fxworld.errors import Conflict, InvalidArgument, KeyReused
+from fxworld.errors import Conflict, ContextMismatch, InvalidArgument, KeyReused
 from fxworld.follow import bounded_follow
 from fxworld.models.base import Message
 from fxworld.protocol import World
-from fxworld.types import Entry
+from fxworld.types import Entry, JSONObject, NewEntry
 
 from . import approvals, log
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
 from .replay import conversation
+from .session_context import context_data, same_context, saved_context
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 
 __all__ = ["Session", "StreamEvent"]
 
+OutputT = TypeVar("OutputT", default=str)
+
 
 class WorldOwner(Protocol):
-    """What a session needs of its agent: the world, set up (an Agent has it)."""
+    """What a session needs of its agent: the world, set up, and the types of its
+    context and answers (an Agent has it all)."""
+
+    context_type: type[Any] | None
+    output_type: type[Any] | None
 
     async def ready(self) -> World: ...
 
 
-class Session:
+class Session(Generic[OutputT]):
     """A handle on one session. Cheap: it holds no connection and no state.
 
-    Made by ``agent.session(id)``; a new random id when ``id`` is ``None``.
+    Made by ``agent.session(id, context=...)``; a new random id when ``id`` is
+    ``None``. ``context``: the session's context, saved with its first prompt and
+    never changed after (see :meth:`append_prompt`); checked here, before any I/O
+    (:class:`~fxworld.errors.InvalidContext`).
     """
 
-    def __init__(self, agent: WorldOwner, id: str | None = None) -> None:
+    def __init__(self, agent: WorldOwner, id: str | None = None, *, context: Any = None) -> None:
         self.agent = agent
         self.id: str = validate.session_id(id) if id is not None else f"s-{uuid.uuid4().hex}"
+        self.context: JSONObject | None = (
+            None if context is None else context_data(context, agent.context_type)
+        )
+        """The context given to this handle, as saved (``None``: none given)."""
 
     def __repr__(self) -> str:
         return f"Session(id={self.id!r})"
 
-    def prompt(self, text: str, *, key: str | None = None) -> Turn:
+    def prompt(self, text: str, *, key: str | None = None) -> Turn[OutputT]:
         """Send a prompt; returns a :class:`Turn` at once (needs a running event loop).
 
         The prompt is appended unfenced with ``wake=0`` and an idempotency key
@@ -55,6 +71,11 @@ class Session:
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         return Turn(self, text, key if key is not None else uuid.uuid4().hex)
+
+    @property
+    def output_type(self) -> type[Any] | None:
+        """The agent's ``output_type``: what ``await turn`` validates the answer as."""
+        return self.agent.output_type
 
     async def create(self, text: str, *, key: str | None = None) -> Accepted:
         """Start this session with ``text``: the prompt is appended only as the
@@ -79,23 +100,43 @@ class Session:
         must be this same prompt, else :class:`~fxworld.errors.KeyReused`. A
         ``text`` that is not a str raises :class:`~fxworld.errors.InvalidArgument`
         before any I/O.
+
+        With a context (``agent.session(id, context=...)``), the first prompt of a
+        new session saves it: it is appended only as the first entry (W5), in the
+        same entry, so the session never exists without it. When the session
+        exists already, its saved context must be the same, else
+        :class:`~fxworld.errors.ContextMismatch` and nothing is written.
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         w = await self.agent.ready()
-        seq = await w.append(
-            self.id,
-            [log.entry(log.PROMPT, text=text, key=key, **trace_context())],
-            key=f"prompt:{key}",
-            wake=0.0,
-            expect=0 if new else None,
-        )
+        entry = log.entry(log.PROMPT, text=text, key=key, **trace_context())
+        expect = 0 if new else None
+        if self.context is not None:
+            seq = await self._append_first(w, entry, key, new)
+        else:
+            seq = await w.append(self.id, [entry], key=f"prompt:{key}", wake=0.0, expect=expect)
         saved = await w.read(self.id, seq - 1, limit=1)
         if not saved or saved[0].kind != log.PROMPT or saved[0].data.get("text") != text:
             raise KeyReused(self.id, key, seq)
         if new and seq != 1:  # the key was used in this session, not by its creation
             raise Conflict(self.id, 0, seq)
         return seq
+
+    async def _append_first(self, w: World, entry: NewEntry, key: str, new: bool) -> int:
+        """Append the prompt ``entry`` with this handle's context: as the session's
+        first entry, holding the context; or, when the session exists, after
+        checking that its context is this one."""
+        assert self.context is not None
+        first = log.entry(entry.kind, **entry.data, context=self.context)
+        try:  # a key used before returns its seq first (W6), whatever expect says
+            return await w.append(self.id, [first], key=f"prompt:{key}", wake=0.0, expect=0)
+        except Conflict:
+            if new:
+                raise
+        if not same_context(await saved_context(w, self.id), self.context):
+            raise ContextMismatch(self.id)
+        return await w.append(self.id, [entry], key=f"prompt:{key}", wake=0.0)
 
     def _event(self, e: Entry) -> StreamEvent:
         return StreamEvent(encode_cursor(self.id, e.seq), e.kind, e.data)
@@ -185,14 +226,14 @@ class Session:
         :class:`~fxworld.engine.turn.TurnStopped`). Does nothing when no turn runs."""
         await approvals.request_stop(await self.agent.ready(), self.id, reason)
 
-    async def fork(self, *, at: str | None = None, id: str | None = None) -> Session:
+    async def fork(self, *, at: str | None = None, id: str | None = None) -> Session[OutputT]:
         """A new session whose log holds this one's conversation up to ``at``, a
         cursor at a turn boundary (``None``: the end of the last finished turn);
         its first entry is ``forked``, naming this session and the position. This
         session is not changed. The fork can be prompted at once: its next turn's
         model hears the conversation as of the fork. ``id``: the fork's id (a new
         random one when ``None``); a retry with the same ``id`` returns the same
-        fork.
+        fork. The fork keeps this session's context.
 
         Raises :class:`~fxworld.errors.UnknownSession` when this session has no
         log, :class:`~fxworld.errors.InvalidArgument` for a cursor inside a turn
@@ -201,7 +242,12 @@ class Session:
         Nothing is written unless the whole fork is (see
         :mod:`fxworld.engine.fork`)."""
         w = await self.agent.ready()
-        return Session(self.agent, await fork_session(w, self.id, at=at, target=id))
+        return Session[OutputT](self.agent, await fork_session(w, self.id, at=at, target=id))
+
+    async def saved_context(self) -> JSONObject | None:
+        """The context the session was created with, as saved (``None``: it has none,
+        or the session has no log)."""
+        return await saved_context(await self.agent.ready(), self.id)
 
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14)."""

@@ -14,21 +14,28 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, Generic, cast, overload
+
+from typing_extensions import TypeVar
 
 from fxworld.errors import InvalidArgument
 from fxworld.models.base import ToolSpec
 
 __all__ = ["Tool", "ToolContext", "tool"]
 
+ContextT = TypeVar("ContextT", default=dict[str, Any])
+
 
 @dataclass(frozen=True)
-class ToolContext:
+class ToolContext(Generic[ContextT]):
     """What a running tool call may know about itself.
 
     ``execution_id`` identifies the call: the same value every time this call runs
     (an idempotent call that is run again after a crash keeps it). ``attempt`` is
-    1 the first time, 2 on the first re-run, and so on.
+    1 the first time, 2 on the first re-run, and so on. ``context`` is the
+    session's context, as saved when the session was created: a dict (``{}`` for a
+    session created without one), or the agent's ``context_type`` model of it
+    (annotate ``ctx: ToolContext[MyContext]`` for a typed ``ctx.context``).
     """
 
     execution_id: str
@@ -36,6 +43,7 @@ class ToolContext:
     call_id: str
     tool_name: str
     attempt: int = 1
+    context: ContextT = field(default_factory=cast("Callable[[], Any]", dict))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, cast
+
+from typing_extensions import TypeVar
 
 from fxworld.errors import WorldError
 
@@ -15,6 +17,8 @@ from .cursor import encode_cursor
 from .events import StreamEvent
 
 __all__ = ["Accepted", "Turn", "TurnFailed", "TurnStopped", "PromptedSession", "prompts_in_flight"]
+
+OutputT = TypeVar("OutputT", default=str)
 
 _in_flight: set[asyncio.Task[Accepted]] = set()
 """The prompt appends this process has started and that have not finished yet."""
@@ -33,6 +37,9 @@ class PromptedSession(Protocol):
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def output_type(self) -> type[Any] | None: ...
 
     async def append_prompt(self, text: str, key: str) -> int: ...
 
@@ -72,13 +79,14 @@ class TurnStopped(TurnFailed):
         super().__init__(session_id, "stopped" + (f": {reason}" if reason else " by the user"))
 
 
-class Turn:
+class Turn(Generic[OutputT]):
     """What ``Session.prompt`` returns, at once.
 
     ``await turn.accepted`` gives :class:`Accepted` once the prompt is appended
     (unfenced, with a wake and an idempotency key). ``await turn`` gives the
     turn's final text once some worker (any process running ``agent.work()``)
-    has answered it, or raises :class:`TurnFailed` (:class:`TurnStopped` when it
+    has answered it (with ``Agent(output_type=SomeModel)``: the validated
+    ``SomeModel``), or raises :class:`TurnFailed` (:class:`TurnStopped` when it
     was stopped). Awaiting is optional: the turn
     runs whether or not anyone waits for it.
     """
@@ -109,8 +117,9 @@ class Turn:
         self._seq = await self.session.append_prompt(self.text, self.key)
         return Accepted(self.session.id, encode_cursor(self.session.id, self._seq))
 
-    async def result(self) -> str:
-        """Wait for the end of the turn answering this prompt; its final text."""
+    async def result(self) -> OutputT:
+        """Wait for the end of the turn answering this prompt; its final text, or
+        its answer as the agent's ``output_type``."""
         accepted = await self.accepted
         async with contextlib.aclosing(self.session.stream(accepted.cursor)) as events:
             async for event in events:
@@ -123,10 +132,16 @@ class Turn:
                         raise TurnStopped(
                             self.session.id, text, None if reason is None else str(reason)
                         )
-                    return str(event.data.get("text", ""))
+                    return self._answer(event.data)
         raise AssertionError("unreachable: stream() without until never ends")  # pragma: no cover
 
-    def __await__(self) -> Generator[Any, None, str]:
+    def _answer(self, data: Any) -> OutputT:
+        output_type = self.session.output_type
+        if output_type is not None and isinstance(data.get("output"), dict):
+            return cast(OutputT, output_type.model_validate(data["output"]))
+        return cast(OutputT, str(data.get("text", "")))
+
+    def __await__(self) -> Generator[Any, None, OutputT]:
         return self.result().__await__()
 
     def __repr__(self) -> str:

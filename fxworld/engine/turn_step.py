@@ -8,6 +8,11 @@ open, finish it, give it up, or yield it to another worker.
 - ``InterruptTool``: a non-idempotent call found started and not finished is NOT
   run again: ``tool.interrupted`` tells the model it may have partly run.
 - ``FinishTurn``: a reply saved without its ``turn.finished`` (logs of older versions).
+- The answer (:func:`answer_entries`): ``turn.finished``, its ``output`` validated
+  against the agent's ``output_type``; or ``output.invalid`` and the model answers
+  again; or, after ``output_retries`` of them, ``turn.failed``.
+- A turn of a session whose context does not fit the agent's ``context_type``
+  fails at its start: no tool runs with it.
 - The yield: at a handover (SIGTERM) or before a step that would outrun the
   deadline, ``turn.yielded`` lands with a wake (W7), so another worker, or the
   next invocation, continues the turn at once.
@@ -17,11 +22,15 @@ open, finish it, give it up, or yield it to another worker.
 
 from __future__ import annotations
 
+from fxworld.types import NewEntry
+
 from . import log
 from .context import RunContext, new_id
 from .faults import crash_point
 from .replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
+from .session_context import short_errors
 from .tool_step import tool_entry
+from .typed_output import check_output
 
 __all__ = [
     "start_turn",
@@ -30,14 +39,62 @@ __all__ = [
     "finish_turn",
     "yield_turn",
     "give_up_if_redelivered",
+    "answer_entries",
 ]
 
 
 async def start_turn(run: RunContext, step: StartTurn) -> None:
     trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
-    entry = log.entry(log.TURN_STARTED, prompt=step.prompt, turn=new_id(), **trace)
-    await run.writer.append([entry])
+    turn = new_id()
+    entries = [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=turn, **trace)]
+    refused = _context_refused(run)
+    if refused:
+        entries.append(log.entry(log.TURN_FAILED, prompt=step.prompt, turn=turn, error=refused))
+    await run.writer.append(entries)
     crash_point("after-turn-started")
+
+
+def _context_refused(run: RunContext) -> str:
+    """Why the session's context does not fit the agent's ``context_type`` ("": it
+    fits, or the agent declares none)."""
+    if run.agent.context_type is None:
+        return ""
+    import pydantic
+
+    try:
+        run.context  # noqa: B018 (parsed: the tools read it)
+    except pydantic.ValidationError as e:
+        return (
+            f"the session's context does not match {run.agent.context_type.__name__}: "
+            f"{short_errors(e)}"
+        )
+    return ""
+
+
+def answer_entries(run: RunContext, call: str, text: str) -> list[NewEntry]:
+    """The entries that follow the answer ``text`` of model call ``call`` (a reply
+    without tool calls), in the same append: ``turn.finished``; with an
+    ``output_type``, its ``output`` once ``text`` validates, else ``output.invalid``
+    (the model answers again), and ``turn.failed`` once ``output_retries`` answers
+    were refused."""
+    cur = run.state.current
+    assert cur is not None
+    output_type = run.agent.output_type
+    if output_type is None:
+        return [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text)]
+    output, error = check_output(output_type, text)
+    if output is not None:
+        return [
+            log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text, output=output)
+        ]
+    entries = [log.entry(log.OUTPUT_INVALID, call=call, error=error)]
+    if cur.output_tries >= run.agent.output_retries:
+        failed = (
+            f"the answer did not match {output_type.__name__} after "
+            f"{cur.output_tries + 1} tries: {error}"
+        )
+        entries.append(log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=failed))
+    return entries
 
 
 async def discard_text(run: RunContext, step: DiscardText) -> None:
@@ -54,9 +111,7 @@ async def finish_turn(run: RunContext, step: FinishTurn) -> None:
     cur = run.state.current
     assert cur is not None
     crash_point("before-turn-finished")
-    await run.writer.append(
-        [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=step.text)]
-    )
+    await run.writer.append(answer_entries(run, cur.last_call, step.text))
 
 
 async def yield_turn(run: RunContext, reason: str) -> None:

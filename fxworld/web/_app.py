@@ -1,6 +1,7 @@
 """The session routes: create, prompt, and a resumable Server-Sent Events stream.
 
-``POST /sessions``                 ``{"text", "session_id"?}`` -> 202 ``{"session_id", "cursor"}``
+``POST /sessions``                 ``{"text", "session_id"?, "context"?}`` -> 202
+                                   ``{"session_id", "cursor"}``
 ``POST /sessions/{id}/prompts``    ``{"text"}`` -> 202 ``{"session_id", "cursor"}``
 ``GET  /sessions/{id}/stream``     ``text/event-stream``
 ``GET  /sessions/{id}/approvals``  -> 200 ``{"approvals": [...]}``
@@ -25,6 +26,12 @@ one session through :meth:`_Routes._allowed` and :meth:`_Routes._session`, which
 check the session id first and look the session up after) and reads its body
 with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
 routes added here get the same protection by calling them.
+
+A new session's context comes from the server's own ``context(request)`` hook
+(e.g. the tenant of the authenticated user); a body's ``"context"`` is refused
+unless the app sets ``client_context=True``. An ``authorize`` that takes a
+``context`` keyword receives it: the new session's on ``"create"``, the saved one
+of the session otherwise (``None``: it has none, or no such session).
 
 The options of :func:`routes` and :func:`create_app` are one frozen
 :class:`RouteOptions`, checked once when it is made and passed whole.
@@ -55,6 +62,7 @@ from fxworld.errors import (
     BackendUnavailable,
     ConfigurationError,
     Conflict,
+    ContextMismatch,
     EntryTooLarge,
     InvalidArgument,
     InvalidCursor,
@@ -73,6 +81,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Action",
     "Authorize",
+    "ContextHook",
     "MAX_PROMPT_BYTES",
     "RouteOptions",
     "RouteOptionArgs",
@@ -108,7 +117,18 @@ probe which sessions exist. For ``"create"``, ``session_id`` is first the random
 id the new session will have; when the body proposes an id (so that a retried
 create cannot make two sessions), it is asked again with that id: refuse one that
 names someone else's session (creating never writes into an existing session: it
-answers 409)."""
+answers 409).
+
+An ``authorize`` with a ``context`` keyword parameter (``authorize(request,
+session_id, action, *, context)``) is also given the session's context: on
+``"create"`` the one the new session will be saved with, otherwise the one it was
+saved with (``None``: it has none, or there is no such session), read only for
+such an ``authorize``."""
+
+ContextHook = Callable[[Request], Any]
+"""``context(request)``: the context of the session this request creates, derived
+from the request by the server (e.g. from its login): a dict or a Pydantic model,
+or ``None`` for none (may be async)."""
 
 Visible = Callable[[Request, "StreamEvent"], "StreamEvent | Awaitable[StreamEvent | None] | None"]
 """``visible(request, event)``: the event as this client may see it (a changed
@@ -201,15 +221,40 @@ def check_request(request: Request, allowed_origins: Collection[str] | None) -> 
             )
 
 
+def takes_context(authorize: Callable[..., Any] | None) -> bool:
+    """Whether ``authorize`` has a ``context`` keyword parameter (or ``**kwargs``)."""
+    if authorize is None:
+        return False
+    try:
+        params = inspect.signature(authorize).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "context" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        for p in params
+    )
+
+
 async def ask_authorize(
-    authorize: Callable[..., Any] | None, request: Request, session_id: str, action: str
+    authorize: Callable[..., Any] | None,
+    request: Request,
+    session_id: str,
+    action: str,
+    context: Callable[[], Awaitable[Any]] | None = None,
 ) -> None:
     """Refuse the request unless ``authorize(request, session_id, action)`` answers
     ``True`` (``None``: no authorize, everyone is allowed). ``False`` is 403; any
-    other answer is a configuration error: logged, 500, never a grant."""
+    other answer is a configuration error: logged, 500, never a grant. An
+    ``authorize`` that takes ``context`` (:func:`takes_context`) is also given
+    ``context=await context()``."""
     if authorize is None:  # allow_anyone=True
         return
-    allowed: Any = authorize(request, session_id, action)
+    allowed: Any
+    if context is not None and takes_context(authorize):
+        allowed = authorize(request, session_id, action, context=await context())
+    else:
+        allowed = authorize(request, session_id, action)
     if inspect.isawaitable(allowed):
         allowed = await allowed
     if allowed is True:
@@ -260,6 +305,8 @@ def _translate(exc: BaseException) -> HTTPError | None:
         return HTTPError(
             409, "key_reused", "this Idempotency-Key was already used for another request"
         )
+    if isinstance(exc, ContextMismatch):
+        return HTTPError(409, "context_mismatch", "the session was created with another context")
     if isinstance(exc, Conflict):  # only create appends with expect=
         return HTTPError(409, "session_exists", "a session with this id already exists")
     if isinstance(exc, EntryTooLarge):
@@ -331,6 +378,12 @@ class RouteOptions:
     """``visible(request, event)``: see :data:`Visible`."""
     stream_lifetime: float = STREAM_LIFETIME
     """See :data:`STREAM_LIFETIME`."""
+    context: ContextHook | None = None
+    """``context(request)``: see :data:`ContextHook`. Only the server sets a
+    session's context: without ``client_context``, a body that names one is 400."""
+    client_context: bool = False
+    """Let a create's body give the new session's context (``"context"``): for an
+    app whose clients are trusted with it. Not with a ``context`` hook."""
 
     def __post_init__(self) -> None:
         if self.authorize is None and not self.allow_anyone:
@@ -340,6 +393,10 @@ class RouteOptions:
             )
         if self.authorize is not None and not callable(self.authorize):
             raise ConfigurationError("authorize must be callable(request, session_id, action)")
+        if self.context is not None and not callable(self.context):
+            raise ConfigurationError("context must be callable(request)")
+        if self.context is not None and self.client_context:
+            raise ConfigurationError("give context=hook or client_context=True, not both")
         if self.visible is not None and not callable(self.visible):
             raise ConfigurationError("visible must be callable(request, event)")
         if isinstance(self.allowed_origins, str):
@@ -366,6 +423,8 @@ class RouteOptionArgs(TypedDict, total=False):
     allowed_origins: Collection[str] | None
     visible: Visible | None
     stream_lifetime: float
+    context: ContextHook | None
+    client_context: bool
 
 
 class _Routes:
@@ -381,11 +440,29 @@ class _Routes:
 
     # -- helpers every route uses ---------------------------------------------------
 
-    async def _check(self, request: Request, session_id: str, action: str) -> None:
+    async def _check(
+        self, request: Request, session_id: str, action: str, *, new: Any = None
+    ) -> None:
         """Refuse the request unless :func:`check_request` passes and ``authorize``
-        answers ``True`` (:func:`ask_authorize`). Reads no byte of the body."""
+        answers ``True`` (:func:`ask_authorize`). Reads no byte of the body. Its
+        ``context``: on ``"create"``, ``new`` (the new session's); otherwise the
+        session's saved one."""
+
+        async def context() -> Any:
+            if action == "create":
+                return new
+            return await self.agent.session(session_id).saved_context()
+
         check_request(request, self.options.allowed_origins)
-        await ask_authorize(self.options.authorize, request, session_id, action)
+        await ask_authorize(self.options.authorize, request, session_id, action, context)
+
+    async def _new_context(self, request: Request) -> Any:
+        """The context the server's ``context`` hook derives from ``request``, if any."""
+        hook = self.options.context
+        if hook is None:
+            return None
+        made = hook(request)
+        return await made if inspect.isawaitable(made) else made
 
     async def _shown(self, request: Request, event: StreamEvent) -> StreamEvent | None:
         """``event`` as ``visible`` lets this client see it (``None``: not at all)."""
@@ -460,15 +537,24 @@ class _Routes:
     # -- routes -----------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
-        session = self.agent.session()  # a random id, unless the body proposes one
-        await self._check(request, session.id, "create")
+        # Only the server's hook sets the context, unless the app lets the body give it.
+        context = await self._new_context(request)
+        session = self.agent.session(context=context)  # a random id, unless the body
+        await self._check(request, session.id, "create", new=session.context)  # names one
         text, key, body = await self._prompt_body(request)
+        if body.get("context") is not None:
+            if not self.options.client_context:
+                raise HTTPError(
+                    400, "invalid_request", "a session's context is set by the server, not the body"
+                )
+            session = self.agent.session(session.id, context=body["context"])  # 400 if invalid
+            await self._check(request, session.id, "create", new=session.context)
         # A client may choose the new session's id (so that retrying the request with
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
-            session = self.agent.session(validate.session_id(chosen))
-            await self._check(request, session.id, "create")
+            session = self.agent.session(validate.session_id(chosen), context=session.context)
+            await self._check(request, session.id, "create", new=session.context)
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
         accepted = await session.create(text, key=key)

@@ -41,6 +41,7 @@ from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
+from fxworld.engine.session_context import saved_context
 from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
@@ -148,7 +149,18 @@ class _Inspector:
     async def _check(self, request: Request, session_id: str, action: InspectAction) -> None:
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
         check_request(request, {own, *(self.options.allowed_origins or ())})
-        await ask_authorize(self.options.authorize, request, session_id, action)
+        await ask_authorize(
+            self.options.authorize, request, session_id, action, self._context(session_id)
+        )
+
+    def _context(self, session_id: str) -> Callable[[], Awaitable[Any]]:
+        """The saved context of session ``session_id``, for an ``authorize`` that takes
+        it (``None`` for the pages of no one session)."""
+
+        async def saved() -> Any:
+            return await saved_context(self.world, session_id) if session_id else None
+
+        return saved
 
     async def _session(self, request: Request, action: InspectAction) -> str:
         sid: str = validate.session_id(request.path_params["session_id"])

@@ -260,8 +260,9 @@ class Timeline:
 
     def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:
         """The row's body and a note for its head (a badge)."""
-        if kind == log.PROMPT:
-            return f'<div class="text">{esc(d.get("text", ""))}</div>', ""
+        if kind == log.PROMPT:  # the first one may hold the session's context
+            context = f"context{_json(d['context'])}" if "context" in d else ""
+            return f'<div class="text">{esc(d.get("text", ""))}</div>{context}', ""
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
@@ -407,6 +408,7 @@ _SHORT: dict[str, tuple[str, str]] = {
     log.TURN_FAILED: ("the turn failed", "error"),
     log.TURN_STOPPED: ("the turn was stopped", "reason"),
     log.TURN_YIELDED: ("handed on to another worker", "reason"),
+    log.OUTPUT_INVALID: ("the answer did not match the output type", "error"),
 }
 _BADGE: dict[str, tuple[str, str]] = {
     # kind: (badge class, word): a word other than the kind, which the card shows once
@@ -414,6 +416,7 @@ _BADGE: dict[str, tuple[str, str]] = {
     log.TURN_FINISHED: ("ok", "finished"),
     log.TURN_FAILED: ("bad", "failed"),
     log.TURN_STOPPED: ("warn", "stopped"),
+    log.OUTPUT_INVALID: ("bad", "refused"),
 }
 
 
@@ -431,6 +434,8 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         note = f' <span class="badge {css}">{word}</span>' if word else ""
         shown = d.get(name) if name else None
         tail = f": {esc(shown)}" if shown else ""
+        if kind == log.TURN_FINISHED and "output" in d:  # the validated answer
+            tail = f", answering{_json(d['output'])}"
         return f'<div class="text">{esc(what)}{tail}</div>', note
     return _json(d), ""
 

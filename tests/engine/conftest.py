@@ -126,11 +126,15 @@ SURVIVOR_LEASE = 10.0
 
 @pytest.fixture
 def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
-    """Start ``fxworld worker crash_agent:agent`` against the test's world."""
+    """Start ``fxworld worker crash_agent:agent`` (or ``agent=``) against the test's world."""
     procs: list[Proc] = []
 
     def start(
-        *, lease: float = DYING_LEASE, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+        *,
+        lease: float = DYING_LEASE,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        agent: str = "crash_agent:agent",
     ) -> Proc:
         full = dict(os.environ)
         full.pop("FXWORLD_TEST_CRASH_AT", None)
@@ -145,7 +149,7 @@ def start_worker(engine_world_url: str, tmp_path: Path) -> Iterator[Callable[...
                     "-m",
                     "fxworld.cli",
                     "worker",
-                    "crash_agent:agent",
+                    agent,
                     "--world",
                     engine_world_url,
                     "--lease",

@@ -309,3 +309,40 @@ async def test_worker_killed_while_text_streams(
     assert len(server.requests) == 3
     assert server.requests[1].body["messages"] == server.requests[2].body["messages"]
     assert "word0" not in json.dumps(server.requests[2].body)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_typed_answer_is_validated_and_asked_again_with_the_error(
+    provider: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pydantic
+
+    class Shipping(pydantic.BaseModel):
+        order: str
+        days: int
+
+    for name, value in point_at(server, provider).items():
+        monkeypatch.setenv(name, value)
+    server.queue(
+        Sse(stream_of(provider, ['{"order": "A", ', '"days": "soon"}'])),
+        Sse(stream_of(provider, ['{"order": "A", ', '"days": 3}'])),
+    )
+    agent = Agent(os.environ["REAL_MODEL"], world=fxworld.MemoryWorld(), output_type=Shipping)
+    turn = agent.session().prompt("When does order A ship?")
+    worker = asyncio.create_task(agent.work(lease=5.0, poll_interval=0.05))
+    try:
+        answer = await asyncio.wait_for(turn, 60)
+    finally:
+        agent.stop()
+        await asyncio.wait_for(worker, 30)
+    assert answer == Shipping(order="A", days=3)
+    stored = await agent.session(turn.session_id).read()
+    invalid = [e.data for e in stored if e.kind == "output.invalid"]
+    assert len(invalid) == 1 and invalid[0]["error"].startswith("days: ")
+    assert [e.data.get("output") for e in stored if e.kind == "turn.finished"] == [
+        {"order": "A", "days": 3}
+    ]
+    assert len(server.requests) == 2
+    first, second = (json.dumps(r.body) for r in server.requests)
+    assert "JSON Schema" in first and '\\"days\\"' in first  # the schema, in the instructions
+    assert "does not match the required JSON Schema: days: " in second  # the model heard why
