@@ -33,6 +33,8 @@ __all__ = [
     "TURN_STOPPED",
     "TURN_END_KINDS",
     "FORKED",
+    "STEP_STARTED",
+    "STEP_FINISHED",
     "entry",
 ]
 
@@ -106,12 +108,27 @@ the seq in the source the fork was made at and its cursor there, and how many
 entries were copied after this one. Version 1: an fxworld that does not know the
 kind skips it and reads the fork correctly."""
 
+STEP_STARTED: Final = "step.started"
+"""Written *before* a durable step of call ``execution_id`` runs (``ctx.step``):
+``{"execution_id", "step", "key"}`` (``key``: ``<execution_id>:<step>``). Version 2:
+an fxworld without steps must not re-run a resumable call."""
+STEP_FINISHED: Final = "step.finished"
+"""The step ``step`` of call ``execution_id`` returned ``result`` (JSON), which a
+re-run of the call returns without running it: ``{"execution_id", "step", "result"}``."""
+
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""
 
 
 _VERSION_2_KINDS: Final = frozenset(
-    {APPROVAL_REQUESTED, APPROVAL_DECIDED, STOP_REQUESTED, TURN_STOPPED}
+    {
+        APPROVAL_REQUESTED,
+        APPROVAL_DECIDED,
+        STOP_REQUESTED,
+        TURN_STOPPED,
+        STEP_STARTED,
+        STEP_FINISHED,
+    }
 )
 
 

@@ -227,7 +227,7 @@ class WakeHandler:
 
         state = await replay_latest_turn(await self.agent.ready(), session_id)
         tools = self.agent.tools
-        idempotent = {name: t.idempotent for name, t in tools.items()}
+        idempotent = {name: t.idempotent or t.resumable for name, t in tools.items()}
         timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
         step = next_step(state, idempotent, timeouts)
         if isinstance(step, Idle):
