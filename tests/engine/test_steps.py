@@ -123,3 +123,25 @@ def test_the_step_kinds_are_documented_in_the_log_format() -> None:
     text = DOCS.read_text()
     for kind in (log.STEP_STARTED, log.STEP_FINISHED):
         assert re.search(rf"^\| `{re.escape(kind)}` \(v 2\) \|", text, re.M), kind
+
+
+async def test_a_tools_steps_are_visible_in_the_inspector() -> None:
+    import httpx
+
+    from fxworld.web import create_inspector
+
+    async def multi(ctx: ToolContext) -> Any:
+        return await ctx.step("charge", lambda: "ch_1")
+
+    agent = steps_agent(multi)
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    app = create_inspector(agent.world, allow_anyone=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspect") as http:
+        page = await http.get(f"/sessions/{sid}")
+    await app.state.close()
+    assert page.status_code == 200
+    assert "step.started" in page.text and "step.finished" in page.text
+    assert "ch_1" in page.text
