@@ -40,8 +40,8 @@ __all__ = [
 
 LOG_VERSION: Final = 2
 """The newest version this fxworld reads. An entry's ``v`` is the oldest version
-that reads it correctly: 1 for the kinds of version 1, 2 for the approval and
-stop kinds (an fxworld without them must refuse the log, not run a call that
+that reads it correctly: 1 for the kinds of version 1, 2 for the approval,
+stop and step kinds (an fxworld without them must refuse the log, not run a call that
 waits for a person or continue a stopped turn)."""
 
 PROMPT: Final = "prompt"

@@ -15,12 +15,14 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fxworld.errors import InvalidArgument, WorldError
 
 from . import log
-from .replay import CallState
+
+if TYPE_CHECKING:
+    from .replay import CallState
 
 __all__ = ["StepInterrupted", "StepJournal", "StepLog", "step_key"]
 

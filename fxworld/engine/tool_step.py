@@ -136,7 +136,8 @@ async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]
-    ctx = ToolContext(c.execution_id, run.sid, c.id, c.name, attempt, StepJournal(run.writer, c))
+    journal = StepJournal(run.writer, c)
+    ctx = ToolContext(c.execution_id, run.sid, c.id, c.name, attempt, journal=journal)
     try:
         if tool.is_async:  # a stop cancels it
             with run.signals.cutting(handover=False):

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, overload
 from fxworld.errors import InvalidArgument
 from fxworld.models.base import ToolSpec
 
+from .steps import step_key
+
 if TYPE_CHECKING:
     from .steps import StepJournal
 
@@ -68,7 +70,7 @@ class ToolContext:
     def step_key(self, name: str) -> str:
         """The stable key of step ``name`` (``<execution_id>:<name>``), the same on
         every run of this call: pass it to a service as an idempotency key."""
-        return f"{self.execution_id}:{name}"
+        return step_key(self.execution_id, name)
 
 
 @dataclass(frozen=True)
