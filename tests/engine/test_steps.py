@@ -145,3 +145,21 @@ async def test_a_tools_steps_are_visible_in_the_inspector() -> None:
     assert page.status_code == 200
     assert "step.started" in page.text and "step.finished" in page.text
     assert "ch_1" in page.text
+
+
+async def test_steps_of_parallel_calls_are_all_saved() -> None:
+    @tool(resumable=True)
+    async def multi(n: int, ctx: ToolContext) -> Any:
+        return [await ctx.step(f"s{i}", asyncio.sleep, 0, n * 10 + i) for i in range(3)]
+
+    calls = [{"tool": "multi", "input": {"n": n}} for n in range(3)]
+    agent = Agent(ScriptedModel([calls, "done"]), tools=[multi], world=MemoryWorld())
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    assert await turn == "done"
+    stored = await agent.world.read(sid, 0, limit=1000)
+    results = sorted(e.data["result"] for e in stored if e.kind == "step.finished")
+    assert results == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    outputs = sorted(e.data["output"] for e in stored if e.kind == "tool.finished")
+    assert outputs == ["[0, 1, 2]", "[10, 11, 12]", "[20, 21, 22]"]
