@@ -32,7 +32,7 @@ async def settled(agent: Consumer, session_id: str) -> Literal["done", "waiting"
     latest turn (:mod:`fxworld.engine.tail`)."""
     state = await replay_latest_turn(await agent.ready(), session_id)
     tools = agent.tools
-    idempotent = {name: t.idempotent for name, t in tools.items()}
+    idempotent = {name: t.idempotent or t.resumable for name, t in tools.items()}
     timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
     step = next_step(state, idempotent, timeouts)
     if isinstance(step, Idle):

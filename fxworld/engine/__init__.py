@@ -14,6 +14,7 @@ from .events import StreamEvent
 from .replay import conversation
 from .retention import PruneReport, prune
 from .session import Session
+from .steps import StepInterrupted
 from .tools import Tool, ToolContext, tool
 from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
@@ -30,6 +31,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "tool",
+    "StepInterrupted",
     "conversation",
     "prune",
     "PruneReport",

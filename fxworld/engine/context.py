@@ -64,7 +64,10 @@ class RunContext:
         tools = agent.tools
         self.tool_specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
         """The tools as the model sees them."""
-        self.idempotent: Mapping[str, bool] = {n: t.idempotent for n, t in tools.items()}
+        self.idempotent: Mapping[str, bool] = {
+            n: t.idempotent or t.resumable for n, t in tools.items()
+        }
+        """Whether a call found started runs again (a resumable one: its steps are saved)."""
         self.approval_timeouts: Mapping[str, float | None] = {
             n: t.approval_timeout for n, t in tools.items() if t.needs_approval
         }

@@ -34,13 +34,15 @@ __all__ = [
     "TURN_END_KINDS",
     "FORKED",
     "OUTPUT_INVALID",
+    "STEP_STARTED",
+    "STEP_FINISHED",
     "entry",
 ]
 
 LOG_VERSION: Final = 3
 """The newest version this fxworld reads. An entry's ``v`` is the oldest version
-that reads it correctly: 1 for the kinds of version 1, 2 for the approval and
-stop kinds (an fxworld without them must refuse the log, not run a call that
+that reads it correctly: 1 for the kinds of version 1, 2 for the approval,
+stop and step kinds (an fxworld without them must refuse the log, not run a call that
 waits for a person or continue a stopped turn), 3 for ``output.invalid`` (one
 without it would end the turn with the answer it refused)."""
 
@@ -118,12 +120,27 @@ OUTPUT_INVALID: Final = "output.invalid"
 ``output_type``; the model hears ``error`` and answers again (or the turn fails,
 after ``output_retries`` of them): ``{"call", "error"}``. Version 3."""
 
+STEP_STARTED: Final = "step.started"
+"""Written *before* a durable step of call ``execution_id`` runs (``ctx.step``):
+``{"execution_id", "step", "key"}`` (``key``: ``<execution_id>:<step>``). Version 2:
+an fxworld without steps must not re-run a resumable call."""
+STEP_FINISHED: Final = "step.finished"
+"""The step ``step`` of call ``execution_id`` returned ``result`` (JSON), which a
+re-run of the call returns without running it: ``{"execution_id", "step", "result"}``."""
+
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""
 
 
 _VERSION_2_KINDS: Final = frozenset(
-    {APPROVAL_REQUESTED, APPROVAL_DECIDED, STOP_REQUESTED, TURN_STOPPED}
+    {
+        APPROVAL_REQUESTED,
+        APPROVAL_DECIDED,
+        STOP_REQUESTED,
+        TURN_STOPPED,
+        STEP_STARTED,
+        STEP_FINISHED,
+    }
 )
 
 

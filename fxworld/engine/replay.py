@@ -106,6 +106,10 @@ class CallState:
     timeout: float | None = None
     requested_seq: int = 0
     """The seq of the call's ``approval.requested`` entry (0: not asked)."""
+    steps_started: set[str] = field(default_factory=set)
+    """The names of its durable steps with a ``step.started`` entry."""
+    step_results: dict[str, Any] = field(default_factory=dict)
+    """The saved result of each of its durable steps that finished."""
 
     @property
     def resolved(self) -> bool:
@@ -297,6 +301,15 @@ class Replay:
             cur.output_refused = True
             self.messages.append(Message("user", retry_message(str(e.data.get("error", "")))))
 
+    def _step(self, cur: TurnState, e: Entry) -> None:
+        call = self._call(cur, e.data)
+        if call is not None:
+            name = str(e.data.get("step"))
+            if e.kind == log.STEP_STARTED:
+                call.steps_started.add(name)
+            else:
+                call.step_results[name] = e.data.get("result")
+
     def _turn_ended(self, cur: TurnState, e: Entry) -> None:
         prompt = int(e.data["prompt"])
         self.answered.add(prompt)
@@ -377,6 +390,8 @@ _IN_TURN: dict[str, Callable[[Replay, TurnState, Entry], None]] = {
     log.APPROVAL_REQUESTED: Replay._approval,
     log.APPROVAL_DECIDED: Replay._approval,
     log.OUTPUT_INVALID: Replay._output_invalid,
+    log.STEP_STARTED: Replay._step,
+    log.STEP_FINISHED: Replay._step,
     **dict.fromkeys(log.TURN_END_KINDS, Replay._turn_ended),
 }
 """How each kind of entry inside a turn changes the state (other kinds: not at all)."""

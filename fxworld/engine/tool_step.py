@@ -29,6 +29,7 @@ from .context import RunContext
 from .faults import crash_point
 from .replay import CallState, RunTools, stopped_message
 from .signals import Cut
+from .steps import StepJournal
 from .tools import Tool, ToolContext, render_output
 
 __all__ = ["run_tools", "run_started", "start_entries", "tool_entry"]
@@ -135,8 +136,11 @@ async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]
+    journal = StepJournal(run.writer, c)
     try:
-        ctx = ToolContext(c.execution_id, run.sid, c.id, c.name, attempt, run.context)
+        ctx = ToolContext(
+            c.execution_id, run.sid, c.id, c.name, attempt, run.context, journal=journal
+        )
         if tool.is_async:  # a stop cancels it
             with run.signals.cutting(handover=False):
                 value = await tool.call(c.input, ctx)

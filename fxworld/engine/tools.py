@@ -14,12 +14,17 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
 from fxworld.errors import InvalidArgument
 from fxworld.models.base import ToolSpec
+
+from .steps import step_key
+
+if TYPE_CHECKING:
+    from .steps import StepJournal
 
 __all__ = ["Tool", "ToolContext", "tool"]
 
@@ -44,6 +49,36 @@ class ToolContext(Generic[ContextT]):
     tool_name: str
     attempt: int = 1
     context: ContextT = field(default_factory=cast("Callable[[], Any]", dict))
+    journal: StepJournal | None = field(default=None, repr=False, compare=False)
+    """Where this call's steps are saved (``None``: outside a worker's run)."""
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` (sync or async) once as the durable step
+        ``name``, and return its result, saved in the log (JSON) before it returns.
+
+        Run again after a crash (``@tool(resumable=True)``), a finished step returns
+        its saved result without running; one that started and did not finish runs
+        again if ``idempotent``, else raises
+        :class:`~fxworld.engine.steps.StepInterrupted`. Names are unique per call
+        (a repeat raises :class:`~fxworld.errors.InvalidArgument`), and so is a
+        result that is not JSON.
+        """
+        if self.journal is None:
+            raise InvalidArgument("ctx.step runs only inside a tool call of a worker")
+        return await self.journal.run(name, fn, args, kwargs, idempotent)
+
+    def step_key(self, name: str) -> str:
+        """The stable key of step ``name`` (``<execution_id>:<name>``), the same on
+        every run of this call: pass it to a service as an idempotency key."""
+        return step_key(self.execution_id, name)
 
 
 @dataclass(frozen=True)
@@ -58,6 +93,10 @@ class Tool:
     ``session.deny``) before it runs; the turn holds no worker meanwhile.
     ``approval_timeout``: seconds after which an undecided call counts as denied
     (``None``: wait forever).
+
+    ``resumable``: its effects are all inside ``ctx.step`` calls, so a call that was
+    started but not finished runs again after a crash, each finished step
+    returning its saved result (:mod:`fxworld.engine.steps`).
     """
 
     name: str
@@ -67,6 +106,7 @@ class Tool:
     idempotent: bool = False
     needs_approval: bool = False
     approval_timeout: float | None = None
+    resumable: bool = False
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
@@ -127,6 +167,7 @@ def _build(
     input_schema: dict[str, Any] | None,
     needs_approval: bool,
     approval_timeout: float | None,
+    resumable: bool,
 ) -> Tool:
     sig = inspect.signature(fn)
     takes_ctx = "ctx" in sig.parameters
@@ -144,6 +185,7 @@ def _build(
         idempotent=idempotent,
         needs_approval=needs_approval,
         approval_timeout=approval_timeout,
+        resumable=resumable,
         _takes_ctx=takes_ctx,
         _model=model,
     )
@@ -181,6 +223,7 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     needs_approval: bool = False,
     approval_timeout: float | None = None,
+    resumable: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -194,9 +237,10 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     needs_approval: bool = False,
     approval_timeout: float | None = None,
+    resumable: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a :class:`Tool`: ``@tool``, ``@tool(idempotent=True)`` or
-    ``@tool(needs_approval=True, approval_timeout=None)``.
+    ``@tool(needs_approval=True, approval_timeout=None)`` or ``@tool(resumable=True)``.
 
     The description defaults to the docstring; the input schema to the JSON Schema
     of the function's parameters (``ctx`` excluded). Given ``input_schema``, the
@@ -209,6 +253,7 @@ def tool(
         "input_schema": input_schema,
         "needs_approval": needs_approval,
         "approval_timeout": approval_timeout,
+        "resumable": resumable,
     }
     if fn is not None:
         return _build(fn, **options)

@@ -16,6 +16,10 @@ Configured by environment, so every process builds the same agent:
   ``needs_approval``; ``ENGINE_TEST_OTHER_APPROVAL=1`` adds ``close_account``, a
   tool that needs approval (the model never calls it).
 - ``ENGINE_TEST_SCRIPT=long``: one long answer (stop it while it streams).
+- ``ENGINE_TEST_SCRIPT=steps``: the model calls ``pay`` (``resumable``), whose durable
+  steps charge then email (each effect a line of ``effects.jsonl``); crash points
+  ``in-tool:pay`` (between the steps) and ``in-step:charge`` (after the charge's
+  effect, before its result is saved).
 - ``ENGINE_TEST_OTEL=1``: OpenTelemetry's SDK as the global providers, spans and
   metrics written to files (:mod:`otel_setup`).
 
@@ -34,6 +38,7 @@ if os.environ.get("ENGINE_TEST_OTEL") == "1":
     import otel_setup  # noqa: F401 (sets the global providers, before any run)
 
 from fxworld import Agent, ToolContext, tool
+from fxworld.engine import StepInterrupted
 from fxworld.testing import ScriptedModel, crash_point
 
 DIR = Path(os.environ.get("ENGINE_TEST_DIR", "."))
@@ -55,6 +60,9 @@ REFUND_FINAL = "The refund is settled."
 APPROVAL = [{"tool": "refund", "input": {"id": "A", "cents": 500}}, REFUND_FINAL]
 LONG = " ".join(f"word{i}" for i in range(400))
 LONG_AFTER = "A short answer this time."
+
+PAY_FINAL = "Paid, and the receipt is on its way."
+STEPS = [{"tool": "pay", "input": {"id": "A", "cents": 1250}}, PAY_FINAL]
 
 MODE = os.environ.get("ENGINE_TEST_SCRIPT", "")
 PARALLEL_MODE = MODE == "parallel"
@@ -121,16 +129,43 @@ def close_account(id: str) -> str:
     return f"closed {id}"
 
 
+def _effect(effect: str, key: str) -> str:
+    """A side effect outside the world (a card charged, an email sent), one line each."""
+    line = {"effect": effect, "key": key, "pid": os.getpid()}
+    with open(DIR / "effects.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+    crash_point(f"in-step:{effect}")
+    return key
+
+
+@tool(resumable=True)
+async def pay(id: str, cents: int, ctx: ToolContext) -> str:
+    """Charge an order, then email its receipt (each a durable step)."""
+    _record("pay", ctx)
+    try:
+        charged = await ctx.step("charge", _effect, "charge", ctx.step_key("charge"))
+    except StepInterrupted:
+        return f"the charge of order {id} may have partly run; no receipt sent"
+    crash_point("in-tool:pay")
+    sent = await ctx.step("email", _effect, "email", ctx.step_key("email"), idempotent=True)
+    return f"charged {charged}, emailed {sent}"
+
+
 OTHER_APPROVAL = [close_account] if os.environ.get("ENGINE_TEST_OTHER_APPROVAL") == "1" else []
 
 agent = Agent(
     ScriptedModel(
-        {"parallel": PARALLEL, "approval": APPROVAL, "long": [LONG, LONG_AFTER]}.get(MODE, SCRIPT),
+        {
+            "parallel": PARALLEL,
+            "approval": APPROVAL,
+            "long": [LONG, LONG_AFTER],
+            "steps": STEPS,
+        }.get(MODE, SCRIPT),
         record_to=DIR / "model.jsonl",
         pieces=80 if MODE == "long" else 5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
     ),
-    tools=[lookup, charge, refund, *OTHER_APPROVAL],
+    tools=[lookup, charge, refund, pay, *OTHER_APPROVAL],
     instructions="You handle orders.",
     text_chunk_interval=0.0,  # every streamed piece is saved as its own chunk
 )

@@ -1,0 +1,107 @@
+"""Durable steps inside a tool: ``await ctx.step(name, fn, *args, **kwargs)``.
+
+A step runs ``fn`` once and saves its result in the session's log before
+returning it: ``step.started`` is appended (fenced) before ``fn`` runs and
+``step.finished`` with its JSON result after. When a ``@tool(resumable=True)``
+call is run again after a crash (same ``execution_id``), a step whose
+``step.finished`` is saved returns that result without running; a step that
+started but did not finish runs again if it was marked ``idempotent=True``, and
+otherwise raises :class:`StepInterrupted`, which the tool may catch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from fxworld.errors import InvalidArgument, WorldError
+
+from . import log
+
+if TYPE_CHECKING:
+    from .replay import CallState
+
+__all__ = ["StepInterrupted", "StepJournal", "StepLog", "step_key"]
+
+
+class StepInterrupted(WorldError):
+    """A non-idempotent step of this call was started before a crash and did not
+    finish: it may have partly run, so it is not run again."""
+
+    def __init__(self, name: str, key: str) -> None:
+        super().__init__(
+            f"step {name!r} (key {key}) was started before a crash and did not finish; "
+            "it may have partly run, and is not run again (mark it idempotent=True to re-run)"
+        )
+        self.name = name
+        self.key = key
+
+
+def step_key(execution_id: str, name: str) -> str:
+    """The stable key of step ``name`` of a call: the same on every run of the call."""
+    return f"{execution_id}:{name}"
+
+
+class StepLog(Protocol):
+    """Where a step's entries go: the run's fenced writer."""
+
+    async def append(self, entries: Any, *, wake: float | None = None) -> int: ...
+
+
+class StepJournal:
+    """The steps of one running call: what the log already holds for it, and
+    which names this run used (a name is used once per call)."""
+
+    def __init__(self, writer: StepLog, call: CallState) -> None:
+        self.writer = writer
+        self.call = call
+        self.used: set[str] = set()
+
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        idempotent: bool,
+    ) -> Any:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a step name must be a non-empty str, not {name!r}")
+        if name in self.used:
+            raise InvalidArgument(
+                f"step name {name!r} is used twice in one call of {self.call.name!r}"
+            )
+        self.used.add(name)
+        c = self.call
+        key = step_key(c.execution_id, name)
+        if name in c.step_results:  # finished before: its saved result, not run again
+            return c.step_results[name]
+        if name in c.steps_started and not idempotent:
+            raise StepInterrupted(name, key)
+        await self.writer.append(
+            [log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)]
+        )
+        result = await _call(fn, args, kwargs)
+        try:
+            json.dumps(result, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(
+                f"step {name!r} returned {type(result).__name__}, which is not JSON: {e}"
+            ) from e
+        await self.writer.append(
+            [log.entry(log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result)]
+        )
+        return result
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Await an async ``fn``; run a sync one in a thread."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    result = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,165 @@
+"""Durable steps inside a tool (``ctx.step``): a resumable tool killed between two
+effects finishes after the crash with each effect done once, on every world."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import crash_agent
+import pytest
+from conftest import SURVIVOR_LEASE, client, read_jsonl
+
+from fxworld import Agent, MemoryWorld, ToolContext, tool
+from fxworld.engine import log
+from fxworld.testing import ScriptedModel
+
+pytestmark = pytest.mark.timeout(120)
+
+STEPS = {"ENGINE_TEST_SCRIPT": "steps"}
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "log-format.md"
+
+
+async def crash_then_resume(engine_world_url: str, start_worker: Any, point: str) -> Any:
+    agent = client(engine_world_url)
+    turn = agent.session().prompt("Pay order A.")
+    sid = (await turn.accepted).session_id
+    first = start_worker(env={**STEPS, "FXWORLD_TEST_CRASH_AT": point})
+    assert await first.wait() == -signal.SIGKILL, first.text()
+    second = start_worker(lease=SURVIVOR_LEASE, env=STEPS)
+    final = await asyncio.wait_for(turn, 60)
+    second.signal(signal.SIGTERM)
+    assert await second.wait() == 0, second.text()
+    return final, await agent.session(sid).read()
+
+
+async def test_charge_then_email_sigkill_between_steps_charges_once_emails_once(
+    engine_world_url: str, start_worker: Any, tmp_path: Path
+) -> None:
+    final, stored = await crash_then_resume(engine_world_url, start_worker, "in-tool:pay")
+    assert final == crash_agent.PAY_FINAL
+    effects = read_jsonl(tmp_path / "effects.jsonl")
+    assert [e["effect"] for e in effects] == ["charge", "email"]
+    runs = [r for r in read_jsonl(tmp_path / "runs.jsonl") if r["tool"] == "pay"]
+    assert [r["attempt"] for r in runs] == [1, 2]  # the resumable call ran again
+    xid = runs[0]["execution_id"]
+    assert effects[0]["key"] == f"{xid}:charge" and effects[1]["key"] == f"{xid}:email"
+    assert effects[0]["pid"] != effects[1]["pid"]  # the email came from the second worker
+    steps = [(e.kind, e.data["step"]) for e in stored if e.kind.startswith("step.")]
+    assert steps == [
+        ("step.started", "charge"),
+        ("step.finished", "charge"),
+        ("step.started", "email"),
+        ("step.finished", "email"),
+    ]
+    result = next(e for e in stored if e.kind == "tool.finished")
+    assert result.data["output"] == f"charged {xid}:charge, emailed {xid}:email"
+
+
+async def test_a_step_killed_mid_run_is_not_run_again_and_the_tool_hears_it(
+    engine_world_url: str, start_worker: Any, tmp_path: Path
+) -> None:
+    final, stored = await crash_then_resume(engine_world_url, start_worker, "in-step:charge")
+    assert final == crash_agent.PAY_FINAL
+    assert [e["effect"] for e in read_jsonl(tmp_path / "effects.jsonl")] == ["charge"]
+    result = next(e for e in stored if e.kind == "tool.finished")
+    assert result.data["output"] == "the charge of order A may have partly run; no receipt sent"
+    assert not any(e.kind == "step.finished" for e in stored)
+
+
+def steps_agent(fn: Any) -> Agent:
+    return Agent(
+        ScriptedModel([{"tool": "multi", "input": {}}, "done"]),
+        tools=[tool(name="multi")(fn)],
+        world=MemoryWorld(),
+    )
+
+
+async def tool_output(fn: Any) -> str:
+    agent = steps_agent(fn)
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    stored = await agent.world.read(sid, 0, limit=1000)
+    return str(next(e for e in stored if e.kind == "tool.finished").data["output"])
+
+
+async def test_a_step_name_used_twice_in_one_call_is_refused() -> None:
+    async def multi(ctx: ToolContext) -> Any:
+        await ctx.step("a", lambda: 1)
+        return await ctx.step("a", lambda: 2)
+
+    assert "InvalidArgument: step name 'a' is used twice" in await tool_output(multi)
+
+
+async def test_a_step_result_that_is_not_json_is_refused() -> None:
+    async def multi(ctx: ToolContext) -> Any:
+        return await ctx.step("a", lambda: {1, 2})
+
+    assert "InvalidArgument: step 'a' returned set, which is not JSON" in await tool_output(multi)
+
+
+async def test_a_step_returns_its_result_and_async_fns_are_awaited() -> None:
+    async def double(x: int) -> int:
+        return 2 * x
+
+    async def multi(ctx: ToolContext) -> Any:
+        return [await ctx.step("a", double, 3), await ctx.step("b", lambda y: y + 1, y=1)]
+
+    assert await tool_output(multi) == "[6, 2]"
+
+
+async def test_ctx_step_outside_a_worker_is_a_clear_error() -> None:
+    ctx = ToolContext("x", "s", "c", "t")
+    with pytest.raises(Exception, match="only inside a tool call of a worker"):
+        await ctx.step("a", lambda: 1)
+    assert ctx.step_key("a") == "x:a"
+
+
+def test_the_step_kinds_are_documented_in_the_log_format() -> None:
+    text = DOCS.read_text()
+    for kind in (log.STEP_STARTED, log.STEP_FINISHED):
+        assert re.search(rf"^\| `{re.escape(kind)}` \(v 2\) \|", text, re.M), kind
+
+
+async def test_a_tools_steps_are_visible_in_the_inspector() -> None:
+    import httpx
+
+    from fxworld.web import create_inspector
+
+    async def multi(ctx: ToolContext) -> Any:
+        return await ctx.step("charge", lambda: "ch_1")
+
+    agent = steps_agent(multi)
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    app = create_inspector(agent.world, allow_anyone=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspect") as http:
+        page = await http.get(f"/sessions/{sid}")
+    await app.state.close()
+    assert page.status_code == 200
+    assert "step.started" in page.text and "step.finished" in page.text
+    assert "ch_1" in page.text
+
+
+async def test_steps_of_parallel_calls_are_all_saved() -> None:
+    @tool(resumable=True)
+    async def multi(n: int, ctx: ToolContext) -> Any:
+        return [await ctx.step(f"s{i}", asyncio.sleep, 0, n * 10 + i) for i in range(3)]
+
+    calls = [{"tool": "multi", "input": {"n": n}} for n in range(3)]
+    agent = Agent(ScriptedModel([calls, "done"]), tools=[multi], world=MemoryWorld())
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    assert await turn == "done"
+    stored = await agent.world.read(sid, 0, limit=1000)
+    results = sorted(e.data["result"] for e in stored if e.kind == "step.finished")
+    assert results == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    outputs = sorted(e.data["output"] for e in stored if e.kind == "tool.finished")
+    assert outputs == ["[0, 1, 2]", "[10, 11, 12]", "[20, 21, 22]"]
