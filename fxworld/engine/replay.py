@@ -23,7 +23,7 @@ from fxworld.errors import WorldError
 from fxworld.models.base import Message, ToolCall
 from fxworld.types import Entry
 
-from . import log
+from . import clock, log
 
 __all__ = [
     "Replay",
@@ -486,7 +486,7 @@ def next_step(
     for call in pending:
         if call.started > 0 and not idempotent.get(call.name, False):
             return InterruptTool(call)
-    waits = _approval_step(pending, approval_timeouts or {}, now or datetime.now(UTC))
+    waits = _approval_step(pending, approval_timeouts or {}, now or clock.now())
     if waits is not None:
         return waits
     if pending:
