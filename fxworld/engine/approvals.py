@@ -23,7 +23,7 @@ the log. Each write is an unfenced append with an idempotency key and a wake
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from fxworld.errors import AlreadyDecided, ApprovalExpired, InvalidArgument, UnknownCall

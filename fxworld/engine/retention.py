@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.protocol import (
