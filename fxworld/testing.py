@@ -24,6 +24,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from fxworld.engine.clock import Clock, moved_clock
 from fxworld.engine.faults import crash_point
 from fxworld.models.base import (
     ModelError,
@@ -35,7 +36,7 @@ from fxworld.models.base import (
     Usage,
 )
 
-__all__ = ["ScriptedModel", "Reply", "crash_point", "read_recording"]
+__all__ = ["Clock", "ScriptedModel", "Reply", "crash_point", "moved_clock", "read_recording"]
 
 Reply = str | dict[str, Any] | list[dict[str, Any]]
 

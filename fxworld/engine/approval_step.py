@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from fxworld.types import NewEntry
 
-from . import log
+from . import clock, log
 from .approvals import decision_key, expired_decision, requested_entry
 from .context import RunContext
 from .faults import crash_point
@@ -45,7 +45,7 @@ def approval_entries(
 ) -> tuple[list[NewEntry], float | None]:
     """One ``approval.requested`` per call, and the delay of the wake that must land
     with them (W7): the first timeout, so it happens even if no process is up."""
-    now = datetime.now(UTC)
+    now = clock.now()
     entries = []
     for c in calls:
         timeout = tools[c.name].approval_timeout
@@ -90,5 +90,5 @@ async def wait_for_approval(run: RunContext, step: WaitForApproval) -> None:
     """Only undecided calls are left: hold nothing. A decision's wake brings a
     worker back; the first expiry has its own delayed wake."""
     if step.due is not None:
-        await run.writer.wake_again(max(0.0, (step.due - datetime.now(UTC)).total_seconds()))
+        await run.writer.wake_again(max(0.0, (step.due - clock.now()).total_seconds()))
     logger.info("session %s: waiting for approval; holding nothing", run.sid)

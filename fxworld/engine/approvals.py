@@ -23,14 +23,14 @@ the log. Each write is an unfenced append with an idempotency key and a wake
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from fxworld.errors import AlreadyDecided, ApprovalExpired, InvalidArgument, UnknownCall
 from fxworld.protocol import World
 from fxworld.types import Entry, NewEntry
 
-from . import log
+from . import clock, log
 from .cursor import encode_cursor
 from .otel_run import approvals_waiting
 from .replay import CallState, Replay, expiry_reason
@@ -123,7 +123,7 @@ async def pending_approvals(world: World, sid: str) -> list[Approval]:
     """The calls of session ``sid``'s running turn that wait for a decision now
     (a call past its ``expires_at`` does not: its timeout decides it)."""
     state = await replay_latest_turn(world, sid)
-    now = datetime.now(UTC)
+    now = clock.now()
     return [
         Approval(
             c.execution_id,
@@ -161,7 +161,7 @@ async def decide(
     call = next((c for c in _waiting(state) if c.execution_id == execution_id), None)
     if call is None:
         raise UnknownCall(sid, execution_id)
-    if call.expired(datetime.now(UTC)):
+    if call.expired(clock.now()):
         decision = expired_decision(execution_id, expiry_reason(call.timeout))
     else:
         field = "note" if approved else "reason"

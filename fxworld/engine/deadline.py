@@ -8,8 +8,7 @@ the other steps only append. A turn that yields to the deadline appends
 
 from __future__ import annotations
 
-import time
-
+from . import clock
 from .replay import CallModel, RunTools, Step
 
 __all__ = ["Deadline"]
@@ -24,7 +23,7 @@ class Deadline:
 
     def __init__(self, budget: float | None) -> None:
         self.budget = budget
-        self.at: float | None = None  # time.monotonic() based
+        self.at: float | None = None  # clock.monotonic() based
         self.longest_step = 0.0
         self.hit = False
         """A session yielded at the deadline: no step fits any more, so no wake is
@@ -32,10 +31,10 @@ class Deadline:
 
     def start(self) -> None:
         if self.budget is not None:
-            self.at = time.monotonic() + self.budget
+            self.at = clock.monotonic() + self.budget
 
     def time_left(self) -> float | None:
-        return None if self.at is None else self.at - time.monotonic()
+        return None if self.at is None else self.at - clock.monotonic()
 
     def too_close(self) -> bool:
         """No new session is taken: a turn yielded to it, or it is under MIN_STEP away."""
@@ -58,4 +57,4 @@ class Deadline:
 
     def note_step(self, started: float) -> None:
         """A model call or tool run that began at ``started`` (monotonic) ended now."""
-        self.longest_step = max(self.longest_step, time.monotonic() - started)
+        self.longest_step = max(self.longest_step, clock.monotonic() - started)

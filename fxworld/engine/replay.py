@@ -16,14 +16,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, overload
 
 from fxworld.errors import WorldError
 from fxworld.models.base import Message, ToolCall
 from fxworld.types import Entry
 
-from . import log
+from . import clock, log
 from .typed_output import retry_message
 
 __all__ = [
@@ -520,7 +520,7 @@ def next_step(
     for call in pending:
         if call.started > 0 and not idempotent.get(call.name, False):
             return InterruptTool(call)
-    waits = _approval_step(pending, approval_timeouts or {}, now or datetime.now(UTC))
+    waits = _approval_step(pending, approval_timeouts or {}, now or clock.now())
     if waits is not None:
         return waits
     if pending:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.protocol import (
@@ -49,6 +49,7 @@ from fxworld.protocol import (
 from fxworld.types import Entry
 from fxworld.validate import FENCE_KIND, KEY_SESSION_PREFIX, SEALED_FIELD
 
+from . import clock
 from .replay import Replay
 from .tail import last_seq, replay_latest_turn
 
@@ -126,7 +127,7 @@ async def prune(
             "a prompt that arrives meanwhile (dry_run=True only reports)"
         )
     report = PruneReport(dry_run=dry_run)
-    cutoff = datetime.now(UTC) - limit
+    cutoff = clock.now() - limit
     after = ""
     while ids := await world.list_sessions(after=after, limit=_PAGE):
         for sid in ids:
@@ -203,7 +204,7 @@ async def _busy(world: World, sid: str, last: int) -> str | None:
 def _turn_state(state: Replay) -> str | None:
     cur = state.current
     if cur is not None:
-        now = datetime.now(UTC)
+        now = clock.now()
         if any(c.approval == "requested" and not c.expired(now) for c in cur.calls):
             return "approval waiting"
         return "turn in progress"

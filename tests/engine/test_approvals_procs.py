@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from test_crash import assert_no_gap_no_dup, read_with_reconnect
 from fxworld import TurnStopped
 from fxworld.errors import AlreadyDecided, ApprovalExpired, UnknownCall
 from fxworld.types import Entry
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,7 +192,8 @@ async def test_an_approval_timeout_passes_while_no_process_is_up(
     [pending] = await agent.session(sid).pending_approvals()
     assert pending.expires_at is not None
     assert 1.5 < (pending.expires_at - pending.requested_at).total_seconds() < 2.5
-    await asyncio.sleep(3.0)  # the deadline passes; no process is up
+    expires_at = pending.expires_at
+    await wait_until(lambda: datetime.now(UTC) > expires_at, 10)  # no process is up
 
     second = start_worker(lease=SURVIVOR_LEASE, env=env)
     assert await asyncio.wait_for(turn, 60) == crash_agent.REFUND_FINAL
@@ -219,7 +222,10 @@ async def test_an_expired_approval_cannot_be_approved(
     xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
     first.wait_for_log("holding nothing")
     await stop_worker(first)
-    await asyncio.sleep(2.0)  # past expires_at; no process is up
+    [pending] = await agent.session(sid).pending_approvals()
+    assert pending.expires_at is not None
+    expires_at = pending.expires_at
+    await wait_until(lambda: datetime.now(UTC) > expires_at, 10)  # no process is up
 
     session = agent.session(sid)
     assert await session.pending_approvals() == []

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
 from fxworld import Agent, SqliteWorld, Tool, tool
 from fxworld.cli import main
-from fxworld.testing import Reply, ScriptedModel
+from fxworld.testing import Reply, ScriptedModel, moved_clock
 
 
 @tool(needs_approval=True)
@@ -105,17 +104,18 @@ def test_an_expired_approval_is_refused_with_one_line(
     park(db, "s1", {"tool": "pay_out", "input": SECRET_INPUT}, pay_out)
     assert main(["sessions", "approvals", "s1", *url]) == 0
     xid = capsys.readouterr().out.split()[0]
-    time.sleep(0.7)  # past expires_at; no worker up
-    assert main(["sessions", "approvals", "s1", *url]) == 0
-    out, err = capsys.readouterr()
-    assert out == "" and "0 calls waiting" in err
-    for action in ("approve", "deny"):
-        assert main(["sessions", action, "s1", xid, *url]) == 1
+    with moved_clock() as clock:
+        clock.advance(0.7)  # past expires_at; no worker up
+        assert main(["sessions", "approvals", "s1", *url]) == 0
         out, err = capsys.readouterr()
-        assert out == "" and len(err.splitlines()) == 1, err
-        assert xid in err and "expired" in err and "Traceback" not in err
-    decided = [k for k in kinds(db, "s1") if k == "approval.decided"]
-    assert decided == ["approval.decided"]  # the timeout's denial, written once
+        assert out == "" and "0 calls waiting" in err
+        for action in ("approve", "deny"):
+            assert main(["sessions", action, "s1", xid, *url]) == 1
+            out, err = capsys.readouterr()
+            assert out == "" and len(err.splitlines()) == 1, err
+            assert xid in err and "expired" in err and "Traceback" not in err
+        decided = [k for k in kinds(db, "s1") if k == "approval.decided"]
+        assert decided == ["approval.decided"]  # the timeout's denial, written once
 
 
 def test_a_turn_waiting_for_approval_reads_waiting_for_approval_in_the_cli(

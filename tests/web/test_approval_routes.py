@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from fxworld import Agent, MemoryWorld, StreamEvent, tool
 from fxworld.engine import log
-from fxworld.testing import ScriptedModel
+from fxworld.testing import ScriptedModel, moved_clock
 from fxworld.web import create_app
 from tests.web._server import CountingWorld
 
@@ -167,13 +167,14 @@ async def test_an_expired_approval_is_409_over_http() -> None:
         sid = (await client.post("/sessions", json={"text": "Pay."})).json()["session_id"]
         await run_until_idle(agent)
         [waiting] = await agent.session(sid).pending_approvals()
-        await asyncio.sleep(0.7)  # past expires_at, no worker up
-        assert (await client.get(f"/sessions/{sid}/approvals")).json() == {"approvals": []}
-        url = f"/sessions/{sid}/approvals/{waiting.execution_id}"
-        for body in ({"approve": True}, {"approve": False, "reason": "late"}):
-            r = await client.post(url, json=body)
-            assert r.status_code == 409 and r.json()["error"] == "approval_expired", r.text
-        await run_until_idle(agent)
+        with moved_clock() as clock:
+            clock.advance(0.7)  # past expires_at, no worker up
+            assert (await client.get(f"/sessions/{sid}/approvals")).json() == {"approvals": []}
+            url = f"/sessions/{sid}/approvals/{waiting.execution_id}"
+            for body in ({"approve": True}, {"approve": False, "reason": "late"}):
+                r = await client.post(url, json=body)
+                assert r.status_code == 409 and r.json()["error"] == "approval_expired", r.text
+            await run_until_idle(agent)
     entries = await agent.session(sid).read()
     [decided] = [e for e in entries if e.kind == "approval.decided"]
     assert decided.data["expired"] is True and decided.data["approved"] is False
