@@ -41,7 +41,7 @@ class HTTPPush:
     async def push(self, session_id: str, *, delay: float = 0.0) -> None:
         if delay > 0:
             return  # left to the tick: see the class
-        from fxworld.web import signed_headers
+        from fxworld.signing import signed_headers
 
         body = message_body(session_id)
         headers = {"Content-Type": "application/json", **signed_headers(self._secret, body)}

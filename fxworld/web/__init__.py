@@ -31,6 +31,15 @@ except ImportError as e:  # pragma: no cover - depends on the install
         f"fxworld.web needs Starlette ({e}); install it with: pip install 'fxworld[web]'"
     ) from None
 
+from fxworld.signing import (
+    REPLAY_WINDOW,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    sign,
+    signed_headers,
+    verify,
+)
+
 from ._app import (
     MAX_PROMPT_BYTES,
     STREAM_LIFETIME,
@@ -42,14 +51,6 @@ from ._app import (
     routes,
 )
 from ._inspector import InspectAction, InspectorOptions, create_inspector
-from ._signing import (
-    REPLAY_WINDOW,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    sign,
-    signed_headers,
-    verify,
-)
 from ._sse import HEARTBEAT
 from ._static import static_files
 from ._wake import SECRET_ENV, WakeHandler, wake_handler

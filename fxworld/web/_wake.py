@@ -2,7 +2,7 @@
 arrives, for push-style queues, cron jobs and serverless functions.
 
 A request is accepted only if it carries a valid HMAC-SHA256 signature of its
-body and timestamp (see :mod:`fxworld.web._signing`) no older than five minutes;
+body and timestamp (see :mod:`fxworld.signing`) no older than five minutes;
 anything else is answered 401 and runs nothing. An accepted request runs the
 agent as a worker with ``until_idle=True`` and a time budget: the invocation's
 time limit less a safety margin. A turn still running when the budget nears stops
@@ -23,10 +23,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from fxworld import validate
+from fxworld import signing, validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
 
-from . import _signing, _vercel
+from . import _vercel
 from ._app import HTTPError, error_response, read_body
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class WakeHandler:
         margin: float = 5.0,
         lease: float = 15.0,
         concurrency: int = 8,
-        replay_window: float = _signing.REPLAY_WINDOW,
+        replay_window: float = signing.REPLAY_WINDOW,
         max_runs: int = MAX_RUNS,
         vercel: bool | None = None,
     ) -> None:
@@ -171,7 +171,7 @@ class WakeHandler:
             return await _vercel.handle_delivery(
                 body, request.headers, started, lease=self.lease, run=self._run
             )
-        if self._key is None or not _signing.verify(
+        if self._key is None or not signing.verify(
             self._key, body, request.headers, window=self.replay_window
         ):
             return error_response(401, "unauthorized", "missing, invalid or expired signature")
@@ -183,7 +183,7 @@ class WakeHandler:
         # delivery) starts no second worker: it gets the running one's answer; so
         # does a copy of one answered 200 within the replay window. (A 503 is not
         # kept: it asks for the same request again, which must run.)
-        signature = request.headers.get(_signing.SIGNATURE_HEADER, "").strip()
+        signature = request.headers.get(signing.SIGNATURE_HEADER, "").strip()
         now = time.monotonic()
         for sig, (until, _) in list(self._answered.items()):
             if until <= now:
