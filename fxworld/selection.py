@@ -102,7 +102,9 @@ def world(obj_or_url: World | str | None = None) -> World:
     """
     global _current, _current_from
     if obj_or_url is None:
-        url = os.environ.get(ENV_VAR) or default_url(creating=True)
+        if _current is not None and _current_from is None:
+            return _current  # set by world(x): no default is looked for, nor announced
+        url = os.environ.get(ENV_VAR) or default_url(creating=_current is None)
         if _current is None or (_current_from is not None and _current_from != url):
             _current, _current_from = open_world(url), url
         return _current

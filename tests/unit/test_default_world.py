@@ -61,6 +61,20 @@ def test_a_process_that_creates_the_default_world_says_so_once_on_stderr(
     assert capsys.readouterr().err == ""
 
 
+def test_a_world_set_by_the_process_is_used_with_no_default_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``world(x)``, then ``world()`` (as an Agent with no world of its own asks in
+    a ``fxworld worker --world URL``): the world set, and no notice of a default
+    world on stderr (it broke the worker's ``--log-format json`` lines)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FXWORLD_URL", raising=False)
+    given = world(f"sqlite:///{tmp_path}/given.db")
+    assert world() is given
+    assert capsys.readouterr().err == ""
+    assert not (tmp_path / ".fxworld").exists()
+
+
 def test_a_cli_error_about_the_default_world_names_its_absolute_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
