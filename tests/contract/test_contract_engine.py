@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from fxworld import Agent, open_world, tool, world
-from fxworld.testing import ScriptedModel
+from fxworld.testing import ScriptedModel, moved_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -326,7 +326,7 @@ async def test_deadline_yields_at_a_step_boundary_and_next_invocation_continues(
     @tool(idempotent=True)
     async def step(n: int) -> str:
         runs.append(n)
-        await asyncio.sleep(0.4)
+        clock.advance(0.4)  # the step takes 0.4 s of the engine's clock
         return f"step {n}"
 
     w = open_world("memory://")
@@ -334,11 +334,12 @@ async def test_deadline_yields_at_a_step_boundary_and_next_invocation_continues(
     agent = Agent(model=ScriptedModel([*replies, "done"]), tools=[step], world=w)
     turn = agent.session("dl").prompt("go")
     await turn.accepted
-    await asyncio.wait_for(agent.work(deadline=1.0), 30)  # a serverless time limit
-    kinds = [e.kind for e in await w.read("dl")]
-    assert "turn.yielded" in kinds and "turn.finished" not in kinds
-    assert kinds[-1] == "turn.yielded"  # stopped at a step boundary, nothing half-done
-    assert kinds.count("tool.started") == kinds.count("tool.finished")
-    await asyncio.wait_for(agent.work(deadline=30, until_idle=True), 60)  # next invocation
+    with moved_clock() as clock:
+        await asyncio.wait_for(agent.work(deadline=1.0), 30)  # a serverless time limit
+        kinds = [e.kind for e in await w.read("dl")]
+        assert "turn.yielded" in kinds and "turn.finished" not in kinds
+        assert kinds[-1] == "turn.yielded"  # stopped at a step boundary, nothing half-done
+        assert kinds.count("tool.started") == kinds.count("tool.finished")
+        await asyncio.wait_for(agent.work(deadline=30, until_idle=True), 60)  # next invocation
     assert await asyncio.wait_for(turn, 5) == "done"
     assert sorted(runs) == [0, 1, 2, 3]  # every step ran once
