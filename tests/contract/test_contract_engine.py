@@ -243,8 +243,9 @@ async def test_worker_sigkilled_inside_tools_turn_continues(tmp_path: Path) -> N
 
 
 async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> None:
-    # lease 2 s, a tool that takes 5 s, a second worker waiting on the same world:
-    # the running worker renews its lease, so nobody takes the session over.
+    # lease 2 s, a tool that takes 3 s, a second worker polling the same world every
+    # 0.1 s: the running worker renews its lease, so nobody takes the session over
+    # (without a renewal the second would take it about 2 s in, while the tool runs).
     runs: list[str] = []
     started = asyncio.Event()
 
@@ -252,7 +253,7 @@ async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> Non
     async def slow(ctx: Any) -> str:
         runs.append(ctx.execution_id)
         started.set()
-        await asyncio.sleep(5.0)
+        await asyncio.sleep(3.0)
         return "slow done"
 
     url = f"sqlite:///{tmp_path}/w.db"
