@@ -76,6 +76,7 @@ def checkout() -> Iterator[Path]:
     """A copy of this checkout (its files as they are now) with ``.venv`` made in it by
     the README's first command."""
     root = Path(tempfile.mkdtemp(prefix="fxworld-first-venv-"))
+    root.chmod(0o755)  # as a checkout is: the server of a block run as root enters it
     try:
         listed = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
