@@ -59,7 +59,8 @@ def first_command() -> str:
 
 
 def _clean_env(path: list[str]) -> dict[str, str]:
-    """This run's environment without what would lend the blocks its packages or world."""
+    """This run's environment without what would lend the blocks its packages or world;
+    ``path`` goes before the rest of the PATH."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -68,6 +69,8 @@ def _clean_env(path: list[str]) -> dict[str, str]:
     ours = str(Path(sys.executable).parent)  # this run's venv: fxworld, weed, the extras
     others = [p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != ours]
     env["PATH"] = os.pathsep.join(path + others)
+    # the versions CI tests (and has in pip's cache), not the day's newest releases
+    env["PIP_CONSTRAINT"] = str(REPO / "requirements" / "dev.lock")
     return env
 
 
