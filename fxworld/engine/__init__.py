@@ -15,6 +15,7 @@ from .replay import conversation
 from .retention import PruneReport, prune
 from .session import Session
 from .steps import StepInterrupted
+from .subagents import child_session_id
 from .tools import Tool, ToolContext, tool
 from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
@@ -32,6 +33,7 @@ __all__ = [
     "ToolContext",
     "tool",
     "StepInterrupted",
+    "child_session_id",
     "conversation",
     "prune",
     "PruneReport",

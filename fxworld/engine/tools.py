@@ -97,6 +97,9 @@ class Tool:
     ``resumable``: its effects are all inside ``ctx.step`` calls, so a call that was
     started but not finished runs again after a crash, each finished step
     returning its saved result (:mod:`fxworld.engine.steps`).
+
+    ``agent``: set by ``Agent.as_tool()``, the agent whose turn each call runs in a
+    child session (:mod:`fxworld.engine.subagents`); ``fn`` is then not called.
     """
 
     name: str
@@ -107,6 +110,7 @@ class Tool:
     needs_approval: bool = False
     approval_timeout: float | None = None
     resumable: bool = False
+    agent: Any = field(default=None, repr=False, compare=False)
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
@@ -117,6 +121,13 @@ class Tool:
         t = self.approval_timeout
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
             raise InvalidArgument(f"approval_timeout must be seconds > 0 or None, not {t!r}")
+
+    @property
+    def reruns(self) -> bool:
+        """Whether a call found started but not finished runs again: an idempotent
+        or resumable tool's (its steps are saved), or an agent tool's (it finds its
+        child session again)."""
+        return self.idempotent or self.resumable or self.agent is not None
 
     @property
     def spec(self) -> ToolSpec:
