@@ -127,7 +127,7 @@ class Summary:
             if self.running and not self.parked:
                 self.takeovers += 1
             self.parked = False
-        elif e.kind == log.TURN_YIELDED:
+        elif e.kind in (log.TURN_YIELDED, log.CHILD_STARTED):  # the turn waits, held by none
             self.parked = self.running
         elif e.kind == log.TURN_STARTED:
             self.turns += 1

@@ -16,9 +16,9 @@ the server, the page's script in the browser), so both read alike:
   ``tool.started``, which it replaces (``replaces``: the started card's id), with
   the time the call took;
 - streamed text chunks of one model call are joined into one card;
-- an agent tool's call links to its child session (``child.started``), and its
-  ``child.finished`` ends the call's card as a ``tool.finished`` does; a child
-  session's first prompt links to its parent session.
+- an agent tool's call: its ``child.started`` replaces the call's card with one
+  that links to the child session, and its ``child.finished`` ends that card as
+  a ``tool.finished`` does; a child session's first prompt links to its parent.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class Timeline:
         if turn is not None:
             turn.last_at = at
         body, note = self._body(kind, data, took)
-        if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.FENCE):
+        if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.CHILD_STARTED, log.FENCE):
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
         card = _card(item, since, body, note)
         replaces = ""
@@ -210,7 +210,9 @@ class Timeline:
                 turn.executions.add(eid)
                 turn.tools.append(str(data.get("name")))
         elif kind in _CALL_ENDS and eid in self._started:
-            started, started_since = self._started.pop(eid)
+            started, started_since = self._started[eid]
+            if kind != log.CHILD_STARTED:  # (its child.finished replaces the card again)
+                del self._started[eid]
             card = _tool_card(started, started_since, item)
             replaces = f"e{started.seq}"
         if kind in log.TURN_END_KINDS and turn is not None:
@@ -315,8 +317,11 @@ class Timeline:
         return body
 
 
-_CALL_ENDS = frozenset({log.TOOL_FINISHED, log.TOOL_INTERRUPTED, log.CHILD_FINISHED})
-"""The kinds that end a call's card (its ``tool.started``)."""
+_CALL_ENDS = frozenset(
+    {log.TOOL_FINISHED, log.TOOL_INTERRUPTED, log.CHILD_STARTED, log.CHILD_FINISHED}
+)
+"""The kinds that replace a call's card (its ``tool.started``'s): all but
+``child.started`` end it."""
 
 
 def _parent(parent: Mapping[str, Any]) -> str:
@@ -369,7 +374,11 @@ def _tool_card(started: Shown, since: str, end: Shown) -> str:
     """One card for a tool call: its start and how it ended, and the time between."""
     took = seconds((end.at - started.at).total_seconds())
     d = started.data
-    if end.kind == log.TOOL_INTERRUPTED:
+    if end.kind == log.CHILD_STARTED:
+        note = ' <span class="badge wait">waits for its child session</span>'
+        child = session_link(end.data.get("session"), "child")
+        result = f'<div class="text">runs in the child session {child}</div>'
+    elif end.kind == log.TOOL_INTERRUPTED:
         note = (
             f' <span class="badge warn">interrupted: not run again ({took} after its start)</span>'
         )

@@ -31,6 +31,7 @@ from fxworld.engine import child_session_id, log
 from fxworld.errors import InvalidArgument
 from fxworld.testing import ScriptedModel
 from fxworld.types import Entry
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,9 +104,7 @@ async def test_a_parent_killed_after_making_its_child_finds_the_same_child(
     async def parent_waits() -> bool:
         return log.CHILD_STARTED in kinds(await client.world.read(sid, 0))
 
-    async with asyncio.timeout(60):
-        while not await parent_waits():
-            await asyncio.sleep(0.05)
+    await wait_until_async(parent_waits, 60)
     (tmp_path / "release").touch()
     assert await asyncio.wait_for(turn, 60) == team_agent.FINAL
     second.signal(signal.SIGTERM)
@@ -182,9 +181,7 @@ async def test_a_stop_of_the_parent_stops_its_running_child() -> None:
     async def child_stopped() -> bool:
         return log.TURN_STOPPED in kinds(await desk.world.read(child[0].session_id, 0))
 
-    async with asyncio.timeout(30):
-        while not await child_stopped():
-            await asyncio.sleep(0.02)
+    await wait_until_async(child_stopped, 30)
     desk.stop()
     await asyncio.wait_for(work, 30)
     parent, child = await both_logs(desk, turn.session_id)
@@ -297,7 +294,7 @@ async def test_the_inspector_links_parent_and_child_both_ways() -> None:
     turn = desk.session().prompt("Find it.")
     await asyncio.wait_for(desk.work(until_idle=True, poll_interval=0.02), 30)
     assert await turn == "Done."
-    parent, child = await both_logs(desk, turn.session_id)
+    _, child = await both_logs(desk, turn.session_id)
     app = create_inspector(desk.world, allow_anyone=True)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://inspect") as http:
