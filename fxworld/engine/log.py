@@ -118,7 +118,9 @@ FORKED: Final = "forked"
 """The first entry of a fork (``Session.fork``), written with its copy of the
 source in one append: ``{"source", "at", "cursor", "entries"}``: the source's id,
 the seq in the source the fork was made at and its cursor there, and how many
-entries were copied after this one, and ``"context"?``, the source's context.
+entries were copied after this one, ``"context"?``, the source's context, and
+``"agents"?``, for a fork of a child session (or of such a fork), the path of agent
+tools to the agent that runs it (:mod:`fxworld.engine.subagents`).
 Version 1: an fxworld that does not know the kind skips it and reads the fork
 correctly."""
 

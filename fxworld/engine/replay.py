@@ -50,6 +50,7 @@ __all__ = [
     "denied_message",
     "stopped_message",
     "expiry_reason",
+    "agent_path",
 ]
 
 
@@ -201,6 +202,9 @@ class Replay:
     """A child session's parent call, saved in its first prompt (``None``: not a child)."""
     parent_answer: Entry | None = None
     """A child session's answer to its parent: the end of the turn of its first prompt."""
+    agent_path: tuple[str, ...] = ()
+    """The agent tools from the worker's agent to the one that runs this session: a
+    child's, or a fork's of a child (:func:`agent_path`; ``()``: the worker's own)."""
 
     def conversation(self) -> Conversation:
         """The conversation as it stands now (later entries do not change it)."""
@@ -249,6 +253,7 @@ class Replay:
             self.context = e.data["context"]  # a prompt's or a fork's: never changes
         if e.kind == log.PROMPT and isinstance(e.data.get("parent"), dict):
             self.parent = e.data["parent"]
+        self.agent_path = agent_path(e)
 
     def _start_turn(self, d: Mapping[str, Any]) -> None:
         p = int(d["prompt"])
@@ -419,6 +424,17 @@ _IN_TURN: dict[str, Callable[[Replay, TurnState, Entry], None]] = {
     **dict.fromkeys(log.TURN_END_KINDS, Replay._turn_ended),
 }
 """How each kind of entry inside a turn changes the state (other kinds: not at all)."""
+
+
+def agent_path(first: Entry) -> tuple[str, ...]:
+    """The agent path a session's first entry names: a child's first prompt's
+    ``parent.path``, or the ``agents`` a fork of a child keeps (``()``: none)."""
+    d = first.data
+    parent = d.get("parent") if first.kind == log.PROMPT else None
+    path = parent.get("path") if isinstance(parent, dict) else d.get("agents")
+    if first.kind not in (log.PROMPT, log.FORKED) or not isinstance(path, list):
+        return ()
+    return tuple(str(name) for name in path)
 
 
 def conversation(entries: Iterable[Entry]) -> list[Message]:

@@ -68,7 +68,7 @@ from .replay import (
 )
 from .signals import Signals
 from .stop_watch import StopWatch
-from .subagents import agent_for, child_path, no_agent, report_to_parent
+from .subagents import agent_for, no_agent, report_to_parent
 from .tool_step import run_tools
 from .turn_step import (
     discard_text,
@@ -176,12 +176,12 @@ class SessionRun:
         return True
 
     def _bind_agent(self) -> None:
-        """A child session runs with the child's agent, found from the worker's
-        through the path its first prompt names (none found: its turns fail)."""
-        parent = self.writer.state.parent
-        if parent is None:
+        """A child session (or a fork of one) runs with the child's agent, found
+        from the worker's through the path its first entry names (none found: its
+        turns fail)."""
+        path = self.writer.state.agent_path
+        if not path:
             return
-        path = child_path(parent)
         agent = agent_for(self.root, path)
         refusal = "" if agent is not None else no_agent(path)
         self.run = RunContext(

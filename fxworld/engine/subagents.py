@@ -35,7 +35,7 @@ parent waits for the child's answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
 
@@ -55,7 +55,6 @@ __all__ = [
     "agent_tool",
     "child_session_id",
     "child_key",
-    "child_path",
     "agent_for",
     "no_agent",
     "start_child",
@@ -97,12 +96,6 @@ def agent_tool(agent: AgentParts, name: str, description: str) -> Tool:
         fn=_not_called,
         agent=agent,
     )
-
-
-def child_path(parent: Mapping[str, Any]) -> tuple[str, ...]:
-    """The agent tools from the worker's agent to a child's, as its ``parent`` says."""
-    path = parent.get("path")
-    return tuple(str(p) for p in path) if isinstance(path, list) else ()
 
 
 def agent_for(root: AgentParts, path: Sequence[str]) -> AgentParts | None:

@@ -258,6 +258,40 @@ async def test_bad_input_to_an_agent_tool_is_a_clear_error_and_makes_no_child() 
     assert await desk.world.read(child_session_id(result["execution_id"]), 0) == []
 
 
+async def test_an_agent_tool_of_a_child_runs_a_grandchild_with_its_own_agent() -> None:
+    leaf = Agent(ScriptedModel(["leaf says 42"]), name="leaf")
+    mid = Agent(
+        ScriptedModel([{"tool": "leaf", "input": {"input": "ask the leaf"}}, "mid heard 42"]),
+        tools=[leaf.as_tool()],
+    )
+    top = desk_with(mid, MemoryWorld())
+    turn = top.session(context={"tenant": "acme"}).prompt("Go.")
+    await asyncio.wait_for(top.work(until_idle=True, poll_interval=0.02), 30)
+    assert await turn == "Done."
+    _, child = await both_logs(top, turn.session_id)
+    (answer,) = [e.data for e in child if e.kind == log.CHILD_FINISHED]
+    assert answer["output"] == "leaf says 42"
+    grandchild = await top.world.read(answer["session"], 0)
+    assert grandchild[0].data["parent"]["path"] == ["research", "leaf"]
+    assert grandchild[0].data["parent"]["session"] == child[0].session_id
+    assert grandchild[0].data["context"] == {"tenant": "acme"}  # inherited down the line
+
+
+async def test_a_fork_of_a_child_runs_with_the_childs_agent_and_answers_no_parent() -> None:
+    researcher = Agent(ScriptedModel(["3 May", "still 3 May"]), name="researcher")
+    desk = desk_with(researcher, MemoryWorld())
+    turn = desk.session().prompt("Find it.")
+    await asyncio.wait_for(desk.work(until_idle=True, poll_interval=0.02), 30)
+    assert await turn == "Done."
+    _, child = await both_logs(desk, turn.session_id)
+    fork = await desk.session(child[0].session_id).fork()
+    again = fork.prompt("Sure?")
+    await asyncio.wait_for(desk.work(until_idle=True, poll_interval=0.02), 30)
+    assert await again == "still 3 May"  # the researcher's model, not the desk's
+    parent = await desk.world.read(turn.session_id, 0)
+    assert kinds(parent).count(log.CHILD_FINISHED) == 1
+
+
 async def test_a_child_whose_agent_is_gone_fails_and_its_parent_hears_it() -> None:
     world = MemoryWorld()
     agent = Agent(ScriptedModel(["never asked"]), world=world)
