@@ -15,7 +15,7 @@ from .replay import conversation
 from .retention import PruneReport, prune
 from .session import Session
 from .steps import StepInterrupted
-from .tools import Tool, ToolContext, tool
+from .tools import Tool, ToolContext, ToolTimedOut, tool
 from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "Accepted",
     "Tool",
     "ToolContext",
+    "ToolTimedOut",
     "tool",
     "StepInterrupted",
     "conversation",
