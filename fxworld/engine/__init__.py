@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from .retention import PruneReport, prune
     from .session import Session
     from .steps import StepInterrupted
+    from .subagents import child_session_id
     from .tools import Tool, ToolContext, ToolTimedOut, tool
     from .turn import Accepted, Turn, TurnFailed, TurnStopped
 
@@ -42,6 +43,7 @@ __all__ = [
     "ToolTimedOut",
     "tool",
     "StepInterrupted",
+    "child_session_id",
     "conversation",
     "prune",
     "PruneReport",
@@ -61,6 +63,7 @@ _LAZY = {
     "prune": "retention",
     "Session": "session",
     "StepInterrupted": "steps",
+    "child_session_id": "subagents",
     "Tool": "tools",
     "ToolContext": "tools",
     "ToolTimedOut": "tools",

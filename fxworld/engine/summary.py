@@ -54,7 +54,8 @@ class Summary:
     #: a turn started and has not ended; how the last one ended
     running: bool = False
     ended: str = ""
-    #: the running turn waits (for a decision, or for the worker it was handed on to)
+    #: the running turn waits (for a decision, a child session, or the worker it was
+    #: handed on to)
     parked: bool = False
     #: fences that landed inside a running turn: its worker died or lost its lease
     takeovers: int = 0
@@ -109,7 +110,7 @@ class Summary:
             if self.running and not self.parked:
                 self.takeovers += 1
             self.parked = False
-        elif e.kind == log.TURN_YIELDED:
+        elif e.kind in (log.TURN_YIELDED, log.CHILD_STARTED):  # the turn waits, held by none
             self.parked = self.running
         elif e.kind == log.TURN_STARTED:
             self.turns += 1

@@ -121,6 +121,9 @@ class Tool:
     ``timeout``: seconds a call may run (``None``: no bound); past them the call
     is cancelled and raises :class:`ToolTimedOut`. A sync tool's thread cannot be
     stopped: it runs on, and what it returns or raises is dropped.
+
+    ``agent``: set by ``Agent.as_tool()``, the agent whose turn each call runs in a
+    child session (:mod:`fxworld.engine.subagents`); ``fn`` is then not called.
     """
 
     name: str
@@ -132,6 +135,7 @@ class Tool:
     approval_timeout: float | None = None
     resumable: bool = False
     timeout: float | None = None
+    agent: Any = field(default=None, repr=False, compare=False)
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
@@ -141,6 +145,13 @@ class Tool:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         _check_seconds("approval_timeout", self.approval_timeout)
         _check_seconds("timeout", self.timeout)
+
+    @property
+    def reruns(self) -> bool:
+        """Whether a call found started but not finished runs again: an idempotent
+        or resumable tool's (its steps are saved), or an agent tool's (it finds its
+        child session again)."""
+        return self.idempotent or self.resumable or self.agent is not None
 
     @property
     def spec(self) -> ToolSpec:
