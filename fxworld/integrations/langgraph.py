@@ -166,6 +166,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._known: dict[tuple[str, str, str], None] = {}
         self._early: dict[tuple[str, str, str], int] = {}
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
+        self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -379,10 +380,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
             "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
         }
         cp = (thread_id, ns, checkpoint["id"])
-        if cp in self._early:  # writes that landed before it: see _put_writes
-            data["early"] = self._early.pop(cp)
         self._putting[cp] = landed = asyncio.get_running_loop().create_future()
         try:
+            # Writes of this checkpoint already under way land first: the put says
+            # where the earliest of them starts (read by _tuple). A write that
+            # starts from now on waits for the put instead (see _put_writes).
+            for writing in list(self._writing.get(cp, ())):
+                await writing
+            if cp in self._early:
+                data["early"] = self._early.pop(cp)
             await self._append(config, NewEntry(_CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
             self._know(cp)
         finally:
@@ -417,13 +423,29 @@ class WorldSaver(BaseCheckpointSaver[int]):
             key += ":" + hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
         cp = (str(conf["thread_id"]), ns, cid)
         # LangGraph ("async" durability) may save a task's writes while it puts their
-        # checkpoint, or before: they wait for a put under way, and a put still to come
-        # says where its early writes start (read by _tuple).
+        # checkpoint, or before. A write that finds the put under way lands after it;
+        # one that starts first is waited for by the put, which then says where its
+        # early writes start (read by _tuple). Nothing is awaited between the check
+        # and the registration, so every write is one or the other.
         if cp in self._putting:
             await self._putting[cp]
-        seq = await self._append(config, NewEntry(_WRITES, data), key)
-        if cp not in self._known:
-            self._early.setdefault(cp, seq)
+        if cp in self._known:
+            await self._append(config, NewEntry(_WRITES, data), key)
+            return
+        landed = asyncio.get_running_loop().create_future()
+        self._writing.setdefault(cp, set()).add(landed)
+        try:
+            seq = await self._append(config, NewEntry(_WRITES, data), key)
+            if cp not in self._known:
+                self._early[cp] = min(seq, self._early.get(cp, seq))
+                if len(self._early) > _KNOWN:  # writes whose checkpoint never came
+                    del self._early[next(iter(self._early))]
+        finally:
+            writing = self._writing[cp]
+            writing.discard(landed)
+            if not writing:
+                del self._writing[cp]
+            landed.set_result(None)
 
     async def _drop(self, sid: str, keep: set[str] | None, run_ids: set[str]) -> None:
         """Append one ``lg.dropped`` entry for the thread's live checkpoints that are
