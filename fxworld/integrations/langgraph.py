@@ -38,7 +38,7 @@ after the checkpoint asked for; a page is one ``read``, see
   each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
   ``delete_for_runs``: free the storage of what they remove by compacting each
   thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
-  the thread, then 6 requests), never one being written; ``delete_for_runs`` has
+  the thread, then 8 requests), never one being written; ``delete_for_runs`` has
   no thread, so it reads every thread, and compacts those that hold a checkpoint
   of the runs.
 """

@@ -33,10 +33,12 @@ happens once): a crash between 4 and 5 loses nothing, and a run that starts in
 between reads the kept checkpoints. Deleting a thread deletes its staging session
 first.
 
-Costs: a compaction reads the whole thread once and makes 6 requests (marker,
-staging delete, stage, delete, write-back, staging delete). A read of a thread
-with no checkpoint at all (a new thread) costs 2 requests more than one of a
-thread that has some: the staging session and the log's end again.
+Costs: a compaction reads the whole thread once, then makes 8 requests: the
+marker, the staging delete, the stage, the delete, the write-back (a look at the
+empty thread and one append) and the staging delete (a look and a conditional
+delete). A read of a thread with no checkpoint at all (a new thread) costs 2
+requests more than one of a thread that has some: the staging session and the
+log's end again.
 """
 
 from __future__ import annotations

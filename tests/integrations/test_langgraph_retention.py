@@ -18,7 +18,7 @@ from fxworld import MemoryWorld
 from fxworld.integrations.langgraph import WorldSaver, thread_session
 from fxworld.integrations.langgraph_log import staging_session
 from tests.integrations.conftest import open_test_world, world_url_for
-from tests.integrations.test_langgraph_saver import _checkpoint, config, counter
+from tests.integrations.test_langgraph_saver import checkpoint_named, config, counter
 
 
 async def stored(url: str, sid: str) -> tuple[int, int]:
@@ -120,7 +120,7 @@ class WrittenWhileDeleting:
     async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
         latest = await self.writer.aget_tuple(config("t"))
         assert latest is not None
-        await self.writer.aput(latest.config, _checkpoint("racing"), {"step": 99}, {})
+        await self.writer.aput(latest.config, checkpoint_named("racing"), {"step": 99}, {})
         return bool(await self.inner.delete_if_idle(session_id, last=last))
 
     def __getattr__(self, name: str) -> Any:
@@ -180,11 +180,11 @@ async def test_a_prune_stopped_between_delete_and_write_back_loses_nothing_kept(
 
 async def test_a_copy_keeps_the_writes_that_landed_before_their_checkpoint() -> None:
     saver = WorldSaver(MemoryWorld())
-    first = await saver.aput(config("t", checkpoint_ns=""), _checkpoint("a"), {"step": 0}, {})
+    first = await saver.aput(config("t", checkpoint_ns=""), checkpoint_named("a"), {"step": 0}, {})
     second = config("t", checkpoint_ns="", checkpoint_id="1ef-b")
     await saver.aput_writes(second, [("n", 2)], "task-2")  # before its checkpoint
     await saver.aput_writes(first, [("n", 1)], "task-1")
-    await saver.aput(first, _checkpoint("b"), {"step": 1}, {})
+    await saver.aput(first, checkpoint_named("b"), {"step": 1}, {})
     await saver.acopy_thread("t", "copy")
     copied = [t.pending_writes async for t in saver.alist(config("copy"))]
     assert copied == [[("task-2", "n", 2)], [("task-1", "n", 1)]]
