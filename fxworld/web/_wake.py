@@ -96,10 +96,15 @@ class WakeHandler:
       not delivered again. The decision's wake (or, for a call with an
       ``approval_timeout``, the wake due at its expiry) is run by a later
       invocation, e.g. a cron tick.
+    - 200 ``{"status": "yielded"}``: its turn yielded at the deadline and the
+      agent's push (``Agent(push=...)``, ``$FXWORLD_PUSH``) sent the message that
+      continues it; this one is done (one message per continuation, see
+      :mod:`fxworld.consume`).
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
-      session still has work (its turn yielded at the deadline, or a crashed
-      worker's lease has not run out yet). Push queues deliver the message again,
-      and the next invocation continues the turn.
+      session still has work that nothing pushed (its turn yielded at the
+      deadline with no push configured, or one failed; the deadline came before
+      it ran; or a crashed worker's lease has not run out yet). Push queues
+      deliver the message again, and the next invocation continues the turn.
     - 200 ``{"status": "idle" | "deadline"}`` for a body that names no session
       (a cron tick): what was due ran, until idle or the deadline.
     """
@@ -227,9 +232,12 @@ class WakeHandler:
         return response
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
+        from fxworld.consume import Handoffs, settled
+
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
         hit_deadline = budget <= 0
+        handoffs = await Handoffs.before(self.agent, [session_id] if session_id else [])
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
@@ -243,24 +251,20 @@ class WakeHandler:
         status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
-        settled = await self._settled(session_id)
-        if settled is not None:  # over, or waiting for a person: nothing to run
-            return JSONResponse({"status": settled, "ran": round(ran, 3)})
-        # The named session still has work (its turn yielded at the deadline, or a
-        # crashed worker's lease has not run out yet): a retryable status, so that a
-        # push queue delivers the message again and the turn goes on.
+        done = await settled(self.agent, session_id)
+        if done is not None:  # over, or waiting for a person: nothing to run
+            return JSONResponse({"status": done, "ran": round(ran, 3)})
+        if await handoffs.pushed(session_id):  # its yield's own message continues it
+            return JSONResponse({"status": "yielded", "ran": round(ran, 3)})
+        # The named session still has work that nothing pushed (the deadline came
+        # before it ran, or a crashed worker's lease has not run out yet): a
+        # retryable status, so that a push queue delivers the message again.
         retry_after = 1 if status == "deadline" else max(1, round(self.lease))
         return JSONResponse(
             {"status": "pending" if status == "idle" else status, "ran": round(ran, 3)},
             status_code=503,
             headers={"Retry-After": str(retry_after)},
         )
-
-    async def _settled(self, session_id: str) -> str | None:
-        """See :func:`fxworld.consume.settled`."""
-        from fxworld.consume import settled
-
-        return await settled(self.agent, session_id)
 
 
 def wake_handler(
