@@ -23,10 +23,12 @@ token (:mod:`fxworld.models.resolve`) use this request's token.
 
 After the run: a session whose work is over (or waits for a person), or whose
 turn yielded and was pushed again (that new message continues it), has its
-delivery acknowledged (200); one with work left that nothing pushed (a crashed
-run's lease has not run out) asks for redelivery after a second
-(``retry_after``) and is answered 200 too, as the SDK answers a handler that
-raised ``RetryAfter``.
+delivery acknowledged (200); one with work left that nothing pushed asks for
+redelivery (``retry_after``) when the route's ``Retry-After`` says: a second
+after a deadline that came before it ran, the lease while another run holds it
+(a crashed run's lease must run out first; a live one yields or ends, and pushes
+if it yields), and is answered 200 too, as the SDK answers a handler that raised
+``RetryAfter``.
 """
 
 from __future__ import annotations
@@ -144,12 +146,19 @@ async def handle_delivery(
                 await renewing
         try:
             if response.status_code == 503:  # work left that nothing pushed: deliver again
-                await client.retry_after(metadata, 1)
+                await client.retry_after(metadata, _retry_after(response))
             else:
                 await client.acknowledge(metadata)
         except QueueError:  # its lease runs out and it is delivered again: harmless
             pass
     return JSONResponse(_body(response), status_code=200)
+
+
+def _retry_after(response: JSONResponse) -> int:
+    """The route's ``Retry-After`` (1 s after a deadline, the lease while another
+    run holds the session): before it, a delivery would find the same."""
+    seconds = response.headers.get("retry-after", "1")
+    return max(1, int(seconds)) if seconds.isdigit() else 1
 
 
 def _instant(text: str, header: str) -> datetime:
