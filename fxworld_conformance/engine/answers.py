@@ -42,14 +42,14 @@ async def invalid_then_retried(bench: Bench) -> None:
     agent = bench.agent(['{"order": "A-1"}', VALID], output_type=Refund, output_retries=2)
     turn = agent.session("ans-1").prompt("Refund order A-1")
     await bench.work(agent)
-    answer = await turn
-    check(answer == Refund(order="A-1", cents=250), f"the second answer is returned: {answer!r}")
     stored = await bench.log("ans-1")
     kinds = [e.kind for e in stored if e.kind not in ("fence", "text")]
     want = ["prompt", "turn.started", "message", "output.invalid", "message", "turn.finished"]
     check(kinds == want, f"the refused answer is saved, then the next: {kinds}, not {want}")
     error = str(next(e for e in stored if e.kind == "output.invalid").data.get("error"))
     check("cents" in error, f"output.invalid names the missing field 'cents': {error!r}")
+    answer = await turn
+    check(answer == Refund(order="A-1", cents=250), f"the second answer is returned: {answer!r}")
 
 
 @SCENARIOS("after output_retries refused answers the turn fails, naming the type")
