@@ -3,8 +3,9 @@
 ``run_kit(target, profile=..., seed=...)`` runs, in order: the directed tier
 (the scenarios of :mod:`fxworld_conformance.guarantees`, one guarantee each,
 fast), the engine tier (:mod:`fxworld_conformance.engine`: the turn engine's
-newest features on the world, in one process), the capacity check (:mod:`fxworld_conformance.capacity`: hundreds of idle
-followers, the world's other calls timed beside them), the tier-1 state machines,
+newest features on the world, in one process), the capacity check
+(:mod:`fxworld_conformance.capacity`: hundreds of idle followers, the world's
+other calls timed beside them), the tier-1 state machines,
 and the process tier (:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
 crashes, cut connections, server restart). It returns one
 :class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
@@ -120,9 +121,9 @@ def run_check(
             return [run_one(s, target)]
     from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
 
-    for e in ENGINE_SCENARIOS:
-        if e.name == name:
-            return [run_engine_one(e, target)]
+    for es in ENGINE_SCENARIOS:
+        if es.name == name:
+            return [run_engine_one(es, target)]
     raise ValueError(f"no check named {name!r}; known: {check_names()}")
 
 

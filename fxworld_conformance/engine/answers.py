@@ -60,7 +60,8 @@ async def bounded(bench: Bench) -> None:
     try:
         answer = await turn
     except TurnFailed as e:
-        check("Refund" in str(e) and "2 tries" in str(e), f"the error names Refund and 2 tries: {e}")
+        told = str(e)
+        check("Refund" in told and "2 tries" in told, f"the error names Refund and 2 tries: {e}")
     else:
         raise AssertionError(f"two refused answers with output_retries=1 fail the turn: {answer!r}")
     kinds = [e.kind for e in await bench.log("ans-1") if e.kind not in ("fence", "text")]

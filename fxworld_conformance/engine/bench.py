@@ -146,9 +146,8 @@ class Part(list[EngineScenario]):
             if _NAME.fullmatch(run.__name__) is None:
                 raise ValueError(f"an engine scenario is named in snake case: {run.__name__}")
             slug = run.__name__.replace("_", "-")
-            self.append(
-                EngineScenario(f"{self.part}-{slug}", f"engine {self.part}: {title}", self.part, run)
-            )
+            name = f"engine {self.part}: {title}"
+            self.append(EngineScenario(f"{self.part}-{slug}", name, self.part, run))
             return run
 
         return register

@@ -69,7 +69,7 @@ async def mismatch_refused(bench: Bench) -> None:
     except ContextMismatch:
         pass
     else:
-        raise AssertionError("a prompt with another context than the saved one raises ContextMismatch")
+        raise AssertionError("a prompt with another context than the saved one: no ContextMismatch")
     after = await bench.log("ctx-1")
     check(
         after == before,
