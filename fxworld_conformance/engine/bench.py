@@ -41,15 +41,19 @@ def check(ok: bool, message: str) -> None:
 class Crash:
     """A crash point that a scenario's tool passes: the first time, the worker's
     task is cancelled there, as the kit simulates a crash where it runs no OS
-    process (the process tier on a world without ``shared``). Nothing more of that
-    run runs or is written, and its lease runs out; later passes do nothing."""
+    process (the process tier on a world without ``shared``), and the worker stops
+    (``stop``: its agent's ``stop``), so it takes nothing more, as a dead process
+    would not. Nothing more of that run runs or is written, and its lease runs
+    out; later passes do nothing."""
 
     def __init__(self) -> None:
         self.armed = True
+        self.stop: Callable[[], None] = lambda: None
 
     def __call__(self) -> None:
         if self.armed:
             self.armed = False
+            self.stop()
             raise asyncio.CancelledError("the kit's simulated crash")
 
 
@@ -82,6 +86,15 @@ class Bench:
     async def work(self, agent: Agent[Any], *, lease: float = 15.0) -> None:
         """Run a worker of ``agent`` until nothing is due and nothing runs."""
         await asyncio.wait_for(agent.work(until_idle=True, lease=lease, concurrency=1), LIVE)
+
+    async def until_crashed(self, agent: Agent[Any], crash: Crash) -> None:
+        """Run a worker of ``agent`` under :data:`CRASH_LEASE` until it crashes at
+        ``crash`` (which stops it). A lease it lost meanwhile is taken again, so
+        a loaded machine only delays the crash."""
+        crash.stop = agent.stop
+        work = agent.work(lease=CRASH_LEASE, poll_interval=0.02, concurrency=1)
+        await asyncio.wait_for(work, LIVE)
+        check(not crash.armed, "the worker reached the crash point in the tool")
 
     async def until_ended(self, agent: Agent[Any], turn: Awaitable[Any]) -> Any:
         """Run a worker of ``agent`` until ``turn`` ends (a crashed worker's lease

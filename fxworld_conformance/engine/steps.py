@@ -14,7 +14,7 @@ from typing import Any
 
 from fxworld import Agent, ToolContext, tool
 from fxworld.errors import WorldError
-from fxworld_conformance.engine.bench import CRASH_LEASE, Bench, Crash, Part, check
+from fxworld_conformance.engine.bench import Bench, Crash, Part, check
 
 __all__ = ["SCENARIOS"]
 
@@ -39,12 +39,14 @@ class Effects:
         return f"em-{len(self.done)}"
 
 
-async def crashed_then_taken_over(bench: Bench, agent: Agent[Any]) -> tuple[Any, list[Any]]:
-    """Prompt ``agent``; its first worker crashes inside ``pay``; a second one ends
-    the turn. The turn's answer and the session's log."""
+async def crashed_then_taken_over(
+    bench: Bench, agent: Agent[Any], crash: Crash
+) -> tuple[Any, list[Any]]:
+    """Prompt ``agent``; its first worker crashes inside ``pay`` (at ``crash``); a
+    second one ends the turn. The turn's answer and the session's log."""
     turn = agent.session("steps-1").prompt("Pay order A-1")
     await turn.accepted
-    await bench.work(agent, lease=CRASH_LEASE)
+    await bench.until_crashed(agent, crash)
     kinds = await bench.kinds("steps-1")
     check(
         "tool.started" in kinds and "tool.finished" not in kinds,
@@ -67,7 +69,7 @@ async def finished_step_not_run_again(bench: Bench) -> None:
         emailed = await ctx.step("email", effects.email, ctx.step_key("email"))
         return f"{charged} {emailed}"
 
-    answer, stored = await crashed_then_taken_over(bench, bench.agent(PAY, tools=[pay]))
+    answer, stored = await crashed_then_taken_over(bench, bench.agent(PAY, tools=[pay]), crash)
     check(answer == "paid", f"the turn ends with 'paid': {answer!r}")
     check(len(runs) == 2, f"the resumable call runs again after the crash: it ran {len(runs)}x")
     names = [name for name, _ in effects.done]
@@ -102,7 +104,7 @@ async def interrupted_step_is_an_error(bench: Bench) -> None:
             errors.append(e)
             return f"not charged again: {e}"
 
-    answer, stored = await crashed_then_taken_over(bench, bench.agent(PAY, tools=[pay]))
+    answer, stored = await crashed_then_taken_over(bench, bench.agent(PAY, tools=[pay]), crash)
     check(answer == "paid", f"the turn ends with 'paid': {answer!r}")
     names = [name for name, _ in effects.done]
     check(names == ["charge"], f"the charge ran once, before the crash: {names}")
