@@ -14,8 +14,9 @@ import pytest
 from fxworld.engine import fork, log, session, steps, turn_step
 from fxworld.types import NewEntry
 from fxworld_conformance.engine import SCENARIOS
+from fxworld_conformance.engine.bench import Bench, EngineScenario, Part
 from fxworld_conformance.report import ENGINE
-from fxworld_conformance.runner import by_guarantee, run_check
+from fxworld_conformance.runner import by_guarantee, run_check, run_engine_one
 from fxworld_conformance.target import Target
 
 Patch = Callable[[pytest.MonkeyPatch], None]
@@ -125,3 +126,15 @@ def test_the_engine_as_it_is_passes_every_scenario_on_memory() -> None:
     for s in SCENARIOS:
         [row] = run_check(s.name, Target(url="memory://"))
         assert row.status == "passed", f"{s.id}: {row.detail}"
+
+
+def test_a_bug_of_the_kit_in_an_engine_scenario_is_a_kit_error_not_a_failure() -> None:
+    async def buggy(bench: Bench) -> None:
+        agent = bench.agent(["done"])
+        await agent.session("s-1").prompt("hi").accepted
+        Part("context")("a nameless scenario")(lambda b: agent.work())  # raises in the kit
+
+    row = run_engine_one(EngineScenario("context-buggy", "engine context: buggy", "context", buggy),
+                         Target(url="memory://"))  # fmt: skip
+    assert row.status == "error" and row.guarantees == (), row
+    assert "kit error" in row.detail and "ValueError" in row.detail
