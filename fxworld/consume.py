@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from fxworld.engine.replay import Idle, WaitForApproval, next_step
+from fxworld.engine.replay import Idle, WaitForApproval, WaitForChild, next_step
 from fxworld.engine.tail import replay_latest_turn
 from fxworld.engine.tools import Tool
 from fxworld.protocol import World
@@ -27,14 +27,15 @@ class Consumer(Protocol):
 
 async def settled(agent: Consumer, session_id: str) -> Literal["done", "waiting"] | None:
     """``"done"`` when the session runs no turn and no prompt waits (or it is
-    empty), ``"waiting"`` when its turn only waits for a person's decision
-    (nothing to run until one comes), else ``None``: work is left. Reads only the
+    empty), ``"waiting"`` when its turn only waits for a person's decision or
+    for its child sessions (nothing to run until one comes), else ``None``: work
+    is left. Reads only the
     latest turn (:mod:`fxworld.engine.tail`)."""
     state = await replay_latest_turn(await agent.ready(), session_id)
     tools = agent.tools
-    idempotent = {name: t.idempotent or t.resumable for name, t in tools.items()}
+    idempotent = {name: t.reruns for name, t in tools.items()}
     timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
     step = next_step(state, idempotent, timeouts)
     if isinstance(step, Idle):
         return "done"
-    return "waiting" if isinstance(step, WaitForApproval) else None
+    return "waiting" if isinstance(step, WaitForApproval | WaitForChild) else None
