@@ -8,7 +8,8 @@ keeps W1-W17 keeps these too; they show it for the engine's newest entry kinds
 (docs/log-format.md) on every world the kit runs on, and catch an engine that
 breaks them. One module per part: ``context.py`` (per-session context),
 ``answers.py`` (typed answers), ``steps.py`` (durable steps), ``agents.py``
-(agents as tools); ``bench.py`` holds what they share. This module holds the one table, :data:`SCENARIOS`, and runs one.
+(agents as tools); ``bench.py`` holds what they share. This module holds the
+one table, :data:`SCENARIOS`, and runs one.
 
 Both doors run it: ``run_kit`` and the CLI (the ``engine`` tier, one row per
 scenario: :func:`fxworld_conformance.runner.run_check`), ``WorldSuite``
