@@ -7,8 +7,9 @@ worker's task cancelled inside a tool, its lease left to run out). A world that
 keeps W1-W17 keeps these too; they show it for the engine's newest entry kinds
 (docs/log-format.md) on every world the kit runs on, and catch an engine that
 breaks them. One module per part: ``context.py`` (per-session context),
-``answers.py`` (typed answers), ``steps.py`` (durable steps); ``bench.py`` holds
-what they share. This module holds the one table, :data:`SCENARIOS`, and runs one.
+``answers.py`` (typed answers), ``steps.py`` (durable steps), ``agents.py``
+(agents as tools); ``bench.py`` holds what they share. This module holds the
+one table, :data:`SCENARIOS`, and runs one.
 
 Both doors run it: ``run_kit`` and the CLI (the ``engine`` tier, one row per
 scenario: :func:`fxworld_conformance.runner.run_check`), ``WorldSuite``
@@ -20,13 +21,18 @@ from __future__ import annotations
 
 import asyncio
 
-from fxworld_conformance.engine import answers, context, steps
+from fxworld_conformance.engine import agents, answers, context, steps
 from fxworld_conformance.engine.bench import Bench, EngineScenario
 from fxworld_conformance.target import CALL_TIMEOUT, Target
 
 __all__ = ["SCENARIOS", "EngineScenario", "run_engine_scenario"]
 
-SCENARIOS: list[EngineScenario] = [*context.SCENARIOS, *answers.SCENARIOS, *steps.SCENARIOS]
+SCENARIOS: list[EngineScenario] = [
+    *context.SCENARIOS,
+    *answers.SCENARIOS,
+    *steps.SCENARIOS,
+    *agents.SCENARIOS,
+]
 """Every engine scenario, by part: the table both doors of the kit run."""
 
 

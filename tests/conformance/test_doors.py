@@ -54,7 +54,7 @@ def test_run_kit_and_world_suite_run_the_same_checks() -> None:
     assert set(suite) == set(check_names())
     assert len(SCENARIOS) >= 60
     assert {s.name for s in ENGINE_SCENARIOS} <= set(suite)  # the engine tier too
-    assert {s.part for s in ENGINE_SCENARIOS} == {"context", "answers", "steps"}
+    assert {s.part for s in ENGINE_SCENARIOS} == {"context", "answers", "steps", "agents"}
 
 
 def test_each_engine_scenario_has_its_own_id_and_name_and_starts_with_its_part() -> None:

@@ -1,17 +1,19 @@
 """The engine tier has teeth: an engine broken in one place (patched here, in this
 process, where the tier runs) fails the scenario of that place, naming the engine
 and saying what it did; the same scenarios pass the engine as it is. At least one
-broken engine per part: context, typed answers, durable steps."""
+broken engine per part: context, typed answers, durable steps, agents as tools."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from fxworld.engine import fork, log, session, steps, turn_step
+from fxworld.engine import fork, log, run, session, steps, subagents, turn_step
+from fxworld.engine.replay import StartTurn
 from fxworld.types import NewEntry
 from fxworld_conformance.engine import SCENARIOS
 from fxworld_conformance.engine.bench import Bench, EngineScenario, Part
@@ -90,6 +92,33 @@ def started_steps_run_again(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(steps.StepJournal, "run", run)
 
 
+def child_id_not_derived(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(subagents, "child_session_id", lambda execution_id: f"child-{uuid.uuid4().hex}")
+
+
+def child_turn_started_again(mp: pytest.MonkeyPatch) -> None:
+    real = run.give_up_if_redelivered
+
+    async def start_again(r: Any) -> None:  # a child's turn taken over begins anew
+        cur = r.state.current
+        if cur is not None and r.state.parent is not None:
+            await turn_step.start_turn(r, StartTurn(cur.prompt))
+        await real(r)
+
+    mp.setattr(run, "give_up_if_redelivered", start_again)
+
+
+def child_context_not_inherited(mp: pytest.MonkeyPatch) -> None:
+    real = log.entry
+
+    def entry(kind: str, **data: Any) -> NewEntry:
+        if kind == log.PROMPT and "parent" in data:
+            data.pop("context", None)
+        return real(kind, **data)
+
+    mp.setattr(subagents.log, "entry", entry)
+
+
 BROKEN: list[tuple[str, Patch, str]] = [
     ("context-saved-and-seen", tools_read_no_context, "each tool call reads the saved context"),
     ("context-mismatch-refused", any_context_accepted, "no ContextMismatch"),
@@ -99,6 +128,9 @@ BROKEN: list[tuple[str, Patch, str]] = [
     ("answers-bounded", retries_unbounded, "fail the turn"),
     ("steps-finished-step-not-run-again", finished_steps_run_again, "each effect once"),
     ("steps-interrupted-step-is-an-error", started_steps_run_again, "the charge ran once"),
+    ("agents-one-child-turn", child_id_not_derived, "child-<execution_id>"),
+    ("agents-crash-in-the-child", child_turn_started_again, "the child's turn is started once"),
+    ("agents-context-inherited", child_context_not_inherited, "holds the parent's context"),
 ]
 """Scenario id, the engine broken for it, and what its failure must say."""
 
