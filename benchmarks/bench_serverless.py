@@ -1,6 +1,7 @@
 """Benchmark the serverless deployments beside a long-running worker; prints.
 
-    python benchmarks/bench_serverless.py [--latency 20] [--sessions 50]
+    python benchmarks/bench_serverless.py [--latency 20] [--sessions 50] [--only sqs]
+        [--script long --time-limit 4 --step 0.4]
 
 Three ways to run the same agent (tests/serverless/app.py: a scripted model, one
 text answer) on the same kind of world (a SQLite file shared by every process):
@@ -21,6 +22,12 @@ sent, ``deliveries`` the messages the queue handed to a function (a duplicate or
 redelivery counts again), ``invocations`` the function calls (an SQS batch carries
 up to 10 messages; an invocation runs every due session, so a message that arrives
 after its turn ran is acknowledged at once).
+
+``--script long`` runs a turn of six tool steps (``--step`` seconds each) instead,
+with ``--time-limit`` seconds per invocation: a turn longer than the time limit
+yields and goes on in the next invocation, so its messages per turn count the
+continuations too (one per invocation the turn needed, when nothing is delivered
+twice).
 """
 
 from __future__ import annotations
@@ -45,30 +52,31 @@ from fxworld.push import SQSPush, VercelQueuePush  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 
 
-async def first_step(client: Agent) -> float:
+async def first_step(client: Agent) -> tuple[float, Any]:
     started = time.monotonic()
     accepted = await client.session().create("Hi")
     async for _ in client.session(accepted.session_id).stream(accepted.cursor):
-        return time.monotonic() - started
+        return time.monotonic() - started, accepted
     raise RuntimeError("no step")
+
+
+async def end(client: Agent, sid: str, cursor: str) -> None:
+    async for _ in client.session(sid).stream(cursor, until="turn"):
+        pass
 
 
 async def all_finish(client: Agent, n: int) -> float:
     started = time.monotonic()
     made = await asyncio.gather(*(client.session().create("Hi") for _ in range(n)))
-
-    async def end(sid: str, cursor: str) -> None:
-        async for _ in client.session(sid).stream(cursor, until="turn"):
-            pass
-
-    await asyncio.gather(*(end(a.session_id, a.cursor) for a in made))
+    await asyncio.gather(*(end(client, a.session_id, a.cursor) for a in made))
     return time.monotonic() - started
 
 
 async def measure(name: str, client: Agent, args: argparse.Namespace) -> dict[str, Any]:
-    lat = [await first_step(client) for _ in range(args.latency)]
+    firsts = [await first_step(client) for _ in range(args.latency)]
     took = await all_finish(client, args.sessions)
-    lat.sort()
+    await asyncio.gather(*(end(client, a.session_id, a.cursor) for _, a in firsts))
+    lat = sorted(t for t, _ in firsts)
     world = client.world
     return {
         "pushed": getattr(getattr(world, "stats", None), "sent", 0),
@@ -116,8 +124,9 @@ async def sqs(args: argparse.Namespace) -> dict[str, Any]:
     queue = server.queue("bench", visibility=15)
     env = {**env_for(tmp), "FXWORLD_PUSH": "sqs+" + queue}
     esm = EventSourceMapping(
-        server, queue, env, time_limit=30, margin=3, lease=15, log=tmp / "fn.log"
-    )
+        server, queue, env, time_limit=args.time_limit, margin=min(3.0, args.time_limit / 3),
+        lease=15, log=tmp / "fn.log",
+    )  # fmt: skip
     esm.start(pollers=3)
     client = Agent(ScriptedModel([]), world=env["FXWORLD_URL"], push=SQSPush(queue))
     try:
@@ -155,11 +164,18 @@ async def vercel(args: argparse.Namespace) -> dict[str, Any]:
             VERCEL_DEPLOYMENT_ID=DEPLOYMENT,
         )
         env = {**env_for(tmp), "FXWORLD_PUSH": f"vercel-queue://{TOPIC}"}
-        platform = Platform(dev, env, time_limit=30, lease=15, log=tmp / "route.log")
+        platform = Platform(dev, env, time_limit=args.time_limit, lease=15, log=tmp / "route.log")
         platform.start()
         client = Agent(ScriptedModel([]), world=env["FXWORLD_URL"], push=VercelQueuePush(TOPIC))
         try:
             got = await measure("vercel", client, args)
+            seen, quiet = platform.invocations, 0
+            for _ in range(600):  # until no delivery for 3 s (bounded: 60 s): redeliveries count
+                await asyncio.sleep(0.1)
+                quiet = quiet + 1 if platform.invocations == seen else 0
+                seen = platform.invocations
+                if quiet >= 30:
+                    break
         finally:
             await asyncio.to_thread(platform.stop)
             await client.world.close()
@@ -172,8 +188,12 @@ async def main() -> None:
     parser.add_argument("--latency", type=int, default=20)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--only", choices=("worker", "sqs", "vercel"), default=None)
+    parser.add_argument("--script", choices=("hello", "long"), default="hello")
+    parser.add_argument("--time-limit", type=float, default=30.0)
+    parser.add_argument("--step", type=float, default=0.4)
     args = parser.parse_args()
-    os.environ["TEST_SCRIPT"] = "hello"
+    os.environ["TEST_SCRIPT"] = args.script
+    os.environ["TEST_STEP_SECONDS"] = str(args.step)
     rows = []
     for name, run in (("worker", worker), ("sqs", sqs), ("vercel", vercel)):
         if args.only in (None, name):

@@ -5,13 +5,16 @@ naming a session (``{"session_id": ...}``, what :class:`~fxworld.push.SQSPush`
 sends). The handler runs the agent as a worker until nothing is due or the
 invocation's time nears its end (``context.get_remaining_time_in_millis()`` less
 ``margin``): a turn still running then yields at a step boundary with a wake, and
-continues in the next invocation. It answers with a partial batch response
-(``ReportBatchItemFailures``): the messages whose session still has work are
+continues in the next invocation: the yield's own push (``SQSPush``) sends the
+message that continues it, at once. It answers with a partial batch response
+(``ReportBatchItemFailures``): the messages whose session still has work that no
+push handed on (a crashed run's lease has not run out; a push failed) are
 delivered again after the queue's visibility timeout (set it to the lease); the
-others are deleted. A function that crashes answers nothing, so the whole batch
-comes back after the visibility timeout, by which time the dead run's lease has
-run out, and the turn continues from the log (the tool that was running is not
-run again unless idempotent; the model is told).
+others are deleted, so a turn costs one message per invocation it needs
+(:mod:`fxworld.consume`). A function that crashes answers nothing, so the whole
+batch comes back after the visibility timeout, by which time the dead run's lease
+has run out, and the turn continues from the log (the tool that was running is
+not run again unless idempotent; the model is told).
 
 A Lambda function is invoked only by its event source mapping, so the handler
 checks no signature. A message that names no valid session is dropped.
@@ -24,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fxworld.consume import settled
+from fxworld.consume import Handoffs, settled
 from fxworld.push.base import session_of
 
 if TYPE_CHECKING:
@@ -69,10 +72,12 @@ async def _invoke(
             logger.warning("message %s names no valid session: dropped", record.get("messageId"))
             continue
         named[str(record["messageId"])] = sid
+    handoffs = await Handoffs.before(agent, named.values())
     if budget > 0:
         await agent.work(deadline=budget, until_idle=True, lease=lease, concurrency=concurrency)
     failures = []
     for message_id, sid in named.items():
-        if await settled(agent, sid) is None:  # work left: deliver it again
-            failures.append({"itemIdentifier": message_id})
+        if await settled(agent, sid) is not None or await handoffs.pushed(sid):
+            continue  # over, waiting for a person, or a new message continues it: deleted
+        failures.append({"itemIdentifier": message_id})  # work left: deliver it again
     return {"batchItemFailures": failures}

@@ -10,7 +10,8 @@ Two names at the door:
 
 Both run the same checks, from the same tables. Inside, a subpackage per tier, each
 readable alone (see docs/conformance.md): ``guarantees/`` (the scenarios, one
-module per group of guarantees, in one table), ``stateful/`` (Hypothesis state
+module per group of guarantees, in one table), ``engine/`` (the turn engine's
+context, typed answers and durable steps on the world), ``stateful/`` (Hypothesis state
 machines beside the reference model in ``model.py``), ``procs/`` (real OS processes
 racing, crashed and cut off), ``checkers/`` (the history checkers the process tier
 ends with), ``broken/`` (worlds the kit must fail: its teeth). Beside them,

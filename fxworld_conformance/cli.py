@@ -2,8 +2,9 @@
 
 ``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
 [--report out.json] [--seed N] [--restart-cmd CMD]`` prints a table with one row
-per guarantee W1-W17 (passed; failed with the shrunk counterexample or history excerpt; skipped with
-the capability that caused it) and exits 1 on any failure, 2 when the kit itself
+per guarantee W1-W17, and one for the turn engine on the world (passed; failed with
+the shrunk counterexample or history excerpt; skipped with the capability that
+caused it) and exits 1 on any failure, 2 when the kit itself
 failed (a kit error, with its traceback: a verdict on no guarantee).
 """
 
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 
 from fxworld.urls import mask
 from fxworld_conformance.profiles import PROFILES
-from fxworld_conformance.report import GUARANTEES, CheckResult
+from fxworld_conformance.report import ROWS, CheckResult
 from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit
 from fxworld_conformance.target import Target
 
@@ -173,10 +174,10 @@ def format_table(results: list[CheckResult]) -> str:
             if every:
                 note += f"; the kit skipped {len(every)} check(s), each with its reason"
         mark = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}[status]
-        rows.append(f"{g:<4} {GUARANTEES[g]:<24} {mark:<5} {note}")
+        rows.append(f"{g:<6} {ROWS[g]:<24} {mark:<5} {note}")
     width = max(len(r) for r in rows)
     line = "-" * min(width, 120)
-    return "\n".join([f"{'':4} {'guarantee':<24} {'':5} evidence", line, *rows])
+    return "\n".join([f"{'':6} {'guarantee':<24} {'':5} evidence", line, *rows])
 
 
 def _skip(c: CheckResult) -> str:

@@ -1,4 +1,5 @@
-"""The kit's results: one row per check, grouped by guarantee W1-W17."""
+"""The kit's results: one row per check, grouped by guarantee W1-W17 (and the
+engine tier's checks under :data:`ENGINE`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Status", "CheckResult", "GUARANTEES", "kit_error"]
+__all__ = ["Status", "CheckResult", "GUARANTEES", "ENGINE", "ROWS", "kit_error"]
 
 Status = Literal["passed", "failed", "skipped", "error"]
 """``error``: the kit itself failed (its own bug, a bad profile, a child process
@@ -31,6 +32,13 @@ GUARANTEES: dict[str, str] = {
     "W16": "errors",
     "W17": "capabilities",
 }
+
+ENGINE = "engine"
+"""What a check of the engine tier (:mod:`fxworld_conformance.engine`) names in
+``guarantees``: the turn engine on the world, not one guarantee W1-W17."""
+
+ROWS: dict[str, str] = {**GUARANTEES, ENGINE: "the turn engine on it"}
+"""The rows of the kit's summary: each guarantee, then the engine."""
 
 
 @dataclass

@@ -2,12 +2,14 @@
 
 ``run_kit(target, profile=..., seed=...)`` runs, in order: the directed tier
 (the scenarios of :mod:`fxworld_conformance.guarantees`, one guarantee each,
-fast), the capacity check (:mod:`fxworld_conformance.capacity`: hundreds of idle
-followers, the world's other calls timed beside them), the tier-1 state machines,
+fast), the engine tier (:mod:`fxworld_conformance.engine`: the turn engine's
+newest features on the world, in one process), the capacity check
+(:mod:`fxworld_conformance.capacity`: hundreds of idle followers, the world's
+other calls timed beside them), the tier-1 state machines,
 and the process tier (:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
 crashes, cut connections, server restart). It returns one
 :class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
-folds them into one row per guarantee W1-W17.
+folds them into one row per guarantee W1-W17, and one for the engine.
 """
 
 from __future__ import annotations
@@ -17,37 +19,44 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxworld_conformance.guarantees import SCENARIOS, Scenario, Skip, run_scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import profile as kit_profile
-from fxworld_conformance.report import GUARANTEES, CheckResult, Status, kit_error
+from fxworld_conformance.report import ENGINE, ROWS, CheckResult, Status, kit_error
 from fxworld_conformance.target import Target
+
+if TYPE_CHECKING:  # the engine tier loads the engine: only when it runs
+    from fxworld_conformance.engine import EngineScenario
 
 __all__ = [
     "run_kit",
     "run_check",
     "run_one",
+    "run_engine_one",
     "check_names",
     "by_guarantee",
     "TIERS",
     "capabilities_of",
 ]
 
-TIERS = ("directed", "capacity", "stateful", "processes")
+TIERS = ("directed", "engine", "capacity", "stateful", "processes")
 
 
 def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     """The names of the checks of the given tiers, in the order ``run_kit`` runs them
     (the process tier counts as one name, ``processes``)."""
     from fxworld_conformance.capacity import NAME as CAPACITY
+    from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
     from fxworld_conformance.stateful import MACHINES
 
     names: list[str] = []
     tiers = set(tiers)
     if "directed" in tiers:
         names += [s.name for s in SCENARIOS]
+    if "engine" in tiers:
+        names += [s.name for s in ENGINE_SCENARIOS]
     if "capacity" in tiers:
         names.append(CAPACITY)
     if "stateful" in tiers:
@@ -110,6 +119,11 @@ def run_check(
     for s in SCENARIOS:
         if s.name == name:
             return [run_one(s, target)]
+    from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
+
+    for es in ENGINE_SCENARIOS:
+        if es.name == name:
+            return [run_engine_one(es, target)]
     raise ValueError(f"no check named {name!r}; known: {check_names()}")
 
 
@@ -161,6 +175,32 @@ def run_one(d: Scenario, target: Target) -> CheckResult:
         operations=ops,
         seconds=seconds,
         extra=notes,
+    )
+
+
+def run_engine_one(s: EngineScenario, target: Target) -> CheckResult:
+    """The row of one engine scenario: passed; failed with what the engine did (a
+    failed check, a wait that ran out, an error the engine or the world raised); an
+    error of the kit's own code is a kit error."""
+    from fxworld_conformance.engine import run_engine_scenario
+
+    started = time.monotonic()
+    try:
+        asyncio.run(run_engine_scenario(s, target))
+    except Exception as e:
+        own = isinstance(e, (AssertionError, TimeoutError))
+        if raised_by_kit(e) and not own:
+            return kit_error(s.name, e, time.monotonic() - started)
+        told = str(e) if isinstance(e, AssertionError) and str(e) else f"{type(e).__name__}: {e}"
+        return CheckResult(
+            name=s.name,
+            guarantees=(ENGINE,),
+            status="failed",
+            detail=f"{told}\n" + traceback.format_exc(limit=8),
+            seconds=time.monotonic() - started,
+        )
+    return CheckResult(
+        name=s.name, guarantees=(ENGINE,), status="passed", seconds=time.monotonic() - started
     )
 
 
@@ -221,10 +261,11 @@ def run_kit(
 
 
 def by_guarantee(results: list[CheckResult]) -> dict[str, tuple[Status, list[CheckResult]]]:
-    """One verdict per guarantee W1-W17: ``failed`` if any check names it broken,
-    else ``passed`` if any check covering it passed, else ``skipped``."""
+    """One verdict per guarantee W1-W17, and one for the engine (:data:`ENGINE`):
+    ``failed`` if any check names it broken, else ``passed`` if any check covering
+    it passed, else ``skipped``."""
     out: dict[str, tuple[Status, list[CheckResult]]] = {}
-    for g in GUARANTEES:
+    for g in ROWS:
         failed = [r for r in results if r.status == "failed" and g in r.guarantees]
         passed = [r for r in results if r.status == "passed" and g in r.guarantees]
         skipped = [r for r in results if r.status == "skipped" and g in r.guarantees]

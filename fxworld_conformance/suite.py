@@ -12,7 +12,8 @@
 
 Each check of :func:`~fxworld_conformance.runner.run_kit` is its own test, run
 through the same table (``test_directed[w02-fenced-append]`` for each scenario of
-:data:`fxworld_conformance.guarantees.SCENARIOS`, ``test_capacity``,
+:data:`fxworld_conformance.guarantees.SCENARIOS`, ``test_engine[steps-...]`` for
+each of :data:`fxworld_conformance.engine.SCENARIOS`, ``test_capacity``,
 ``test_stateful[log]``, ``test_processes``), so pytest and the CLI run exactly the
 same checks, and pytest shows which guarantee failed (``-k w02`` picks one, ``-m
 "not fxworld_slow"`` leaves out the state machines and the process tier); a
@@ -28,6 +29,7 @@ from __future__ import annotations
 import pytest
 
 from fxworld_conformance.capacity import NAME as CAPACITY
+from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
 from fxworld_conformance.guarantees import SCENARIOS
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.runner import run_check
@@ -38,6 +40,7 @@ __all__ = [
     "WorldSuite",
     "assert_results",
     "DIRECTED_CHECKS",
+    "ENGINE_CHECKS",
     "MACHINE_CHECKS",
 ]
 
@@ -63,6 +66,10 @@ DIRECTED_CHECKS = [pytest.param(s.name, id=s.id) for s in SCENARIOS]
 """The scenarios as ``pytest.param``: the check's name, with its id
 (``w02-fenced-append``)."""
 
+ENGINE_CHECKS = [pytest.param(s.name, id=s.id) for s in ENGINE_SCENARIOS]
+"""The engine tier's scenarios as ``pytest.param``: the check's name, with its id
+(``steps-finished-step-not-run-again``)."""
+
 MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name in MACHINES]
 """The state machines as ``pytest.param``: ``stateful log`` as ``log``, ..."""
 
@@ -70,19 +77,28 @@ MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name
 @pytest.mark.fxworld
 class WorldSuite:
     """Everything a backend is tested with, one test per check of the kit:
-    ``test_directed[w02-fenced-append]``, ``test_capacity``, ``test_stateful[log]``,
+    ``test_directed[w02-fenced-append]``, ``test_engine[context-saved-and-seen]``,
+    ``test_capacity``, ``test_stateful[log]``,
     ``test_processes``, on worlds from ``fxworld_target``. Override that fixture
     (or pass ``--fxworld-world``). A backend's test file subclasses it and adds
     only what is its own; it may override a tier's test (to assert more about its
     results, or run it at another size): an override of ``test_directed`` or
     ``test_stateful`` parametrizes over :data:`DIRECTED_CHECKS` or
-    :data:`MACHINE_CHECKS` again."""
+    :data:`MACHINE_CHECKS` again (``test_engine``: :data:`ENGINE_CHECKS`)."""
 
     @pytest.mark.parametrize("check", DIRECTED_CHECKS)
     def test_directed(
         self, check: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
     ) -> None:
         """One scenario of one guarantee, on a fresh world."""
+        assert_results(run_check(check, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
+
+    @pytest.mark.parametrize("check", ENGINE_CHECKS)
+    def test_engine(
+        self, check: str, fxworld_target: Target, fxworld_profile: str, fxworld_seed: int
+    ) -> None:
+        """One feature of the turn engine (context, typed answers, durable steps)
+        on a fresh world, in one process."""
         assert_results(run_check(check, fxworld_target, profile=fxworld_profile, seed=fxworld_seed))
 
     def test_capacity(

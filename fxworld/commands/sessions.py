@@ -28,21 +28,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
+from fxworld.engine.summary import STATES, summarize
 
 if TYPE_CHECKING:
     from fxworld.protocol import SessionLister
 
-__all__ = ["register", "format_entry", "HEADER", "turn_tokens", "session_state", "STATES"]
+__all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
 
 _TURN_ENDS = ("turn.finished", "turn.failed", "turn.stopped")
 _TOKEN_KINDS = frozenset({"turn.started", "message", *_TURN_ENDS})
 HEADER = f"{'seq':>6}  {'time (UTC)':<23}  {'kind':<20}  {'epoch':>5}  data"
-STATES = ("running", "waiting for approval", "idle", "failed", "stopped")
-"""A session's states, in the words the inspector uses."""
 
 
 def register(sub: Any) -> None:
@@ -159,44 +158,6 @@ def turn_tokens(entries: Any) -> list[str]:
     return lines
 
 
-def session_state(entries: Any) -> str:
-    """What a session's log says it is doing, one of :data:`STATES`: ``waiting for
-    approval`` while a call of its running turn waits for a decision (and has not
-    expired), ``running`` while a turn runs or a prompt waits for one, else how the
-    last turn ended (``failed``, ``stopped``) or ``idle``."""
-    running, ended, last_prompt, answering = False, "", 0, 0
-    waiting: dict[str, datetime | None] = {}
-    for e in entries:
-        d = e.data
-        if e.kind == "prompt":
-            last_prompt = e.seq
-        elif e.kind == "turn.started":
-            running, waiting = True, {}
-            prompt = d.get("prompt")
-            answering = max(answering, prompt if isinstance(prompt, int) else 0)
-        elif e.kind == "approval.requested" and running:
-            waiting[str(d.get("execution_id"))] = _when(d.get("expires_at"))
-        elif e.kind == "approval.decided":
-            waiting.pop(str(d.get("execution_id")), None)
-        elif e.kind in _TURN_ENDS:
-            running, waiting, ended = False, {}, e.kind.partition(".")[2]
-    now = datetime.now(UTC)
-    if any(expires is None or expires > now for expires in waiting.values()):
-        return "waiting for approval"
-    if running or last_prompt > answering:
-        return "running"
-    return ended if ended in ("failed", "stopped") else "idle"
-
-
-def _when(value: object) -> datetime | None:
-    """An ISO 8601 time from the log (``None``: none, or not one)."""
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
 async def _whole(world: Any, sid: str, after: int = 0) -> list[Any]:
     """Session ``sid``'s log after seq ``after``, read in pages."""
     entries: list[Any] = []
@@ -257,7 +218,7 @@ async def _list(args: argparse.Namespace) -> int:
             for sid in ids:
                 entries = await _whole(world, sid)
                 if entries:
-                    rows.append((entries[-1].at, session_state(entries), sid))
+                    rows.append((entries[-1].at, summarize(sid, entries).state, sid))
             after = ids[-1]
         rows.sort(reverse=True)
         if args.state is not None:
@@ -312,7 +273,7 @@ async def _show(args: argparse.Namespace) -> int:
             print("\ntokens per turn:")
             for line in tokens:
                 print("  " + line)
-        print(f"session {sid!r}: {session_state(entries)}", file=sys.stderr)
+        print(f"session {sid!r}: {summarize(sid, entries).state}", file=sys.stderr)
         return 0
     finally:
         await world.close()

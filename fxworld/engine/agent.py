@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -10,11 +11,12 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from fxworld.errors import ConfigurationError
+from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
 
 from .session import Session
+from .subagents import agent_tool
 from .tools import Tool, tool
 from .turn import prompts_in_flight
 from .worker import Worker
@@ -168,6 +170,34 @@ class Agent(Generic[OutputT]):
                 _setup_done_ids.add(id(w))
         return w
 
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool of another agent: each call runs a turn of this
+        agent in a child session, and its answer is the call's result.
+
+        The model gives the tool ``{"input": "<the task>"}``; it becomes the first
+        prompt of the child session, whose id is derived from the call's
+        ``execution_id`` (:func:`~fxworld.engine.subagents.child_session_id`), so
+        a call run again after a crash finds the same child and never starts a
+        second turn. The parent's turn waits holding no worker; the child runs in
+        the parent's world, taken by the parent agent's workers, and inherits the
+        parent session's context. Its log names its parent (its first prompt's
+        ``parent``), the parent's names it (``child.started``); stopping the parent
+        stops the child; an approval inside the child is decided on the child
+        session. See :mod:`fxworld.engine.subagents`.
+
+        ``name``: the tool's name (default: this agent's ``name``), 1 to 64 of
+        ``A-Z a-z 0-9 _ -``; ``description``: what the model reads of it.
+        """
+        chosen = self.name if name is None else name
+        if not isinstance(chosen, str) or not _TOOL_NAME.fullmatch(chosen):
+            raise InvalidArgument(
+                f"an agent tool's name is 1 to 64 of A-Z a-z 0-9 _ -, not {chosen!r}"
+            )
+        if description is not None and not isinstance(description, str):
+            raise InvalidArgument(f"description must be a str, not {type(description).__name__}")
+        said = description if description is not None else _describe(chosen)
+        return agent_tool(self, chosen, said)
+
     def session(self, id: str | None = None, *, context: Any = None) -> Session[OutputT]:
         """A handle on session ``id`` (a new random id when ``None``).
 
@@ -235,6 +265,14 @@ class Agent(Generic[OutputT]):
         sessions stop at their next step boundary and are handed back at once."""
         for w in list(self._workers):
             w.stop()
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _describe(name: str) -> str:
+    """An agent tool's default description."""
+    return f"Ask the agent {name!r}: put the task in `input`; it answers in text."
 
 
 def _is_model(value: object) -> bool:

@@ -11,7 +11,11 @@
 - A call the log shows waiting for a decision waits by the log, not by the
   tools of this deploy: dropping ``needs_approval`` never runs it undecided.
 - ``StopTurn``: a ``stop.requested`` for the current turn ends it with
-  ``turn.stopped`` (how a running step is cut: :mod:`fxworld.engine.signals`).
+  ``turn.stopped`` (how a running step is cut: :mod:`fxworld.engine.signals`),
+  after passing the stop on to the child sessions its calls wait for.
+- ``WaitForChild``: only calls waiting for their child sessions (agent tools) are
+  left; like an approval, the run finishes its wake and holds nothing, and each
+  child's ``child.finished`` lands with a wake (:mod:`fxworld.engine.subagents`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ from . import clock, log
 from .approvals import decision_key, expired_decision, requested_entry
 from .context import RunContext
 from .faults import crash_point
-from .replay import CallState, RequestApproval, StopTurn, TimeOutApproval, WaitForApproval
+from .replay import (
+    CallState,
+    RequestApproval,
+    StopTurn,
+    TimeOutApproval,
+    WaitForApproval,
+    WaitForChild,
+)
+from .subagents import stop_children
 from .tools import Tool
 
 __all__ = [
@@ -35,6 +47,7 @@ __all__ = [
     "time_out_approval",
     "stop_turn",
     "wait_for_approval",
+    "wait_for_child",
 ]
 
 logger = logging.getLogger("fxworld.worker")
@@ -72,6 +85,7 @@ async def time_out_approval(run: RunContext, step: TimeOutApproval) -> None:
 async def stop_turn(run: RunContext, step: StopTurn) -> None:
     cur = run.state.current
     assert cur is not None
+    await stop_children(run, step.reason)
     await run.writer.append(
         [
             log.entry(
@@ -92,3 +106,13 @@ async def wait_for_approval(run: RunContext, step: WaitForApproval) -> None:
     if step.due is not None:
         await run.writer.wake_again(max(0.0, (step.due - clock.now()).total_seconds()))
     logger.info("session %s: waiting for approval; holding nothing", run.sid)
+
+
+async def wait_for_child(run: RunContext, step: WaitForChild) -> None:
+    """Only calls waiting for their child sessions are left: hold nothing; each
+    child's ``child.finished`` brings a worker back."""
+    logger.info(
+        "session %s: waiting for child session(s) %s; holding nothing",
+        run.sid,
+        ", ".join(step.sessions),
+    )

@@ -53,21 +53,35 @@ def new_id(chars: int = 16) -> str:
 
 class RunContext:
     """One run's writer (and through it the state), agent and signals; with what
-    every step asks of the tools, worked out once per run."""
+    every step asks of the tools, worked out once per run.
 
-    def __init__(self, writer: FencedWriter, agent: AgentParts, signals: Signals) -> None:
+    ``path``: for a child session, the agent tools that lead from the worker's
+    agent to this one (:mod:`fxworld.engine.subagents`); ``()`` otherwise.
+    ``refusal``: why no turn of this session can run here (no agent found for a
+    child session): its turns fail at once with it ("": they run).
+    """
+
+    def __init__(
+        self,
+        writer: FencedWriter,
+        agent: AgentParts,
+        signals: Signals,
+        *,
+        path: tuple[str, ...] = (),
+        refusal: str = "",
+    ) -> None:
         self.writer = writer
         self.agent = agent
         self.signals = signals
+        self.path = path
+        self.refusal = refusal
         self.telemetry: RunTelemetry = OFF
         """Its spans and metrics (:mod:`fxworld.engine.telemetry`)."""
         tools = agent.tools
         self.tool_specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
         """The tools as the model sees them."""
-        self.idempotent: Mapping[str, bool] = {
-            n: t.idempotent or t.resumable for n, t in tools.items()
-        }
-        """Whether a call found started runs again (a resumable one: its steps are saved)."""
+        self.idempotent: Mapping[str, bool] = {n: t.reruns for n, t in tools.items()}
+        """Whether a call found started runs again (:attr:`~fxworld.engine.tools.Tool.reruns`)."""
         self.approval_timeouts: Mapping[str, float | None] = {
             n: t.approval_timeout for n, t in tools.items() if t.needs_approval
         }

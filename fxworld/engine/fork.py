@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from fxworld import validate
 from fxworld.errors import Conflict, InvalidArgument, UnknownSession
@@ -36,7 +37,7 @@ from fxworld.types import Entry, NewEntry
 
 from . import log
 from .cursor import decode_cursor, encode_cursor
-from .replay import Replay
+from .replay import Replay, agent_path
 
 __all__ = ["fork_session"]
 
@@ -140,7 +141,10 @@ async def fork_session(
     point = scan.last_end if wanted is None else _checked(sid, wanted, scan)
     copies = _copies(scan.entries, point, scan.answered)
     context = scan.entries[0].data.get("context") if scan.entries else None
-    kept = {"context": context} if isinstance(context, dict) else {}  # a fork keeps it
+    kept: dict[str, Any] = {"context": context} if isinstance(context, dict) else {}
+    agents = agent_path(scan.entries[0]) if scan.entries else ()
+    if agents:  # a fork of a child session runs with the child's agent, as its source
+        kept["agents"] = list(agents)
     forked = log.entry(
         log.FORKED,
         source=sid,

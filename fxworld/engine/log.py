@@ -1,4 +1,4 @@
-"""The engine's log format: the entry kinds a session's log holds, version 3.
+"""The engine's log format: the entry kinds a session's log holds, version 4.
 
 Every entry the engine writes carries ``"v"`` in its data (:data:`LOG_VERSION`).
 Readers accept any entry whose ``v`` is at most :data:`LOG_VERSION`, ignore data fields they do not
@@ -36,22 +36,29 @@ __all__ = [
     "OUTPUT_INVALID",
     "STEP_STARTED",
     "STEP_FINISHED",
+    "CHILD_STARTED",
+    "CHILD_FINISHED",
     "entry",
 ]
 
-LOG_VERSION: Final = 3
+LOG_VERSION: Final = 4
 """The newest version this fxworld reads. An entry's ``v`` is the oldest version
 that reads it correctly: 1 for the kinds of version 1, 2 for the approval,
 stop and step kinds (an fxworld without them must refuse the log, not run a call that
 waits for a person or continue a stopped turn), 3 for ``output.invalid`` (one
-without it would end the turn with the answer it refused)."""
+without it would end the turn with the answer it refused), 4 for the kinds of
+agents as tools and a child session's first prompt (one without them would run
+the child with the parent's agent, or take a call waiting for its child as cut)."""
 
 PROMPT: Final = "prompt"
 """A user prompt, appended unfenced by ``Session.prompt``:
-``{"text", "key", "trace"?, "context"?}`` (``trace``: the caller's W3C trace context,
-when it prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`;
+``{"text", "key", "trace"?, "context"?, "parent"?}`` (``trace``: the caller's W3C trace
+context, when it prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`;
 ``context``: the session's context, a JSON object, only on the first entry of a
-log: :mod:`fxworld.engine.session_context`)."""
+log: :mod:`fxworld.engine.session_context`; ``parent``: only on the first entry of
+a child session, the call of the parent that made it, ``{"session",
+"execution_id", "call_id", "name", "path"}``, version 4:
+:mod:`fxworld.engine.subagents`)."""
 TURN_STARTED: Final = "turn.started"
 """A worker began answering the prompt at seq ``prompt``: ``{"prompt", "turn",
 "trace"?}`` (``trace``: the W3C context of its ``invoke_agent`` span, when traced)."""
@@ -111,7 +118,9 @@ FORKED: Final = "forked"
 """The first entry of a fork (``Session.fork``), written with its copy of the
 source in one append: ``{"source", "at", "cursor", "entries"}``: the source's id,
 the seq in the source the fork was made at and its cursor there, and how many
-entries were copied after this one, and ``"context"?``, the source's context.
+entries were copied after this one, ``"context"?``, the source's context, and
+``"agents"?``, for a fork of a child session (or of such a fork), the path of agent
+tools to the agent that runs it (:mod:`fxworld.engine.subagents`).
 Version 1: an fxworld that does not know the kind skips it and reads the fork
 correctly."""
 
@@ -127,6 +136,18 @@ an fxworld without steps must not re-run a resumable call."""
 STEP_FINISHED: Final = "step.finished"
 """The step ``step`` of call ``execution_id`` returned ``result`` (JSON), which a
 re-run of the call returns without running it: ``{"execution_id", "step", "result"}``."""
+
+CHILD_STARTED: Final = "child.started"
+"""A call of an agent tool (``agent.as_tool()``) made its child session, whose
+first prompt is saved; the call now waits for the child's turn, holding no worker:
+``{"execution_id", "call_id", "name", "session"}`` (``session``: the child's id).
+Version 4."""
+CHILD_FINISHED: Final = "child.finished"
+"""The child session's turn ended; appended to the PARENT's log, unfenced, by the
+worker that ended it, with a wake and keyed ``child:<execution_id>`` (written
+once), and the call's result, as ``tool.finished``'s: ``{"execution_id",
+"call_id", "name", "session", "outcome": "finished" | "failed" | "stopped",
+"output", "is_error"}``. Version 4."""
 
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""
@@ -144,8 +165,15 @@ _VERSION_2_KINDS: Final = frozenset(
 )
 
 
+_VERSION_4_KINDS: Final = frozenset({CHILD_STARTED, CHILD_FINISHED})
+
+
 def entry(kind: str, **data: Any) -> NewEntry:
-    """A new entry of ``kind`` with ``data`` and the log version it needs."""
-    v = 3 if kind == OUTPUT_INVALID else 2 if kind in _VERSION_2_KINDS else 1
+    """A new entry of ``kind`` with ``data`` and the log version it needs (a
+    prompt that makes a child session, with ``parent``: version 4)."""
+    if kind in _VERSION_4_KINDS or (kind == PROMPT and "parent" in data):
+        v = 4
+    else:
+        v = 3 if kind == OUTPUT_INVALID else 2 if kind in _VERSION_2_KINDS else 1
     body: JSONObject = {"v": v, **data}
     return NewEntry(kind, body)

@@ -43,12 +43,14 @@ __all__ = [
     "RequestApproval",
     "TimeOutApproval",
     "WaitForApproval",
+    "WaitForChild",
     "StopTurn",
     "Step",
     "interrupted_message",
     "denied_message",
     "stopped_message",
     "expiry_reason",
+    "agent_path",
 ]
 
 
@@ -110,6 +112,9 @@ class CallState:
     """The names of its durable steps with a ``step.started`` entry."""
     step_results: dict[str, Any] = field(default_factory=dict)
     """The saved result of each of its durable steps that finished."""
+    child: str | None = None
+    """The child session a call of an agent tool runs in, once its ``child.started``
+    is saved: the call then waits for the child's ``child.finished``."""
 
     @property
     def resolved(self) -> bool:
@@ -193,6 +198,13 @@ class Replay:
     """The kind of the entry that ended the latest turn."""
     context: dict[str, Any] | None = None
     """The session's context, saved in its first entry (``None``: it has none)."""
+    parent: dict[str, Any] | None = None
+    """A child session's parent call, saved in its first prompt (``None``: not a child)."""
+    parent_answer: Entry | None = None
+    """A child session's answer to its parent: the end of the turn of its first prompt."""
+    agent_path: tuple[str, ...] = ()
+    """The agent tools from the worker's agent to the one that runs this session: a
+    child's, or a fork's of a child (:func:`agent_path`; ``()``: the worker's own)."""
 
     def conversation(self) -> Conversation:
         """The conversation as it stands now (later entries do not change it)."""
@@ -213,8 +225,8 @@ class Replay:
         self.last_seq = e.seq
         if e.kind == log.FENCE:
             return
-        if e.seq == 1 and isinstance(e.data.get("context"), dict):
-            self.context = e.data["context"]  # a prompt's or a fork's: never changes
+        if e.seq == 1:
+            self._first(e)
         v = e.data.get("v", 1)
         if isinstance(v, int) and v > log.LOG_VERSION:
             raise NewerLogVersion(
@@ -234,6 +246,14 @@ class Replay:
             apply = _IN_TURN.get(e.kind)
             if apply is not None:
                 apply(self, self.current, e)
+
+    def _first(self, e: Entry) -> None:
+        """The session's first entry: its context and, for a child, its parent call."""
+        if isinstance(e.data.get("context"), dict):
+            self.context = e.data["context"]  # a prompt's or a fork's: never changes
+        if e.kind == log.PROMPT and isinstance(e.data.get("parent"), dict):
+            self.parent = e.data["parent"]
+        self.agent_path = agent_path(e)
 
     def _start_turn(self, d: Mapping[str, Any]) -> None:
         p = int(d["prompt"])
@@ -310,8 +330,15 @@ class Replay:
             else:
                 call.step_results[name] = e.data.get("result")
 
+    def _child_started(self, cur: TurnState, e: Entry) -> None:
+        call = self._call(cur, e.data)
+        if call is not None and not call.resolved:
+            call.child = str(e.data.get("session"))
+
     def _turn_ended(self, cur: TurnState, e: Entry) -> None:
         prompt = int(e.data["prompt"])
+        if prompt == 1 and self.parent is not None and self.parent_answer is None:
+            self.parent_answer = e
         self.answered.add(prompt)
         self.last_end = e.kind
         if cur.prompt == prompt:
@@ -392,9 +419,22 @@ _IN_TURN: dict[str, Callable[[Replay, TurnState, Entry], None]] = {
     log.OUTPUT_INVALID: Replay._output_invalid,
     log.STEP_STARTED: Replay._step,
     log.STEP_FINISHED: Replay._step,
+    log.CHILD_STARTED: Replay._child_started,
+    log.CHILD_FINISHED: Replay._tool_finished,  # the child's answer is the call's result
     **dict.fromkeys(log.TURN_END_KINDS, Replay._turn_ended),
 }
 """How each kind of entry inside a turn changes the state (other kinds: not at all)."""
+
+
+def agent_path(first: Entry) -> tuple[str, ...]:
+    """The agent path a session's first entry names: a child's first prompt's
+    ``parent.path``, or the ``agents`` a fork of a child keeps (``()``: none)."""
+    d = first.data
+    parent = d.get("parent") if first.kind == log.PROMPT else None
+    path = parent.get("path") if isinstance(parent, dict) else d.get("agents")
+    if first.kind not in (log.PROMPT, log.FORKED) or not isinstance(path, list):
+        return ()
+    return tuple(str(name) for name in path)
 
 
 def conversation(entries: Iterable[Entry]) -> list[Message]:
@@ -467,6 +507,14 @@ class WaitForApproval:
 
 
 @dataclass(frozen=True)
+class WaitForChild:
+    """Nothing runs until these child sessions answer: finish the wake and hold
+    nothing (each child's ``child.finished`` lands with a wake)."""
+
+    sessions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StopTurn:
     """``stop.requested`` for this turn: end it with ``turn.stopped``."""
 
@@ -485,6 +533,7 @@ Step = (
     | RequestApproval
     | TimeOutApproval
     | WaitForApproval
+    | WaitForChild
     | StopTurn
 )
 
@@ -506,7 +555,8 @@ def next_step(
     in the ``approval.requested`` state runs only after an approving decision,
     whatever the tools say now (a redeploy may have dropped ``needs_approval``),
     and expires at the ``expires_at`` it was asked with; ``now`` decides which
-    approvals have expired.
+    approvals have expired. Likewise a call with ``child.started`` waits for its
+    child's answer, whatever the tools say now.
     """
     cur = state.current
     if cur is None:
@@ -518,7 +568,7 @@ def next_step(
         return DiscardText(cur.open_call)
     pending = [c for c in cur.calls if not c.resolved]
     for call in pending:
-        if call.started > 0 and not idempotent.get(call.name, False):
+        if call.started > 0 and call.child is None and not idempotent.get(call.name, False):
             return InterruptTool(call)
     waits = _approval_step(pending, approval_timeouts or {}, now or clock.now())
     if waits is not None:
@@ -535,8 +585,8 @@ def _approval_step(
 ) -> Step | None:
     """The approval steps, before any call of the message runs: ask for the calls
     not asked yet, time out the expired ones, run the calls that may run, and wait
-    when only undecided calls are left. ``pending`` is narrowed in place to the
-    calls that may run now."""
+    when only undecided calls, or calls waiting for their child session, are left.
+    ``pending`` is narrowed in place to the calls that may run now."""
     ask = [c for c in pending if c.name in timeouts and c.approval is None and c.started == 0]
     if ask:
         return RequestApproval(tuple(ask))
@@ -544,8 +594,11 @@ def _approval_step(
     for c in waiting:
         if c.expired(now):
             return TimeOutApproval(c, expiry_reason(c.timeout))
-    pending[:] = [c for c in pending if c.approval != "requested"]
-    if pending or not waiting:
+    children = tuple(c.child for c in pending if c.child is not None)
+    pending[:] = [c for c in pending if c.approval != "requested" and c.child is None]
+    if pending or not (waiting or children):
         return None
+    if not waiting:
+        return WaitForChild(children)
     due = [c.expires_at for c in waiting if c.expires_at is not None]
     return WaitForApproval(min(due) if due else None)

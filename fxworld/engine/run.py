@@ -13,6 +13,12 @@ what happened with the fence before the next step is decided. The handlers:
 - the approval and stop steps (:mod:`fxworld.engine.approval_step`);
 - the turn's own entries and the yield (:mod:`fxworld.engine.turn_step`).
 
+A child session (an agent tool's: :mod:`fxworld.engine.subagents`) runs with the
+child's agent, found from the worker's through the path its first prompt names;
+once its first turn has ended, the run reports the answer to the parent's log
+before it finishes the wake (a run that dies in between leaves the report to the
+next delivery).
+
 ``Fenced`` means another worker replaced this one: the run stops at once, with no
 further write and no further side effect. A wake that finds nothing to do (e.g.
 the one a stop or a decision left behind, due again once the run it reached
@@ -32,7 +38,13 @@ from fxworld.protocol import World
 from fxworld.types import WakeLease
 
 from . import clock
-from .approval_step import request_approval, stop_turn, time_out_approval, wait_for_approval
+from .approval_step import (
+    request_approval,
+    stop_turn,
+    time_out_approval,
+    wait_for_approval,
+    wait_for_child,
+)
 from .context import AgentParts, RunContext
 from .deadline import Deadline
 from .fenced import FencedWriter, StopRun
@@ -52,12 +64,15 @@ from .replay import (
     StopTurn,
     TimeOutApproval,
     WaitForApproval,
+    WaitForChild,
 )
 from .signals import Signals
 from .stop_watch import StopWatch
+from .subagents import agent_for, no_agent, report_to_parent
 from .tool_step import run_tools
 from .turn_step import (
     discard_text,
+    fail_refused,
     finish_turn,
     give_up_if_redelivered,
     interrupt_tool,
@@ -86,6 +101,7 @@ class SessionRun:
         signals: Signals,
     ) -> None:
         self.writer = FencedWriter(world, wake, lease=lease)
+        self.root = agent
         self.run = RunContext(self.writer, agent, signals)
         self.deadline = deadline
         self.sid = wake.session_id
@@ -135,21 +151,44 @@ class SessionRun:
         )
         self.telemetry.taken(fence, self.run.state, last)
         await give_up_if_redelivered(self.run)
+        await fail_refused(self.run)
         if await self._steps():
+            await report_to_parent(self.run)
             await self.writer.finish_wake()
 
     async def _nothing_to_do(self) -> bool:
         """Finish a wake with nothing to do without taking the session (see the module)."""
         await self.writer.catch_up()
+        self._bind_agent()
         step = self.run.next_step()
+        if self.run.refusal and not isinstance(step, Idle):
+            return False  # its turn fails (fail_refused)
         if isinstance(step, WaitForApproval):
             await wait_for_approval(self.run, step)
+        elif isinstance(step, WaitForChild):
+            await wait_for_child(self.run, step)
         elif isinstance(step, Idle):
+            await report_to_parent(self.run)
             logger.info("session %s: nothing to do; wake finished", self.sid)
         else:
             return False
         await self.writer.finish_wake()
         return True
+
+    def _bind_agent(self) -> None:
+        """A child session (or a fork of one) runs with the child's agent, found
+        from the worker's through the path its first entry names (none found: its
+        turns fail)."""
+        path = self.writer.state.agent_path
+        if not path:
+            return
+        agent = agent_for(self.root, path)
+        refusal = "" if agent is not None else no_agent(path)
+        self.run = RunContext(
+            self.writer, agent or self.root, self.run.signals, path=path, refusal=refusal
+        )
+        name = getattr(self.run.agent, "name", "agent")
+        self.telemetry = self.run.telemetry = for_run(name, self.writer.wake)
 
     async def _steps(self) -> bool:
         """The steps, until none is left (True) or the turn yielded (False)."""
@@ -165,6 +204,9 @@ class SessionRun:
                 return True
             if isinstance(step, WaitForApproval):
                 await wait_for_approval(run, step)
+                return True
+            if isinstance(step, WaitForChild):
+                await wait_for_child(run, step)
                 return True
             reason = self._must_yield(step)
             if reason is not None:

@@ -233,7 +233,8 @@ class Session(Generic[OutputT]):
         session is not changed. The fork can be prompted at once: its next turn's
         model hears the conversation as of the fork. ``id``: the fork's id (a new
         random one when ``None``); a retry with the same ``id`` returns the same
-        fork. The fork keeps this session's context.
+        fork. The fork keeps this session's context (and a fork of a child session
+        of an agent tool is run with the child's agent, and answers no parent).
 
         Raises :class:`~fxworld.errors.UnknownSession` when this session has no
         log, :class:`~fxworld.errors.InvalidArgument` for a cursor inside a turn

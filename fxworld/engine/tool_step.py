@@ -12,6 +12,10 @@ hears that it may have partly run.
 
 A stop cancels a running async tool (its call becomes ``tool.interrupted``); a
 sync tool runs in a thread and is let finish, and its result is saved.
+
+A call of an agent tool (``agent.as_tool()``) makes its child session and ends
+with ``child.started`` instead: it waits for the child's answer
+(:mod:`fxworld.engine.subagents`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fxworld.errors import InvalidArgument
 from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
@@ -30,6 +35,7 @@ from .faults import crash_point
 from .replay import CallState, RunTools, stopped_message
 from .signals import Cut
 from .steps import StepJournal
+from .subagents import start_child
 from .tools import Tool, ToolContext, render_output
 
 __all__ = ["run_tools", "run_started", "start_entries", "tool_entry"]
@@ -121,7 +127,7 @@ async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
         entry = await _run_call(run, c, attempt)
         if entry.kind == log.TOOL_INTERRUPTED:
             span.cut("interrupted")
-        else:
+        elif entry.kind != log.CHILD_STARTED:  # (a child's answer comes later)
             span.result(str(entry.data.get("output", "")), entry.data.get("is_error") is True)
         return entry
     except BaseException as e:  # cancelled
@@ -136,6 +142,11 @@ async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]
+    if tool.agent is not None:  # its child session answers later
+        try:
+            return await start_child(run, c)
+        except InvalidArgument as e:  # (storage errors are the run's, not the call's)
+            return tool_entry(log.TOOL_FINISHED, c, output=error_text(e), is_error=True)
     journal = StepJournal(run.writer, c)
     try:
         ctx = ToolContext(

@@ -2,9 +2,13 @@
 
 ``@tool`` turns a function into a :class:`Tool`. Its input schema comes from the
 function's signature (through pydantic, imported on first use) unless given
-explicitly. A parameter named ``ctx`` is not part of the input: it receives a
-:class:`ToolContext` whose ``execution_id`` stays the same each time that call
-runs, so a tool can pass it to a service as an idempotency key.
+explicitly, each parameter described by its docstring's ``Args:`` section
+(:mod:`fxworld.engine.docstring`). A parameter named ``ctx`` is not part of the
+input: it receives a :class:`ToolContext` whose ``execution_id`` stays the same
+each time that call runs, so a tool can pass it to a service as an idempotency
+key. ``@tool(timeout=seconds)`` bounds a call: past it the call is cancelled and
+raises :class:`ToolTimedOut`, which the model reads as the call's error.
+docs/tools.md is the user's page of all this.
 """
 
 from __future__ import annotations
@@ -12,23 +16,39 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
-from fxworld.errors import InvalidArgument
+from fxworld.errors import InvalidArgument, WorldError
 from fxworld.models.base import ToolSpec
 
+from .docstring import read_docstring
 from .steps import step_key
 
 if TYPE_CHECKING:
     from .steps import StepJournal
 
-__all__ = ["Tool", "ToolContext", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolTimedOut", "tool"]
 
 ContextT = TypeVar("ContextT", default=dict[str, Any])
+
+
+class ToolTimedOut(WorldError, TimeoutError):
+    """A call ran longer than its tool's ``timeout`` and was cancelled (a sync
+    tool's thread runs on: a thread cannot be stopped). The model reads it as
+    the call's error; it may have partly run."""
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(
+            f"tool {name!r} did not finish within its timeout of {seconds:g} s and was "
+            "cancelled; it may have partly run"
+        )
+        self.name = name
+        self.seconds = seconds
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,13 @@ class Tool:
     ``resumable``: its effects are all inside ``ctx.step`` calls, so a call that was
     started but not finished runs again after a crash, each finished step
     returning its saved result (:mod:`fxworld.engine.steps`).
+
+    ``timeout``: seconds a call may run (``None``: no bound); past them the call
+    is cancelled and raises :class:`ToolTimedOut`. A sync tool's thread cannot be
+    stopped: it runs on, and what it returns or raises is dropped.
+
+    ``agent``: set by ``Agent.as_tool()``, the agent whose turn each call runs in a
+    child session (:mod:`fxworld.engine.subagents`); ``fn`` is then not called.
     """
 
     name: str
@@ -107,6 +134,8 @@ class Tool:
     needs_approval: bool = False
     approval_timeout: float | None = None
     resumable: bool = False
+    timeout: float | None = None
+    agent: Any = field(default=None, repr=False, compare=False)
     _takes_ctx: bool = field(default=False, repr=False)
     _model: Any = field(default=None, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
@@ -114,9 +143,15 @@ class Tool:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
-        t = self.approval_timeout
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
-            raise InvalidArgument(f"approval_timeout must be seconds > 0 or None, not {t!r}")
+        _check_seconds("approval_timeout", self.approval_timeout)
+        _check_seconds("timeout", self.timeout)
+
+    @property
+    def reruns(self) -> bool:
+        """Whether a call found started but not finished runs again: an idempotent
+        or resumable tool's (its steps are saved), or an agent tool's (it finds its
+        child session again)."""
+        return self.idempotent or self.resumable or self.agent is not None
 
     @property
     def spec(self) -> ToolSpec:
@@ -124,7 +159,20 @@ class Tool:
         return ToolSpec(self.name, self.description, self.input_schema)
 
     async def call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
-        """Validate ``input`` and run the function (a sync function runs in a thread)."""
+        """Validate ``input`` and run the function (a sync function runs in a
+        thread), within ``timeout`` (else :class:`ToolTimedOut`)."""
+        if self.timeout is None:
+            return await self._call(input, ctx)
+        bound = asyncio.timeout(self.timeout)
+        try:
+            async with bound:
+                return await self._call(input, ctx)
+        except TimeoutError:
+            if bound.expired():  # (else: the tool's own TimeoutError, passed on as is)
+                raise ToolTimedOut(self.name, self.timeout) from None
+            raise
+
+    async def _call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
         kwargs: dict[str, Any]
         if self._model is not None:
             parsed = self._model.model_validate(input)
@@ -139,6 +187,16 @@ class Tool:
         if inspect.isawaitable(result):
             return await result
         return result
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """``value`` is ``None`` or a finite number of seconds > 0; else InvalidArgument."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{name} must be seconds > 0 or None, not {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgument(f"{name} must be seconds > 0 or None, not {value!r}")
 
 
 def render_output(value: Any) -> str:
@@ -168,36 +226,49 @@ def _build(
     needs_approval: bool,
     approval_timeout: float | None,
     resumable: bool,
+    timeout: float | None,
 ) -> Tool:
     sig = inspect.signature(fn)
     takes_ctx = "ctx" in sig.parameters
+    doc = read_docstring(inspect.getdoc(fn) or "")
+    unknown = sorted(doc.params.keys() - sig.parameters.keys())
+    if unknown:
+        raise InvalidArgument(
+            f"the docstring of {fn.__name__!r} describes {unknown[0]!r} in its Args section, "
+            f"which is not one of its parameters {list(sig.parameters)}"
+        )
     model = None
     if input_schema is None:
-        model = _signature_model(fn, sig)
+        model = _signature_model(fn, sig, doc.params)
         input_schema = model.model_json_schema()
         input_schema.pop("title", None)
-    doc = inspect.getdoc(fn) or ""
     return Tool(
         name=name or fn.__name__,
-        description=description if description is not None else doc,
+        description=description if description is not None else doc.description,
         input_schema=input_schema,
         fn=fn,
         idempotent=idempotent,
         needs_approval=needs_approval,
         approval_timeout=approval_timeout,
         resumable=resumable,
+        timeout=timeout,
         _takes_ctx=takes_ctx,
         _model=model,
     )
 
 
-def _signature_model(fn: Callable[..., Any], sig: inspect.Signature) -> Any:
+def _signature_model(
+    fn: Callable[..., Any], sig: inspect.Signature, described: dict[str, str]
+) -> Any:
+    """The pydantic model of ``fn``'s input: a field per parameter (``ctx`` and
+    ``*args``/``**kwargs`` left out), typed by its hint (``Any`` without one),
+    described by ``described`` unless its hint carries a description of its own."""
     import typing
 
     import pydantic
 
     try:
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:
         hints = {}
     fields: dict[str, Any] = {}
@@ -206,8 +277,21 @@ def _signature_model(fn: Callable[..., Any], sig: inspect.Signature) -> Any:
             continue
         annotation = hints.get(pname, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
+        text = described.get(pname)
+        if text and not _described(annotation):
+            default = pydantic.Field(default, description=text)
         fields[pname] = (annotation, default)
     return pydantic.create_model(f"{fn.__name__}_input", **fields)
+
+
+def _described(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``Annotated[T, Field(description=...), ...]``."""
+    import pydantic.fields
+
+    return any(
+        isinstance(m, pydantic.fields.FieldInfo) and m.description
+        for m in getattr(annotation, "__metadata__", ())
+    )
 
 
 @overload
@@ -224,6 +308,7 @@ def tool(
     needs_approval: bool = False,
     approval_timeout: float | None = None,
     resumable: bool = False,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -238,14 +323,22 @@ def tool(
     needs_approval: bool = False,
     approval_timeout: float | None = None,
     resumable: bool = False,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a :class:`Tool`: ``@tool``, ``@tool(idempotent=True)`` or
-    ``@tool(needs_approval=True, approval_timeout=None)`` or ``@tool(resumable=True)``.
+    ``@tool(needs_approval=True, approval_timeout=None)`` or ``@tool(resumable=True)``
+    or ``@tool(timeout=30)``.
 
-    The description defaults to the docstring; the input schema to the JSON Schema
-    of the function's parameters (``ctx`` excluded). Given ``input_schema``, the
-    input is passed as keyword arguments without validation.
+    The description defaults to the docstring without its ``Args:`` section; the
+    input schema to the JSON Schema of the function's parameters (``ctx``
+    excluded), each described by its entry in that section. Given
+    ``input_schema``, the input is passed as keyword arguments without
+    validation. A ``timeout`` or ``approval_timeout`` that is not a number of
+    seconds > 0 (or ``None``), or an ``Args:`` entry that names no parameter,
+    raises :class:`~fxworld.errors.InvalidArgument` here.
     """
+    _check_seconds("approval_timeout", approval_timeout)  # here: the decorator's line
+    _check_seconds("timeout", timeout)
     options: dict[str, Any] = {
         "name": name,
         "description": description,
@@ -254,6 +347,7 @@ def tool(
         "needs_approval": needs_approval,
         "approval_timeout": approval_timeout,
         "resumable": resumable,
+        "timeout": timeout,
     }
     if fn is not None:
         return _build(fn, **options)

@@ -18,6 +18,8 @@ open, finish it, give it up, or yield it to another worker.
   next invocation, continues the turn at once.
 - A turn delivered more than ``max_deliveries`` times (each worker died or hung
   on it) ends with ``turn.failed`` instead of crashing workers forever.
+- A turn of a child session whose agent the worker does not find (a deploy
+  without its agent tool) fails, at its start or where it stands.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "finish_turn",
     "yield_turn",
     "give_up_if_redelivered",
+    "fail_refused",
     "answer_entries",
 ]
 
@@ -55,8 +58,10 @@ async def start_turn(run: RunContext, step: StartTurn) -> None:
 
 
 def _context_refused(run: RunContext) -> str:
-    """Why the session's context does not fit the agent's ``context_type`` ("": it
-    fits, or the agent declares none)."""
+    """Why the session's context does not fit the agent's ``context_type``, or no
+    agent runs it ("": it runs)."""
+    if run.refusal:
+        return run.refusal
     if run.agent.context_type is None:
         return ""
     import pydantic
@@ -138,4 +143,14 @@ async def give_up_if_redelivered(run: RunContext) -> None:
     )
     await run.writer.append(
         [log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=error)]
+    )
+
+
+async def fail_refused(run: RunContext) -> None:
+    """``turn.failed`` for a running turn that cannot run here (``run.refusal``)."""
+    cur = run.state.current
+    if cur is None or not run.refusal:
+        return
+    await run.writer.append(
+        [log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=run.refusal)]
     )

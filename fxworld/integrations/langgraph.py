@@ -5,16 +5,11 @@ the SHA-256 of its ``thread_id`` (session ids are limited to
 ``[A-Za-z0-9._:-]{1,128}``, W15; a thread id is any string). Every namespace of the
 thread (subgraphs) lives in that one log, so deleting, copying or pruning a thread
 is one operation on one session, and one fence covers the thread and its subgraphs.
-Its entries (see :data:`KINDS`):
-
-- ``lg.checkpoint``: one checkpoint, whole (its channel values included), with its
-  namespace, id, parent id and metadata;
-- ``lg.writes``: one ``put_writes`` call (a task's writes to one checkpoint);
-- ``lg.dropped``: checkpoints that ``delete_for_runs`` or ``prune`` removed: reads
-  skip them from then on (a log is append-only: W4).
-
-Values are encoded by the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by
-default), base64 in the entry's JSON.
+Its entries are those of :mod:`~fxworld.integrations.langgraph_log` (see
+:data:`KINDS`): one ``lg.checkpoint`` per checkpoint, whole (its channel values
+included), one ``lg.writes`` per ``put_writes`` call. Values are encoded by the
+saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default), base64 in the
+entry's JSON.
 
 **One writer per thread.** A run of a graph takes the thread over when it starts
 (:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
@@ -33,14 +28,19 @@ after the checkpoint asked for; a page is one ``read``, see
 - ``get_tuple`` of the latest checkpoint: one request for the log's end, then one
   page back from it (a checkpoint and its writes fit in the first page): O(1)
   requests, whatever the length of the thread. Of a named checkpoint: the pages
-  back to it, O(k).
+  back to it, O(k). Of a thread with no checkpoint yet: 2 requests more (a look
+  for what a compaction may have staged).
 - ``list`` of one thread (``before``, ``limit``, ``filter``): pages back from the
   end until ``limit`` checkpoints matched: never another thread. Without
   ``thread_id`` it reads every LangGraph thread of the world (there is no index).
-- ``delete_thread``: one ``delete`` (W14). ``copy_thread``: reads the source once
-  and appends it in batches. ``prune`` and ``delete_for_runs``: one scan of each
-  thread concerned (``delete_for_runs`` has no thread, so it scans every thread),
-  then at most one append per thread.
+- ``delete_thread``: two ``delete`` (the thread's and its staging session's,
+  W14). ``copy_thread``: reads the source once and appends its live checkpoints,
+  each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
+  ``delete_for_runs``: free the storage of what they remove by compacting each
+  thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
+  the thread, then 8 requests), never one being written; ``delete_for_runs`` has
+  no thread, so it reads every thread, and compacts those that hold a checkpoint
+  of the runs.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import hashlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -71,20 +71,23 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 import fxworld
 from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, Fenced
-from fxworld.protocol import IdleDeleter, SessionLister, World
+from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
 
-from .backwards import backwards, end_of
+from .langgraph_compaction import Choose, compact, delete_thread, newest_first, normalized
+from .langgraph_log import (
+    CHECKPOINT,
+    KINDS,
+    PREFIX,
+    WRITES,
+    ThreadScan,
+    is_thread_session,
+    thread_session,
+    whole,
+)
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
 
-PREFIX = "lg."
-"""Every LangGraph thread's session id starts with this."""
-
-KINDS = ("lg.checkpoint", "lg.writes", "lg.dropped")
-"""The entry kinds a thread's log holds."""
-
-_CHECKPOINT, _WRITES, _DROPPED = KINDS
 _KNOWN = 1000
 """Checkpoints a saver remembers as being in the log (to tell early writes)."""
 
@@ -98,22 +101,18 @@ class ThreadTakenOver(Fenced):
     """Another process started running this thread: this process must stop.
 
     Raised by a write of a run whose thread was taken over since the run started
-    (W2). Nothing of the refused call was written; the thread's chain continues
-    from the other process's checkpoints.
+    (W2), or deleted or compacted by a prune (W14). Nothing of the refused call
+    was written; the thread's chain continues from the other process's checkpoints.
     """
 
     def __init__(self, thread_id: str, refused: Fenced) -> None:
         super().__init__(refused.session_id, refused.epoch, refused.current)
         self.thread_id = thread_id
         self.args = (
-            f"thread {thread_id!r} was taken over by another run (fence epoch "
-            f"{refused.epoch} is stale); this run must stop, nothing was written",
+            f"thread {thread_id!r} was taken over by another run, or deleted or "
+            f"compacted by a prune, since this run started (fence epoch {refused.epoch} "
+            "is stale); this run must stop, nothing was written",
         )
-
-
-def thread_session(thread_id: str) -> str:
-    """The session id of a LangGraph thread: always valid (W15), whatever the id."""
-    return PREFIX + hashlib.sha256(str(thread_id).encode()).hexdigest()[:40]
 
 
 @dataclass
@@ -122,27 +121,6 @@ class _Writer:
 
     fence: Fence
     run: object | None
-
-
-@dataclass
-class _Thread:
-    """What one backwards scan of a thread has seen so far."""
-
-    dropped: set[tuple[str, str]] = field(default_factory=set)
-    writes: dict[tuple[str, str], list[Entry]] = field(default_factory=dict)
-
-    def see(self, entry: Entry) -> None:
-        """Note a writes or dropped entry (newest first)."""
-        data = entry.data
-        if entry.kind == _DROPPED:
-            self.dropped.update((ns, cid) for ns, cid in data["checkpoints"])
-        elif entry.kind == _WRITES:
-            self.writes.setdefault((data["ns"], data["checkpoint"]), []).append(entry)
-
-    def live(self, entry: Entry) -> bool:
-        """Whether ``entry`` is a checkpoint that was not dropped."""
-        data = entry.data
-        return entry.kind == _CHECKPOINT and (data["ns"], data["id"]) not in self.dropped
 
 
 class WorldSaver(BaseCheckpointSaver[int]):
@@ -166,6 +144,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._known: dict[tuple[str, str, str], None] = {}
         self._early: dict[tuple[str, str, str], int] = {}
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
+        self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -246,14 +225,14 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     # -- reads ---------------------------------------------------------------
 
-    async def _tuple(self, thread_id: str, entry: Entry, thread: _Thread) -> CheckpointTuple:
+    async def _tuple(self, thread_id: str, entry: Entry, thread: ThreadScan) -> CheckpointTuple:
         data = entry.data
         self._know((thread_id, data["ns"], data["id"]))
         if "early" in data:  # its writes that landed before it (see _put_writes)
             sid = thread_session(thread_id)
             earlier = await window(self.world, sid, data["early"] - 1, entry.seq - 1)
             for before in reversed(earlier):  # newest first, as a backwards scan sees them
-                if before.kind == _WRITES and before.data["checkpoint"] == data["id"]:
+                if before.kind == WRITES and before.data["checkpoint"] == data["id"]:
                     thread.see(before)
         ns, cid = data["ns"], data["id"]
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
@@ -284,11 +263,11 @@ class WorldSaver(BaseCheckpointSaver[int]):
         sid = thread_session(thread_id)
         await self._start(sid, config)
         ns, cid = conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
-        thread = _Thread()
-        async for entry in backwards(self.world, sid):
+        thread = ThreadScan()
+        async for entry in newest_first(self.world, sid):
             thread.see(entry)
             data = entry.data
-            if entry.kind == _CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
+            if entry.kind == CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
                 if thread.live(entry):
                     return await self._tuple(thread_id, entry, thread)
                 if cid is not None:
@@ -302,8 +281,8 @@ class WorldSaver(BaseCheckpointSaver[int]):
         before: str | None,
         match: dict[str, Any],
     ) -> AsyncIterator[CheckpointTuple]:
-        thread = _Thread()
-        async for entry in backwards(self.world, thread_session(thread_id)):
+        thread = ThreadScan()
+        async for entry in newest_first(self.world, thread_session(thread_id)):
             thread.see(entry)
             if not thread.live(entry) or ns not in (None, entry.data["ns"]):
                 continue
@@ -326,20 +305,12 @@ class WorldSaver(BaseCheckpointSaver[int]):
             for sid in page:
                 if not sid.startswith(PREFIX):
                     return
-                first = [
-                    e for e in await self.world.read(sid, 0, limit=10) if e.kind == _CHECKPOINT
-                ]
+                if not is_thread_session(sid):  # a compaction's staging session
+                    continue
+                first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
                 if first:
                     yield first[0].data["thread"]
             after = page[-1]
-
-    async def _thread_of(self, sid: str) -> str | None:
-        """The thread id a session holds: that of its first checkpoint (within its
-        first page; a thread starts with its first checkpoint)."""
-        for entry in await self.world.read(sid, 0, limit=16):
-            if entry.kind == _CHECKPOINT:
-                return str(entry.data["thread"])
-        return None
 
     async def _list(
         self,
@@ -379,11 +350,16 @@ class WorldSaver(BaseCheckpointSaver[int]):
             "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
         }
         cp = (thread_id, ns, checkpoint["id"])
-        if cp in self._early:  # writes that landed before it: see _put_writes
-            data["early"] = self._early.pop(cp)
         self._putting[cp] = landed = asyncio.get_running_loop().create_future()
         try:
-            await self._append(config, NewEntry(_CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+            # Writes of this checkpoint already under way land first: the put says
+            # where the earliest of them starts (read by _tuple). A write that
+            # starts from now on waits for the put instead (see _put_writes).
+            for writing in list(self._writing.get(cp, ())):
+                await writing
+            if cp in self._early:
+                data["early"] = self._early.pop(cp)
+            await self._append(config, NewEntry(CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
             self._know(cp)
         finally:
             del self._putting[cp]
@@ -417,73 +393,83 @@ class WorldSaver(BaseCheckpointSaver[int]):
             key += ":" + hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
         cp = (str(conf["thread_id"]), ns, cid)
         # LangGraph ("async" durability) may save a task's writes while it puts their
-        # checkpoint, or before: they wait for a put under way, and a put still to come
-        # says where its early writes start (read by _tuple).
+        # checkpoint, or before. A write that finds the put under way lands after it;
+        # one that starts first is waited for by the put, which then says where its
+        # early writes start (read by _tuple). Nothing is awaited between the check
+        # and the registration, so every write is one or the other.
         if cp in self._putting:
             await self._putting[cp]
-        seq = await self._append(config, NewEntry(_WRITES, data), key)
-        if cp not in self._known:
-            self._early.setdefault(cp, seq)
+        if cp in self._known:
+            await self._append(config, NewEntry(WRITES, data), key)
+            return
+        landed = asyncio.get_running_loop().create_future()
+        self._writing.setdefault(cp, set()).add(landed)
+        try:
+            seq = await self._append(config, NewEntry(WRITES, data), key)
+            if cp not in self._known:
+                self._early[cp] = min(seq, self._early.get(cp, seq))
+                if len(self._early) > _KNOWN:  # writes whose checkpoint never came
+                    del self._early[next(iter(self._early))]
+        finally:
+            writing = self._writing[cp]
+            writing.discard(landed)
+            if not writing:
+                del self._writing[cp]
+            landed.set_result(None)
 
-    async def _drop(self, sid: str, keep: set[str] | None, run_ids: set[str]) -> None:
-        """Append one ``lg.dropped`` entry for the thread's live checkpoints that are
-        not the latest of their namespace (``keep`` given) or belong to ``run_ids``."""
-        thread, latest, dropped = _Thread(), set[str](), []
-        async for entry in backwards(self.world, sid):
-            thread.see(entry)
-            if not thread.live(entry):
-                continue
-            ns, cid = entry.data["ns"], entry.data["id"]
-            if keep is not None:
-                if ns not in latest:
-                    latest.add(ns)
-                    continue
-                dropped.append([ns, cid])
-            elif self._decode(entry.data["metadata"]).get("run_id") in run_ids:
-                dropped.append([ns, cid])
-        if dropped:
-            await self.world.append(sid, [NewEntry(_DROPPED, {"checkpoints": dropped})])  # W3
+    async def _compact(self, sid: str, choose: Choose) -> None:
+        """Free the storage of the checkpoints ``choose`` names (see
+        :mod:`~fxworld.integrations.langgraph_compaction`); a fence this saver took
+        outside a run is stale after it (W14), so it is taken again at the next
+        write."""
+        if await compact(self.world, sid, choose):
+            held = self._writers.get(sid)
+            if held is not None and held.run is None:
+                del self._writers[sid]
+
+    def _of_runs(self, run_ids: set[str]) -> Choose:
+        def choose(live: list[Entry]) -> set[tuple[str, str]]:
+            return {
+                (e.data["ns"], e.data["id"])
+                for e in live
+                if self._decode(e.data["metadata"]).get("run_id") in run_ids
+            }
+
+        return choose
 
     async def _delete(self, thread_id: str) -> None:
         sid = thread_session(thread_id)
         self._writers.pop(sid, None)
-        await self.world.delete(sid)  # W14
+        await delete_thread(self.world, sid)  # W14
 
     async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         if not run_ids:
             return
         async for thread_id in self._threads():
-            await self._drop(thread_session(thread_id), None, set(run_ids))
+            await self._compact(thread_session(thread_id), self._of_runs(set(run_ids)))
 
     async def _copy(self, source: str, target: str) -> None:
+        """Append the source's live checkpoints, each followed by its writes (so no
+        position of the source is named in the target), in batches."""
         src, dst = thread_session(source), thread_session(target)
-        after = 0
-        while page := await self.world.read(src, after, limit=_COPY_BATCH):
-            batch = [NewEntry(e.kind, _retarget(e, target)) for e in page if e.kind in KINDS]
-            if batch:  # a rerun never duplicates a batch (W6)
-                await self.world.append(dst, batch, key=f"copy:{src}:{page[0].seq}")
-            after = page[-1].seq
+        entries = await whole(self.world, src)
+        scan = ThreadScan()
+        for e in entries:
+            scan.see(e)
+        kept = normalized(entries, scan.live)
+        for start in range(0, len(kept), _COPY_BATCH):
+            batch = [_retarget(e, target) for e in kept[start : start + _COPY_BATCH]]
+            await self.world.append(dst, batch, key=f"copy:{src}:{start}")  # W6: once
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
             sid = thread_session(thread_id)
             if strategy == "keep_latest":
-                await self._drop(sid, set(), set())
-            elif strategy == "delete":
-                await self._delete_idle(sid)
-            else:
-                raise ValueError(f"prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-
-    async def _delete_idle(self, sid: str) -> None:
-        """Delete a whole thread unless it is being written: on a world that can
-        delete only if nothing was appended since the look (``IdleDeleter``), an
-        append that races with the prune wins."""
-        if not isinstance(self.world, IdleDeleter):
-            await self.world.delete(sid)
-            return
-        last = await end_of(self.world, sid)
-        if last:
-            await self.world.delete_if_idle(sid, last=last)
+                await self._compact(sid, _all_but_latest)
+            elif await delete_thread(self.world, sid, idle=True):  # never one being written
+                self._writers.pop(sid, None)
 
     # -- BaseCheckpointSaver: async ------------------------------------------
 
@@ -592,8 +578,16 @@ def _key(*parts: str) -> str:
     return parts[0] + ":" + hashlib.sha256("\x00".join(parts[1:]).encode()).hexdigest()
 
 
-def _retarget(entry: Entry, thread_id: str) -> dict[str, Any]:
-    return {**entry.data, "thread": thread_id} if entry.kind == _CHECKPOINT else entry.data
+def _retarget(entry: NewEntry, thread_id: str) -> NewEntry:
+    if entry.kind != CHECKPOINT:
+        return entry
+    return NewEntry(CHECKPOINT, {**entry.data, "thread": thread_id})
+
+
+def _all_but_latest(live: list[Entry]) -> set[tuple[str, str]]:
+    """Every checkpoint but the latest of each namespace."""
+    latest = {e.data["ns"]: e.data["id"] for e in live}
+    return {(e.data["ns"], e.data["id"]) for e in live if latest[e.data["ns"]] != e.data["id"]}
 
 
 async def _one(value: str) -> AsyncIterator[str]:

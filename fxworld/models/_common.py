@@ -90,9 +90,13 @@ class ProviderModel(ABC):
         self._headers = dict(default_headers or {})
         self._extra_body = dict(extra_body or {})
 
+    def _client_key(self) -> Any:
+        """What the SDK's client gets as ``api_key`` (a subclass may give a function)."""
+        return self._api_key
+
     def _new_client(self) -> Any:
         return getattr(self._sdk, self.client_class)(
-            api_key=self._api_key,
+            api_key=self._client_key(),
             base_url=self._base_url,
             timeout=self._timeout,
             max_retries=0,  # ours run instead (fxworld.models._retry)

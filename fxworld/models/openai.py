@@ -10,7 +10,9 @@ when fxworld is imported.
   ``stream_options={"include_usage": true}`` (turn off with ``stream_usage=False``
   for a server that refuses it).
 - Credentials and endpoint: ``api_key=`` / ``base_url=``, else the SDK's
-  ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+  ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. ``api_key`` may be an async function
+  returning the key: it is called for every request (a token that is refreshed,
+  such as Vercel's OIDC token, is never kept).
 - The SDK's own retries are off; :mod:`fxworld.models._retry` retries instead.
 - Tool results go as ``role: "tool"`` messages with their text as is; an error
   result (``is_error``) is prefixed with ``"Error: "``, since the API has no flag.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +89,7 @@ class OpenAIModel(ProviderModel):
         self,
         model: str,
         *,
-        api_key: str | None = None,
+        api_key: str | Callable[[], Awaitable[str]] | None = None,
         base_url: str | None = None,
         name: str | None = None,
         max_tokens: int | None = None,
@@ -98,6 +100,10 @@ class OpenAIModel(ProviderModel):
         stream_usage: bool = True,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        self._key_source = api_key if callable(api_key) else None
+        self._keys_used: list[str] = []  # the latest few from _key_source, to scrub
+        if callable(api_key):
+            api_key = None
         super().__init__(
             model,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or None,
@@ -109,20 +115,35 @@ class OpenAIModel(ProviderModel):
             default_headers=default_headers,
             extra_body=extra_body,
         )
-        if self._api_key is None:
+        if self._api_key is None and self._key_source is None:
             raise ConfigurationError(
                 f"model {self.name!r}: no API key: set OPENAI_API_KEY (or pass api_key=; "
                 "for a local server that needs none, any value will do)"
             )
         self._max_tokens = max_tokens
         self._stream_usage = stream_usage
-        probe = first_client(self._new_client, self.name, (self._api_key,))
+        probe = first_client(self._new_client, self.name, self._secrets())
         _ = probe.chat.completions  # and loads what it loads lazily, outside the loop
         self._keep_clients(probe)
 
     def __repr__(self) -> str:
         where = mask(self._base_url) if self._base_url else "default endpoint"
         return f"OpenAIModel(name={self.name!r}, model={self.model!r}, base_url={where!r})"
+
+    def _client_key(self) -> str | Callable[[], Awaitable[str]] | None:
+        return self._api_key if self._key_source is None else self._current_key
+
+    async def _current_key(self) -> str:
+        """The key for one request, from ``api_key``'s function (the SDK calls it
+        for every request); the last few are kept only to be scrubbed."""
+        assert self._key_source is not None
+        key = await self._key_source()
+        if key not in self._keys_used:
+            self._keys_used = [*self._keys_used[-3:], key]
+        return key
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        return (self._api_key, *self._keys_used)
 
     @property
     def base_url(self) -> str | None:
@@ -211,7 +232,7 @@ class OpenAIModel(ProviderModel):
     def _translate(self, e: BaseException, *, streaming: bool = False) -> ModelError:
         """The one boundary where openai SDK and transport errors become ModelError."""
         sdk = self._sdk
-        secrets = (self._api_key,)
+        secrets = self._secrets()
         if isinstance(e, ModelError):
             return e
         if isinstance(e, sdk.APIStatusError):

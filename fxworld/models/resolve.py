@@ -8,8 +8,11 @@
    model string goes to Vercel's AI Gateway (:data:`VERCEL_GATEWAY_URL`, or
    ``FXWORLD_GATEWAY_URL`` when set) with the deployment's OIDC token as its key
    (read with the ``vercel-oidc`` package, extra ``fxworld[vercel]``; without it,
-   the variable itself), so there is no key to set. The token is read when the
-   agent is built.
+   the variable itself), so there is no key to set. The token is read again for
+   every model request, never kept: Vercel refreshes it (each request carries a
+   fresh ``x-vercel-oidc-token``, which Vercel's Python runtime, and the wake
+   route, make the ``vercel.headers`` context), so an instance that lives longer
+   than one token never sends an expired one.
 2. Otherwise the provider prefix chooses the adapter: ``anthropic/…`` is
    :class:`~fxworld.models.anthropic.AnthropicModel`, ``openai/…`` is
    :class:`~fxworld.models.openai.OpenAIModel`; each SDK reads its own standard
@@ -28,7 +31,7 @@ import os
 from typing import Any
 
 from fxworld.errors import ConfigurationError
-from fxworld.models.base import Model
+from fxworld.models.base import Model, ModelError
 
 __all__ = [
     "resolve_model",
@@ -37,6 +40,7 @@ __all__ = [
     "GATEWAY_KEY_ENV",
     "OIDC_TOKEN_ENV",
     "VERCEL_GATEWAY_URL",
+    "vercel_oidc_token",
 ]
 
 GATEWAY_URL_ENV = "FXWORLD_GATEWAY_URL"
@@ -68,7 +72,10 @@ def resolve_model(
     url = gateway_url or os.environ.get(GATEWAY_URL_ENV) or None
     key = gateway_key or os.environ.get(GATEWAY_KEY_ENV) or None
     if key is None and os.environ.get(OIDC_TOKEN_ENV):  # on Vercel: no key to set
-        key, url = _vercel_oidc_token(), url or VERCEL_GATEWAY_URL
+        from fxworld.models.openai import OpenAIModel
+
+        url = url or VERCEL_GATEWAY_URL
+        return OpenAIModel(name, api_key=vercel_oidc_token, base_url=url, name=name, **options)
     if url is not None:
         if key is None:
             raise ConfigurationError(
@@ -104,14 +111,26 @@ def resolve_model(
     )
 
 
-def _vercel_oidc_token() -> str:
-    """The deployment's OIDC token: by the ``vercel-oidc`` package when installed
-    (it prefers a fresher token from the request), else ``$VERCEL_OIDC_TOKEN``."""
+async def vercel_oidc_token() -> str:
+    """The deployment's OIDC token, now: by the ``vercel-oidc`` package when
+    installed (the current request's ``x-vercel-oidc-token``, or the freshest
+    unexpired one it saw, else ``$VERCEL_OIDC_TOKEN``), else the variable as it
+    is now. A ``ModelError`` when there is none."""
+    token: str | None = None
     try:
-        from vercel.oidc import get_vercel_oidc_token
+        from vercel.oidc.aio import get_vercel_oidc_token
     except ImportError:
-        return os.environ[OIDC_TOKEN_ENV]
-    try:
-        return str(get_vercel_oidc_token())
-    except Exception:  # expired, or not in a request: the variable as it is
-        return os.environ[OIDC_TOKEN_ENV]
+        pass
+    else:
+        try:
+            token = str(await get_vercel_oidc_token())
+        except Exception:  # expired and not refreshable here: the variable as it is
+            token = None
+    token = token or os.environ.get(OIDC_TOKEN_ENV) or None
+    if token is None:
+        raise ModelError(
+            f"no Vercel OIDC token: the request has no x-vercel-oidc-token and "
+            f"{OIDC_TOKEN_ENV} is not set (is OIDC enabled for the project?)",
+            retryable=False,
+        )
+    return token

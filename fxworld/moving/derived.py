@@ -10,7 +10,8 @@ doubles it:
 
 - ``prompt``: ``prompt:<data.key>`` (``Session.prompt``);
 - ``approval.decided``: ``approval:<data.execution_id>`` (``decision_key``);
-- ``stop.requested``: ``stop:<data.prompt>`` (``request_stop``).
+- ``stop.requested``: ``stop:<data.prompt>`` (``request_stop``);
+- ``child.finished``: ``child:<data.execution_id>`` (``child_key``).
 
 Keys of other appends (an application's own ``append(key=...)``) cannot be seen,
 and are not carried.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from fxworld.engine import log
 from fxworld.engine.approvals import decision_key, stop_key
+from fxworld.engine.subagents import child_key
 from fxworld.types import Entry
 
 __all__ = ["engine_key", "OpenTurns"]
@@ -40,6 +42,8 @@ def engine_key(entry: Entry) -> str | None:
         return decision_key(d["execution_id"])
     if entry.kind == log.STOP_REQUESTED and isinstance(d.get("prompt"), int):
         return stop_key(d["prompt"])
+    if entry.kind == log.CHILD_FINISHED and isinstance(d.get("execution_id"), str):
+        return child_key(d["execution_id"])
     return None
 
 

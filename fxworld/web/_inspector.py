@@ -42,6 +42,7 @@ from starlette.staticfiles import StaticFiles
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
 from fxworld.engine.session_context import saved_context
+from fxworld.engine.summary import STATES, Summary
 from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
@@ -58,7 +59,7 @@ from ._app import (
     small_body,
 )
 from ._retry import retry_failed_turn
-from ._summary import STATES, ActivityIndex, Summary
+from ._summary import ActivityIndex
 from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
 
 __all__ = [

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from urllib.parse import urlencode
 
+from fxworld.engine.summary import STATES, Summary
 from fxworld.types import WakeState
 
-from ._summary import STATES, Summary
 from ._timeline import Row, assemble, clock, esc, seconds
 
 __all__ = [

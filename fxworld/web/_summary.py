@@ -1,8 +1,10 @@
-"""What the inspector's sessions page shows of a session, folded from its log.
+"""The inspector's index of a world's sessions, each folded from its log.
 
-:class:`Summary` folds a session's entries one at a time (state, last activity,
-turns, tokens, the calls waiting for a decision); :class:`ActivityIndex` keeps
-one per session of a world and orders them by last activity.
+A :class:`~fxworld.engine.summary.Summary` folds a session's entries one at a
+time (state, last activity, turns, tokens, the calls waiting for a decision;
+the same fold ``fxworld sessions`` uses); :class:`ActivityIndex` keeps one per
+session of a world, caught up by :func:`catch_up`, and orders them by last
+activity.
 
 Why an index: a world lists its sessions by id (``list_sessions``), and nothing
 in the World protocol says which session moved last. So the index reads each
@@ -29,135 +31,20 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final
 
-from fxworld.engine import log
+from fxworld.engine.summary import STATES, State, Summary
 from fxworld.protocol import SessionLister, World
-from fxworld.types import Entry
 
-__all__ = ["State", "STATES", "PREVIEW", "UNLISTED_KEPT", "Summary", "ActivityIndex"]
+__all__ = ["UNLISTED_KEPT", "ActivityIndex", "catch_up"]
 
 logger = logging.getLogger("fxworld.web")
 
-State = Literal["running", "waiting for approval", "idle", "failed", "stopped"]
-STATES: Final[tuple[State, ...]] = ("running", "waiting for approval", "idle", "failed", "stopped")
-
 _LIST_PAGE = 500
-PREVIEW: Final = 100
-"""Characters of a session's first prompt its summary keeps (the sessions page shows them)."""
 UNLISTED_KEPT: Final = 1000
 """Summaries kept, the least recently viewed dropped first, on a world that cannot
 list its sessions (no pass drops the sessions gone there)."""
 _READ_PAGE = 1000
-
-
-@dataclass
-class Summary:
-    """One session as its log says so far (``seq``: the last entry folded)."""
-
-    session_id: str
-    seq: int = 0
-    last_at: datetime | None = None
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    epoch: int = 0
-    #: the seq of the newest prompt, and of the prompt the newest turn answers
-    last_prompt: int = 0
-    answering: int = 0
-    #: a turn started and has not ended; how the last one ended
-    running: bool = False
-    ended: str = ""
-    #: the running turn waits (for a decision, or for the worker it was handed on to)
-    parked: bool = False
-    #: fences that landed inside a running turn: its worker died or lost its lease
-    takeovers: int = 0
-    #: the first prompt: its seq and the start of its text (the sessions page shows it)
-    first_prompt: int = 0
-    preview: str = ""
-    #: execution id -> (tool name, expires at, seq of its ``approval.requested``)
-    requested: dict[str, tuple[str, datetime | None, int]] = field(default_factory=dict)
-
-    @property
-    def waiting(self) -> dict[str, str]:
-        """Execution id -> tool name of the calls that wait for a decision now: past
-        its ``expires_at`` a call is not pending (its timeout denies it)."""
-        if not self.requested:
-            return {}
-        now = datetime.now(UTC)
-        return {
-            eid: name
-            for eid, (name, expires, _) in self.requested.items()
-            if expires is None or expires > now
-        }
-
-    def requested_seq(self, execution_id: str) -> int:
-        """The seq of the ``approval.requested`` entry of a waiting call (0: none)."""
-        return self.requested.get(execution_id, ("", None, 0))[2]
-
-    @property
-    def state(self) -> State:
-        """``waiting for approval`` while a call waits; ``running`` while a turn
-        runs or a prompt waits for its turn; else how the last turn ended
-        (``failed``, ``stopped``), or ``idle``."""
-        if self.waiting:
-            return "waiting for approval"
-        if self.running or self.last_prompt > self.answering:
-            return "running"
-        if self.ended in ("failed", "stopped"):
-            return "failed" if self.ended == "failed" else "stopped"
-        return "idle"
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def apply(self, e: Entry) -> None:
-        """Fold entry ``e`` (the next one of the log) in."""
-        self.seq, self.last_at = e.seq, e.at
-        d = e.data
-        if e.kind == log.PROMPT:
-            self.last_prompt = e.seq
-            if not self.first_prompt:
-                self.first_prompt, self.preview = e.seq, str(d.get("text", ""))[:PREVIEW]
-        elif e.kind == log.FENCE:
-            self.epoch = max(self.epoch, _int(d.get("epoch")))
-            if self.running and not self.parked:
-                self.takeovers += 1
-            self.parked = False
-        elif e.kind == log.TURN_YIELDED:
-            self.parked = self.running
-        elif e.kind == log.TURN_STARTED:
-            self.turns += 1
-            self.running, self.requested, self.parked = True, {}, False
-            self.answering = max(self.answering, _int(d.get("prompt")))
-        elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
-            self.input_tokens += _int(d["usage"].get("input_tokens"))
-            self.output_tokens += _int(d["usage"].get("output_tokens"))
-        elif e.kind == log.APPROVAL_REQUESTED and self.running:
-            self.parked = True
-            expires = _time(d.get("expires_at"))
-            self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires, e.seq)
-        elif e.kind == log.APPROVAL_DECIDED:
-            self.requested.pop(str(d.get("execution_id")), None)
-        elif e.kind in log.TURN_END_KINDS:
-            self.running, self.requested, self.parked = False, {}, False
-            self.ended = e.kind.partition(".")[2]
-
-
-def _time(value: object) -> datetime | None:
-    """An ISO 8601 time as the log holds it (``None``: none, or not one)."""
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 async def catch_up(world: World, summary: Summary) -> bool:

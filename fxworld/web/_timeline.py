@@ -15,17 +15,21 @@ the server, the page's script in the browser), so both read alike:
 - a tool's ``tool.finished`` (or ``tool.interrupted``) becomes one card with its
   ``tool.started``, which it replaces (``replaces``: the started card's id), with
   the time the call took;
-- streamed text chunks of one model call are joined into one card.
+- streamed text chunks of one model call are joined into one card;
+- an agent tool's call: its ``child.started`` replaces the call's card with one
+  that links to the child session, and its ``child.finished`` ends that card as
+  a ``tool.finished`` does; a child session's first prompt links to its parent.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 from fxworld.engine import log
 from fxworld.scrub import shown
@@ -33,6 +37,7 @@ from fxworld.scrub import shown
 from ._retry import RETRY_PREFIX
 
 __all__ = [
+    "session_link",
     "Row",
     "Shown",
     "Timeline",
@@ -53,6 +58,12 @@ def esc(value: object) -> str:
     """``value`` as text for HTML: scrubbed, cut to ``SHOWN_CHARS`` with no part of
     a secret left at the cut (the log keeps it whole), escaped."""
     return escape(shown(str(value)), quote=True)
+
+
+def session_link(session_id: object, css: str) -> str:
+    """A link to another session's page (relative: the pages are ``…/sessions/{id}``)."""
+    sid = str(session_id)
+    return f'<a class="session-link {css}" href="./{escape(quote(sid, safe=""))}">{esc(sid)}</a>'
 
 
 def _json(value: Any) -> str:
@@ -187,7 +198,7 @@ class Timeline:
         if turn is not None:
             turn.last_at = at
         body, note = self._body(kind, data, took)
-        if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.FENCE):
+        if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.CHILD_STARTED, log.FENCE):
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
         card = _card(item, since, body, note)
         replaces = ""
@@ -198,8 +209,10 @@ class Timeline:
             if turn is not None and eid not in turn.executions:
                 turn.executions.add(eid)
                 turn.tools.append(str(data.get("name")))
-        elif kind in (log.TOOL_FINISHED, log.TOOL_INTERRUPTED) and eid in self._started:
-            started, started_since = self._started.pop(eid)
+        elif kind in _CALL_ENDS and eid in self._started:
+            started, started_since = self._started[eid]
+            if kind != log.CHILD_STARTED:  # (its child.finished replaces the card again)
+                del self._started[eid]
             card = _tool_card(started, started_since, item)
             replaces = f"e{started.seq}"
         if kind in log.TURN_END_KINDS and turn is not None:
@@ -260,9 +273,10 @@ class Timeline:
 
     def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:
         """The row's body and a note for its head (a badge)."""
-        if kind == log.PROMPT:  # the first one may hold the session's context
+        if kind == log.PROMPT:  # the first one may hold the session's context, a parent
             context = f"context{_json(d['context'])}" if "context" in d else ""
-            return f'<div class="text">{esc(d.get("text", ""))}</div>{context}', ""
+            parent = _parent(d["parent"]) if isinstance(d.get("parent"), dict) else ""
+            return f'<div class="text">{esc(d.get("text", ""))}</div>{parent}{context}', ""
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
@@ -277,8 +291,12 @@ class Timeline:
             return _message(d, took), ""
         if kind == log.TOOL_STARTED:
             return _tool_started(d)
-        if kind == log.TOOL_FINISHED:
+        if kind in (log.TOOL_FINISHED, log.CHILD_FINISHED):
             return _tool_output(d)
+        if kind == log.CHILD_STARTED:
+            child = session_link(d.get("session"), "child")
+            note = ' <span class="badge wait">waits for its child</span>'
+            return f"<b>{esc(d.get('name'))}</b> runs in the child session {child}", note
         if kind == log.APPROVAL_REQUESTED:
             return self._approval(d), ' <span class="badge wait">needs approval</span>'
         return _other(kind, d)
@@ -297,6 +315,22 @@ class Timeline:
                 "</div>"
             )
         return body
+
+
+_CALL_ENDS = frozenset(
+    {log.TOOL_FINISHED, log.TOOL_INTERRUPTED, log.CHILD_STARTED, log.CHILD_FINISHED}
+)
+"""The kinds that replace a call's card (its ``tool.started``'s): all but
+``child.started`` end it."""
+
+
+def _parent(parent: Mapping[str, Any]) -> str:
+    """A child session's first prompt: the call of its parent that made it."""
+    return (
+        f'<div class="parent">asked by session {session_link(parent.get("session"), "parent")}'
+        f" (its call of <b>{esc(parent.get('name'))}</b>,"
+        f' <span class="eid">execution {esc(parent.get("execution_id"))}</span>)</div>'
+    )
 
 
 def _turn(started: Shown, prompt: Shown | None) -> OpenTurn:
@@ -340,7 +374,11 @@ def _tool_card(started: Shown, since: str, end: Shown) -> str:
     """One card for a tool call: its start and how it ended, and the time between."""
     took = seconds((end.at - started.at).total_seconds())
     d = started.data
-    if end.kind == log.TOOL_INTERRUPTED:
+    if end.kind == log.CHILD_STARTED:
+        note = ' <span class="badge wait">waits for its child session</span>'
+        child = session_link(end.data.get("session"), "child")
+        result = f'<div class="text">runs in the child session {child}</div>'
+    elif end.kind == log.TOOL_INTERRUPTED:
         note = (
             f' <span class="badge warn">interrupted: not run again ({took} after its start)</span>'
         )
@@ -350,6 +388,9 @@ def _tool_card(started: Shown, since: str, end: Shown) -> str:
         word = "error" if bad else "ok"
         note = f' <span class="badge {"bad" if bad else "ok"}">{word} in {took}</span>'
         result = f"{'raised' if bad else 'returned'}{_json(end.data.get('output'))}"
+        if end.kind == log.CHILD_FINISHED:
+            child = session_link(end.data.get("session"), "child")
+            result = f"its child session {child} answered{_json(end.data.get('output'))}"
     again, started_note = _tool_started(d)
     kinds = f"{esc(started.kind)} → {esc(end.kind)}"
     end_class = esc(end.kind.replace(".", "-"))
@@ -396,7 +437,8 @@ def _tool_started(d: dict[str, Any]) -> tuple[str, str]:
 def _tool_output(d: dict[str, Any]) -> tuple[str, str]:
     bad = d.get("is_error") is True
     note = ' <span class="badge bad">error</span>' if bad else ""
-    return f"<b>{esc(d.get('name'))}</b> returned{_json(d.get('output'))}", note
+    child = f" (child session {session_link(d['session'], 'child')})" if "session" in d else ""
+    return f"<b>{esc(d.get('name'))}</b>{child} returned{_json(d.get('output'))}", note
 
 
 _SHORT: dict[str, tuple[str, str]] = {

@@ -2,31 +2,45 @@
 
 A delivery is a POST whose ``ce-type`` is Vercel Queues' CloudEvent type, with the
 message (``{"session_id": ...}``, what :class:`~fxworld.push.VercelQueuePush`
-sends) as its body and the lease in ``ce-vqs*`` headers. It is verified the way
-the ``vercel-queue`` SDK verifies it: by the queue service. Before anything runs,
-the route extends the delivery's lease (to the wake's lease, renewed while it
-runs, so a crashed function's delivery comes back within a lease) with its
-receipt handle, with this
-deployment's token and deployment id. A forged receipt, a replay of a delivery
-already settled, or a delivery for another deployment is refused by the service:
-the route then answers 403 and runs nothing; a malformed one gets 400. Both are
-final for the queue (nothing to deliver again); only the real message, still
-leased, is redelivered after its lease.
+sends) as its body and the lease in ``ce-vqs*`` headers. Those headers are read
+here (:func:`delivery_metadata`) into the SDK's public ``MessageMetadata``: the
+``vercel-queue`` SDK parses a delivery only inside ``accept_and_handle``, which
+dispatches to its process-wide ``@subscribe`` registry, runs the subscriber before
+the service has vouched for the receipt, and holds every lease for at least 30 s;
+its header parser is not public. The delivery is verified the way the SDK's
+lease calls verify it: by the queue service. Before anything runs, the route
+extends the delivery's lease (to the wake's lease, renewed while it runs, so a
+crashed function's delivery comes back within a lease) with its receipt handle,
+with this deployment's token and deployment id. A forged receipt, a replay of a
+delivery already settled, or a delivery for another deployment is refused by the
+service: the route then answers 403 and runs nothing; a malformed one gets 400.
+Both are final for the queue (nothing to deliver again); only the real message,
+still leased, is redelivered after its lease.
 
-After the run: a session whose work is over (or waits for a person) has its
-message acknowledged (200); one with work left (a turn that yielded at the time
-limit, or whose crashed run's lease has not run out) asks for redelivery after a
-second (``retry_after``) and is answered 200 too, as the SDK answers a handler
-that raised ``RetryAfter``.
+The request's headers are the ``vercel.headers`` context while it is handled (as
+the SDK's ``accept_and_handle`` does), so the queue calls and the model's OIDC
+token (:mod:`fxworld.models.resolve`) use this request's token.
+
+After the run: a session whose work is over (or waits for a person), or whose
+turn yielded and was pushed again (that new message continues it), has its
+delivery acknowledged (200); one with work left that nothing pushed asks for
+redelivery (``retry_after``) when the route's ``Retry-After`` says: a second
+after a deadline that came before it ran, the lease while another run holds it
+(a crashed run's lease must run out first; a live one yields or ends, and pushes
+if it yields), and is answered 200 too, as the SDK answers a handler that raised
+``RetryAfter``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
@@ -34,10 +48,14 @@ from fxworld.push.base import session_of
 
 from ._app import error_response
 
-__all__ = ["is_delivery", "handle_delivery", "EVENT_TYPE"]
+if TYPE_CHECKING:
+    from vercel.queue import MessageMetadata
+
+__all__ = ["is_delivery", "handle_delivery", "delivery_metadata", "EVENT_TYPE"]
 
 EVENT_TYPE = "com.vercel.queue.v2beta"
 _TYPE_HEADER = "ce-type"
+_REGION = re.compile(r"[a-z]{2,5}[0-9]{1,2}")
 
 Run = Callable[[str | None, float], Awaitable[JSONResponse]]
 
@@ -47,62 +65,116 @@ def is_delivery(headers: Mapping[str, str]) -> bool:
     return _TYPE_HEADER in headers
 
 
+def delivery_metadata(headers: Mapping[str, str]) -> MessageMetadata:
+    """The delivery's ``MessageMetadata`` (the SDK's public type), read from its
+    CloudEvent headers: ``ce-type`` (:data:`EVENT_TYPE`), ``ce-vqsqueuename`` (the
+    topic), ``ce-vqsconsumergroup``, ``ce-vqsmessageid``, ``ce-vqsreceipthandle``,
+    ``ce-vqscreatedat``, and optionally ``ce-vqsdeliverycount``, ``ce-vqsregion``,
+    ``ce-vqsexpiresat``, ``ce-vqsvisibilitydeadline``. ``headers`` is looked up in
+    lower case (a Starlette ``Headers`` is case-insensitive). ``ValueError`` for a
+    delivery that lacks one, or carries a malformed one."""
+    from vercel.queue import MessageID, MessageMetadata, ReceiptHandle, SanitizedName
+
+    if headers.get(_TYPE_HEADER) != EVENT_TYPE:
+        raise ValueError(f"ce-type is not {EVENT_TYPE!r}")
+    required = {}
+    for name in ("queuename", "consumergroup", "messageid", "receipthandle", "createdat"):
+        value = headers.get(f"ce-vqs{name}", "")
+        if not value:
+            raise ValueError(f"the delivery has no ce-vqs{name}")
+        required[name] = value
+    region = headers.get("ce-vqsregion") or None
+    if region is not None and not _REGION.fullmatch(region):
+        raise ValueError(f"ce-vqsregion is not a region: {region!r}")
+    count = headers.get("ce-vqsdeliverycount", "1")
+    if not count.isdigit():
+        raise ValueError(f"ce-vqsdeliverycount is not a count: {count!r}")
+    return MessageMetadata(
+        message_id=MessageID(required["messageid"]),
+        delivery_count=int(count),
+        created_at=_instant(required["createdat"], "ce-vqscreatedat"),
+        topic=required["queuename"],
+        consumer_group=SanitizedName(required["consumergroup"]),
+        receipt_handle=ReceiptHandle(required["receipthandle"]),
+        content_type=headers.get("content-type"),
+        region=region,
+        expires_at=_optional_instant(headers.get("ce-vqsexpiresat"), "ce-vqsexpiresat"),
+        visibility_deadline=_optional_instant(
+            headers.get("ce-vqsvisibilitydeadline"), "ce-vqsvisibilitydeadline"
+        ),
+    )
+
+
 async def handle_delivery(
     body: bytes, headers: Mapping[str, str], started: float, *, lease: float, run: Run
 ) -> JSONResponse:
     """Verify, run (``run(session_id, started)``, the route's own), settle; see the module."""
     try:
-        from vercel.queue import (
-            CommunicationError,
-            QueueClient,
-            QueueError,
-            RetryableError,
-        )
-        from vercel.queue._internal.push import parse_push_delivery_metadata
+        from vercel.headers import HeadersContext
+        from vercel.queue import CommunicationError, QueueClient, QueueError, RetryableError
     except ImportError as e:  # pragma: no cover - depends on the install
         return error_response(
             501, "not_configured", f"Vercel Queues needs vercel-queue ({e}): fxworld[vercel]"
         )
     try:
-        metadata: Any = parse_push_delivery_metadata(dict(headers))
-    except (ValueError, QueueError) as e:
+        metadata = delivery_metadata(headers)
+    except ValueError as e:  # SanitizedName's refusal of a bad name is one too
         return error_response(400, "invalid_delivery", f"not a Vercel Queues delivery: {e}")
-    if not metadata.receipt_handle:
-        return error_response(400, "invalid_delivery", "the delivery carries no receipt handle")
     session_id = session_of(body)
-    client = QueueClient(region=metadata.region)
-    seconds = max(1, math.ceil(lease))
-    try:  # the queue service vouches for the delivery, or nothing runs
-        await client.extend_lease(metadata, seconds)
-    except (CommunicationError, RetryableError) as e:
-        return error_response(503, "queue_unavailable", f"could not verify: {e}")
-    except QueueError as e:
-        return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
+    with HeadersContext({k.lower(): v for k, v in headers.items()}).use():
+        client = QueueClient(region=metadata.region)
+        seconds = max(1, math.ceil(lease))
+        try:  # the queue service vouches for the delivery, or nothing runs
+            await client.extend_lease(metadata, seconds)
+        except (CommunicationError, RetryableError) as e:
+            return error_response(503, "queue_unavailable", f"could not verify: {e}")
+        except QueueError as e:
+            return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
 
-    async def renew() -> None:  # as the world's lease: a crash frees it within `lease`
-        while True:
-            await asyncio.sleep(seconds / 3)
-            with contextlib.suppress(QueueError):
-                await client.extend_lease(metadata, seconds)
+        async def renew() -> None:  # as the world's lease: a crash frees it within `lease`
+            while True:
+                await asyncio.sleep(seconds / 3)
+                with contextlib.suppress(QueueError):
+                    await client.extend_lease(metadata, seconds)
 
-    renewing = asyncio.create_task(renew())
-    try:
-        response = await run(session_id, started)
-    finally:
-        renewing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewing
-    try:
-        if response.status_code == 503:  # work left: deliver it again soon
-            await client.retry_after(metadata, 1)
-        else:
-            await client.acknowledge(metadata)
-    except QueueError:  # its lease runs out and it is delivered again: harmless
-        pass
+        renewing = asyncio.create_task(renew())
+        try:
+            response = await run(session_id, started)
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+        try:
+            if response.status_code == 503:  # work left that nothing pushed: deliver again
+                await client.retry_after(metadata, _retry_after(response))
+            else:
+                await client.acknowledge(metadata)
+        except QueueError:  # its lease runs out and it is delivered again: harmless
+            pass
     return JSONResponse(_body(response), status_code=200)
 
 
-def _body(response: JSONResponse) -> Any:
-    import json
+def _retry_after(response: JSONResponse) -> int:
+    """The route's ``Retry-After`` (1 s after a deadline, the lease while another
+    run holds the session): before it, a delivery would find the same."""
+    seconds = response.headers.get("retry-after", "1")
+    return max(1, int(seconds)) if seconds.isdigit() else 1
 
+
+def _instant(text: str, header: str) -> datetime:
+    """An ISO 8601 instant (``Z`` or an offset; naive means UTC), in UTC."""
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise ValueError(f"{header} is not an ISO 8601 instant: {text!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def _optional_instant(text: str | None, header: str) -> datetime | None:
+    return _instant(text, header) if text else None
+
+
+def _body(response: JSONResponse) -> Any:
     return json.loads(bytes(response.body)) if response.body else {}

@@ -28,11 +28,19 @@ from fxworld.errors import ConfigurationError, InvalidSessionId
 
 from . import _vercel
 from ._app import HTTPError, error_response, read_body
+from ._maxduration import function_max_duration
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent
 
-__all__ = ["WakeHandler", "wake_handler", "SECRET_ENV", "MAX_BODY_BYTES", "MAX_RUNS"]
+__all__ = [
+    "WakeHandler",
+    "wake_handler",
+    "SECRET_ENV",
+    "MAX_BODY_BYTES",
+    "MAX_RUNS",
+    "TIME_LIMIT",
+]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -40,6 +48,10 @@ SECRET_ENV = "FXWORLD_WAKE_SECRET"
 """The environment variable the handler reads its secret from when none is given."""
 
 MAX_BODY_BYTES = 64 * 1024
+
+TIME_LIMIT = 60.0
+"""The seconds an invocation may run when neither ``time_limit=`` nor (on
+Vercel) the function's ``maxDuration`` says."""
 
 MAX_RUNS = 2
 """The most wake runs (each a worker of ``concurrency`` sessions) one handler runs
@@ -54,15 +66,17 @@ class WakeHandler:
 
     ``secret``: the shared HMAC key (str or bytes, at least 16 bytes), else the
     ``FXWORLD_WAKE_SECRET`` environment variable. ``time_limit``: the seconds an
-    invocation may run (your platform's function time limit); ``margin``: the
-    seconds kept free before it, to hand the session back and answer. ``lease``
-    and ``concurrency`` are passed to ``agent.work()``.
+    invocation may run (your platform's function time limit); when it is not
+    given: on Vercel, the function's ``maxDuration`` in the ``vercel.json`` it was
+    deployed with (:mod:`fxworld.web._maxduration`), else (or when that gives
+    none) :data:`TIME_LIMIT`, 60 s. ``margin``: the seconds kept free before it,
+    to hand the session back and answer. ``lease`` and ``concurrency`` are passed
+    to ``agent.work()``.
 
     ``vercel``: also take Vercel Queues push deliveries (``None``: when
     ``$VERCEL`` is set, as on Vercel), verified by the queue service (see
     :mod:`fxworld.web._vercel`); the secret is then optional (without one, every
-    HMAC-signed request is refused). On Vercel set ``time_limit`` to the
-    function's ``maxDuration``.
+    HMAC-signed request is refused).
 
     The body is the queue's message, signed as is: JSON, optionally naming the
     session (``{"session_id": ...}``). Wakes are taken from the world, so every due
@@ -82,10 +96,15 @@ class WakeHandler:
       not delivered again. The decision's wake (or, for a call with an
       ``approval_timeout``, the wake due at its expiry) is run by a later
       invocation, e.g. a cron tick.
+    - 200 ``{"status": "yielded"}``: its turn yielded at the deadline and the
+      agent's push (``Agent(push=...)``, ``$FXWORLD_PUSH``) sent the message that
+      continues it; this one is done (one message per continuation, see
+      :mod:`fxworld.consume`).
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
-      session still has work (its turn yielded at the deadline, or a crashed
-      worker's lease has not run out yet). Push queues deliver the message again,
-      and the next invocation continues the turn.
+      session still has work that nothing pushed (its turn yielded at the
+      deadline with no push configured, or one failed; the deadline came before
+      it ran; or a crashed worker's lease has not run out yet). Push queues
+      deliver the message again, and the next invocation continues the turn.
     - 200 ``{"status": "idle" | "deadline"}`` for a body that names no session
       (a cron tick): what was due ran, until idle or the deadline.
     """
@@ -95,7 +114,7 @@ class WakeHandler:
         agent: Agent,
         *,
         secret: str | bytes | None = None,
-        time_limit: float = 60.0,
+        time_limit: float | None = None,
         margin: float = 5.0,
         lease: float = 15.0,
         concurrency: int = 8,
@@ -121,8 +140,13 @@ class WakeHandler:
             raise ConfigurationError(
                 f"the wake handler's secret must be at least {_MIN_SECRET_BYTES} bytes"
             )
+        if time_limit is None:
+            time_limit = (function_max_duration() if self.vercel else None) or TIME_LIMIT
         if not time_limit > margin >= 0:
-            raise ConfigurationError("time_limit must be greater than margin, margin >= 0")
+            raise ConfigurationError(
+                f"time_limit ({time_limit:g} s) must be greater than margin ({margin:g} s), "
+                "margin >= 0"
+            )
         if not (isinstance(max_runs, int) and max_runs >= 1):
             raise ConfigurationError("max_runs must be a positive integer")
         self.agent = agent
@@ -208,9 +232,12 @@ class WakeHandler:
         return response
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
+        from fxworld.consume import Handoffs, settled
+
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
         hit_deadline = budget <= 0
+        handoffs = await Handoffs.before(self.agent, [session_id] if session_id else [])
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
@@ -224,12 +251,14 @@ class WakeHandler:
         status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
-        settled = await self._settled(session_id)
-        if settled is not None:  # over, or waiting for a person: nothing to run
-            return JSONResponse({"status": settled, "ran": round(ran, 3)})
-        # The named session still has work (its turn yielded at the deadline, or a
-        # crashed worker's lease has not run out yet): a retryable status, so that a
-        # push queue delivers the message again and the turn goes on.
+        done = await settled(self.agent, session_id)
+        if done is not None:  # over, or waiting for a person: nothing to run
+            return JSONResponse({"status": done, "ran": round(ran, 3)})
+        if await handoffs.pushed(session_id):  # its yield's own message continues it
+            return JSONResponse({"status": "yielded", "ran": round(ran, 3)})
+        # The named session still has work that nothing pushed (the deadline came
+        # before it ran, or a crashed worker's lease has not run out yet): a
+        # retryable status, so that a push queue delivers the message again.
         retry_after = 1 if status == "deadline" else max(1, round(self.lease))
         return JSONResponse(
             {"status": "pending" if status == "idle" else status, "ran": round(ran, 3)},
@@ -237,18 +266,12 @@ class WakeHandler:
             headers={"Retry-After": str(retry_after)},
         )
 
-    async def _settled(self, session_id: str) -> str | None:
-        """See :func:`fxworld.consume.settled`."""
-        from fxworld.consume import settled
-
-        return await settled(self.agent, session_id)
-
 
 def wake_handler(
     agent: Agent,
     secret: str | bytes | None = None,
     *,
-    time_limit: float = 60.0,
+    time_limit: float | None = None,
     margin: float = 5.0,
     lease: float = 15.0,
     vercel: bool | None = None,
@@ -256,7 +279,8 @@ def wake_handler(
     """An ASGI endpoint that runs ``agent``'s due turns on a signed request (push
     queues, cron, serverless functions); see :class:`WakeHandler`. ``secret``
     defaults to ``$FXWORLD_WAKE_SECRET``; an unsigned or stale request gets 401
-    and runs nothing."""
+    and runs nothing. ``time_limit`` defaults, on Vercel, to the function's
+    ``maxDuration``; an explicit one wins."""
     return WakeHandler(
         agent, secret=secret, time_limit=time_limit, margin=margin, lease=lease, vercel=vercel
     )

@@ -37,7 +37,7 @@ from fxworld_postgres._schema import MIGRATIONS
 from tests.support.counting_proxy import CountingProxy
 from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
-from tests.support.waiting import wait_until, wait_until_io
+from tests.support.waiting import wait_until, wait_until_async
 
 
 class TestPostgresWorld(WorldSuite):
@@ -108,7 +108,7 @@ async def _followed(server: PostgresServer, namespace: str, sids: list[str]) -> 
         return bool(await conn.fetchval(query, sids) == len(sids))
 
     try:
-        await wait_until_io(registered, 20)
+        await wait_until_async(registered, 20)
     finally:
         await conn.close()
 

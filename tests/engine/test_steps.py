@@ -4,7 +4,6 @@ effects finishes after the crash with each effect done once, on every world."""
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,11 @@ import pytest
 from conftest import SURVIVOR_LEASE, client, read_jsonl
 
 from fxworld import Agent, MemoryWorld, ToolContext, tool
-from fxworld.engine import log
 from fxworld.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
 
 STEPS = {"ENGINE_TEST_SCRIPT": "steps"}
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "log-format.md"
 
 
 async def crash_then_resume(engine_world_url: str, start_worker: Any, point: str) -> Any:
@@ -117,12 +114,6 @@ async def test_ctx_step_outside_a_worker_is_a_clear_error() -> None:
     with pytest.raises(Exception, match="only inside a tool call of a worker"):
         await ctx.step("a", lambda: 1)
     assert ctx.step_key("a") == "x:a"
-
-
-def test_the_step_kinds_are_documented_in_the_log_format() -> None:
-    text = DOCS.read_text()
-    for kind in (log.STEP_STARTED, log.STEP_FINISHED):
-        assert re.search(rf"^\| `{re.escape(kind)}` \(v 2\) \|", text, re.M), kind
 
 
 async def test_a_tools_steps_are_visible_in_the_inspector() -> None:

@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from fxworld.integrations.langgraph import WorldSaver
 from tests.integrations.conftest import open_test_world
 from tests.integrations.lg_procs import LOOP_STEPS, TAKEN_OVER
@@ -84,11 +82,6 @@ async def test_a_second_process_takes_the_thread_over_and_the_chain_never_forks(
     assert unreachable(tuples) == set()
 
 
-@pytest.mark.xfail(
-    reason="open: on 6 of 10 worlds the parent never sees the fast task's writes "
-    "(LangGraph 'async' durability saves writes before their checkpoint); see the report",
-    strict=False,
-)
 async def test_a_sigkilled_superstep_resumes_without_rerunning_finished_tasks(
     shared_world_url: str, tmp_path: Path
 ) -> None:

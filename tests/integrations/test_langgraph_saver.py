@@ -84,18 +84,18 @@ async def test_a_run_taken_over_by_another_saver_is_refused_and_writes_nothing()
     world = MemoryWorld()
     first, second = WorldSaver(world), WorldSaver(world)
     stored = await first.aput(
-        config("t", checkpoint_ns=""), _checkpoint("a"), {"source": "input", "step": -1}, {}
+        config("t", checkpoint_ns=""), checkpoint_named("a"), {"source": "input", "step": -1}, {}
     )
     await counter(2).compile(checkpointer=second).ainvoke({"n": 0}, config("t"))
     before = len(await world.read(thread_session("t")))
     with pytest.raises(ThreadTakenOver, match="taken over"):
-        await first.aput(stored, _checkpoint("b"), {}, {})
+        await first.aput(stored, checkpoint_named("b"), {}, {})
     with pytest.raises(ThreadTakenOver):
         await first.aput_writes(stored, [("n", 1)], "task")
     assert len(await world.read(thread_session("t"))) == before
 
 
-def _checkpoint(name: str) -> Any:
+def checkpoint_named(name: str) -> Any:
     from langgraph.checkpoint.base import empty_checkpoint
 
     return {**empty_checkpoint(), "id": f"1ef-{name}"}
@@ -124,7 +124,7 @@ async def test_writes_saved_while_their_checkpoint_is_being_put_are_not_lost() -
     saver = WorldSaver(slow)  # type: ignore[arg-type]
     stored = config("t", checkpoint_ns="", checkpoint_id="1ef-a")
     put = asyncio.create_task(
-        saver.aput(config("t", checkpoint_ns=""), _checkpoint("a"), {"step": 0}, {})
+        saver.aput(config("t", checkpoint_ns=""), checkpoint_named("a"), {"step": 0}, {})
     )
     await asyncio.wait_for(slow.putting.wait(), 10)  # the put is in flight
     await saver.aput_writes(stored, [("n", 1)], "task-1")
@@ -136,14 +136,57 @@ async def test_writes_saved_while_their_checkpoint_is_being_put_are_not_lost() -
 async def test_writes_saved_before_their_checkpoint_is_put_are_not_lost() -> None:
     world = MemoryWorld()
     saver = WorldSaver(world)
-    first = await saver.aput(config("t", checkpoint_ns=""), _checkpoint("a"), {"step": 0}, {})
+    first = await saver.aput(config("t", checkpoint_ns=""), checkpoint_named("a"), {"step": 0}, {})
     second = config("t", checkpoint_ns="", checkpoint_id="1ef-b")
     await saver.aput_writes(second, [("n", 2)], "task-2")  # before its checkpoint
     await saver.aput_writes(first, [("n", 1)], "task-1")
-    await saver.aput(first, _checkpoint("b"), {"step": 1}, {})
+    await saver.aput(first, checkpoint_named("b"), {"step": 1}, {})
     latest = await saver.aget_tuple(config("t"))
     assert latest is not None and latest.pending_writes == [("task-2", "n", 2)]
     named = await saver.aget_tuple(first)
     assert named is not None and named.pending_writes == [("task-1", "n", 1)]
     listed = [t.pending_writes async for t in saver.alist(config("t"))]
     assert listed == [[("task-2", "n", 2)], [("task-1", "n", 1)]]
+
+
+class HeldWrites:
+    """``inner`` whose appends of writes wait for :attr:`release`, and whose
+    appends of a checkpoint wait until the held writes have landed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writing, self.release = asyncio.Event(), asyncio.Event()
+        self.putting, self.landed = asyncio.Event(), asyncio.Event()
+
+    async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+        if entries[0].kind == "lg.writes":
+            self.writing.set()
+            await self.release.wait()
+            seq = int(await self.inner.append(session_id, entries, **kw))
+            self.landed.set()
+            return seq
+        if entries[0].kind == "lg.checkpoint" and self.writing.is_set():
+            self.putting.set()
+            await self.landed.wait()
+        return int(await self.inner.append(session_id, entries, **kw))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_writes_under_way_when_their_checkpoint_is_put_are_not_lost() -> None:
+    world = HeldWrites(MemoryWorld())
+    saver = WorldSaver(world)  # type: ignore[arg-type]
+    first = await saver.aput(config("t", checkpoint_ns=""), checkpoint_named("a"), {"step": 0}, {})
+    second = config("t", checkpoint_ns="", checkpoint_id="1ef-b")
+    write = asyncio.create_task(saver.aput_writes(second, [("n", 2)], "task-2"))
+    await world.writing.wait()  # the write is on its way to the world
+    put = asyncio.create_task(saver.aput(first, checkpoint_named("b"), {"step": 1}, {}))
+    try:  # the put reaches the world (and waits there for the write), or waits here
+        await asyncio.wait_for(world.putting.wait(), 0.2)
+    except TimeoutError:
+        pass
+    world.release.set()  # the write lands before the checkpoint
+    await asyncio.gather(write, put)
+    latest = await saver.aget_tuple(config("t"))
+    assert latest is not None and latest.pending_writes == [("task-2", "n", 2)]

@@ -158,3 +158,36 @@ async def test_on_vercel_with_no_key_model_strings_reach_the_gateway_with_the_oi
 
     assert VERCEL_GATEWAY_URL.endswith("/v1")
     assert isinstance(resolve_model("google/gemini-9"), OpenAIModel)  # any string, on Vercel
+
+
+async def test_on_vercel_each_turn_sends_the_oidc_token_of_its_time_not_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Vercel refreshes the deployment's token; a warm instance (one Agent, built
+    once) must send the token current at each model call, never the one it was
+    built with. The local gateway answers 401 to any other bearer."""
+    import time
+
+    from fxworld import MemoryWorld
+
+    def token(n: int) -> str:
+        claims = {"sub": f"owner:team:project:app:environment:production:{n}"}
+        return _jwt({**claims, "exp": time.time() + 600 * n})
+
+    first, second = token(1), token(2)
+    with ProviderServer(api_key=first) as server:
+        monkeypatch.setenv("VERCEL_OIDC_TOKEN", first)
+        monkeypatch.setenv("FXWORLD_GATEWAY_URL", server.url + "/v1")
+        agent = Agent("anthropic/claude-opus-5.5", world=MemoryWorld(), model_retries=0)
+        s = agent.session()
+        kinds = []
+        for prompt, now in (("first", first), ("second", second)):
+            server.api_key = now  # the gateway takes only the token of the moment
+            monkeypatch.setenv("VERCEL_OIDC_TOKEN", now)  # refreshed between two turns
+            server.queue(Sse(openai_stream([f"answer to {prompt}"])))
+            await s.prompt(prompt).accepted
+            await agent.work(until_idle=True)
+            kinds = [e.kind for e in await s.read()]
+        assert kinds.count("turn.finished") == 2 and "turn.failed" not in kinds
+        sent = [r.headers["Authorization"] for r in server.requests]
+        assert sent == [f"Bearer {first}", f"Bearer {second}"]

@@ -7,15 +7,25 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
 from fxworld import Agent, MemoryWorld, open_world, tool
 from fxworld.errors import ConfigurationError
-from fxworld.push import HTTPPush, PushingWorld, SQSPush, VercelQueuePush, push_from_url, tick
+from fxworld.push import (
+    HTTPPush,
+    PushingWorld,
+    SQSPush,
+    VercelQueuePush,
+    message_body,
+    push_from_url,
+    tick,
+)
 from fxworld.testing import ScriptedModel
-from fxworld.web import wake_handler
+from fxworld.web import signed_headers, wake_handler
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
@@ -244,3 +254,58 @@ async def test_a_lease_that_ran_out_unfinished_holds_no_push_back() -> None:
 def test_a_bad_push_url_fails_when_the_agent_is_built() -> None:
     with pytest.raises(ConfigurationError, match="unknown push URL scheme"):
         Agent(ScriptedModel([]), world=MemoryWorld(), push="kafka://broker/topic")
+
+
+@tool(idempotent=True)
+async def slow_step(n: int) -> str:
+    """Takes 0.6 s."""
+    await asyncio.sleep(0.6)
+    return f"step {n} done"
+
+
+def two_step_agent(push: Recorder) -> Agent:
+    """A turn of two 0.6 s tool runs: with 1 s to run, each invocation fits one."""
+    script: list[Any] = [{"tool": "slow_step", "input": {"n": n}} for n in (1, 2)] + ["Done."]
+    return Agent(ScriptedModel(script), tools=[slow_step], world=MemoryWorld(), push=push)
+
+
+async def test_a_turn_that_yields_goes_on_with_one_message_per_invocation() -> None:
+    """The yield's own push continues the turn; the delivery that started the run
+    is settled (200 "yielded"), not asked again beside it: a turn that yields twice
+    costs three messages, each delivered once."""
+    rec = Recorder()
+    agent = two_step_agent(rec)
+    handler = wake_handler(agent, secret=SECRET, time_limit=1.5, margin=0.5)
+    sid = (await agent.session().create("Go")).session_id
+    answers = []
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        for _ in range(10):  # the queue: every message is delivered, once unless asked again
+            if not rec.sent:
+                break
+            body = message_body(rec.sent.pop(0)[0])
+            r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+            answers.append((r.status_code, r.json()["status"]))
+            if r.status_code == 503:  # retryable: the queue delivers it again
+                rec.sent.append((sid, 0.0))
+    log = [e.kind for e in await agent.session(sid).read()]
+    yields = log.count("turn.yielded")
+    assert yields >= 2 and log[-1] == "turn.finished"
+    assert answers == [(200, "yielded")] * yields + [(200, "done")]
+    assert len(answers) == 1 + yields  # one delivery per invocation the turn needed
+
+
+async def test_a_yield_whose_push_failed_keeps_its_delivery() -> None:
+    rec = Recorder()
+    agent = two_step_agent(rec)
+    handler = wake_handler(agent, secret=SECRET, time_limit=1.5, margin=0.5)
+    sid = (await agent.session().create("Go")).session_id
+    rec.fail = True  # the queue is down when the turn yields
+    body = message_body(sid)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=handler), base_url="http://test"
+    ) as client:
+        r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
+    assert "turn.yielded" in [e.kind for e in await agent.session(sid).read()]
+    assert (r.status_code, r.json()["status"]) == (503, "deadline")  # delivered again

@@ -95,6 +95,25 @@ async def test_a_malformed_delivery_is_refused_and_runs_nothing(waiting: Any) ->
     assert r.status_code == 400 and not await _ran(agent, sid)
 
 
+async def test_a_delivery_with_a_malformed_header_is_refused_and_runs_nothing(
+    dev: Any, waiting: Any
+) -> None:
+    """The headers are read into the SDK's public ``MessageMetadata`` here; one
+    that is not what Vercel sends (an instant that is not one, a consumer group
+    that is not a queue name) is 400 before the queue is asked anything."""
+    agent, sid = waiting
+    delivery = await _delivery(dev, sid)
+    async with await _route(agent) as c:
+        for name, bad in (("ce-vqscreatedat", "yesterday"), ("ce-vqsconsumergroup", "a b")):
+            headers = {**delivery.headers, name: bad}
+            r = await c.post("/", content=delivery.body, headers=headers)
+            assert r.status_code == 400, (name, r.text)
+    assert not await _ran(agent, sid)
+    async with await _route(agent) as c:  # the real one is still leased to this route
+        r = await c.post("/", content=delivery.body, headers=delivery.headers)
+    assert r.status_code == 200 and await _ran(agent, sid)
+
+
 async def test_a_replayed_delivery_is_refused_and_runs_nothing(dev: Any, waiting: Any) -> None:
     agent, sid = waiting
     delivery = await _delivery(dev, sid)

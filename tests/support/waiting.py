@@ -14,11 +14,10 @@ async def wait_until(predicate: Callable[[], bool], limit: float, every: float =
             await asyncio.sleep(every)
 
 
-async def wait_until_io(
-    check: Callable[[], Awaitable[bool]], limit: float, every: float = 0.02
+async def wait_until_async(
+    predicate: Callable[[], Awaitable[bool]], limit: float, every: float = 0.05
 ) -> None:
-    """:func:`wait_until` for a condition read with I/O (a server's table, a world's
-    wake state): return once ``await check()`` is true; fail after ``limit`` seconds."""
+    """:func:`wait_until` for a condition that must be awaited (e.g. read from a world)."""
     async with asyncio.timeout(limit):
-        while not await check():  # noqa: ASYNC110 (polled, as wait_until)
+        while not await predicate():  # noqa: ASYNC110 (see wait_until)
             await asyncio.sleep(every)

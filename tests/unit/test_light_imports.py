@@ -34,3 +34,16 @@ def test_the_engine_names_still_load_on_first_use() -> None:
     assert fxworld.Agent is Agent
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = fxworld.Nope  # type: ignore[attr-defined]
+
+
+def test_the_command_lines_parser_loads_only_the_log_format_and_the_summary_of_the_engine() -> None:
+    code = (
+        "import json, sys\nfrom fxworld.cli import build_parser\nbuild_parser()\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('fxworld.engine'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [
+        "fxworld.engine",
+        "fxworld.engine.log",
+        "fxworld.engine.summary",
+    ]

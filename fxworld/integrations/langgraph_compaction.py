@@ -1,0 +1,208 @@
+"""Compacting a LangGraph thread: what ``prune(strategy="keep_latest")`` and
+``delete_for_runs`` do to free the storage of the checkpoints they remove.
+
+A log is append-only (W4): the only way to free part of it is to delete the whole
+session (W14) and write back what is kept. :func:`compact` does it so that the
+thread is never rewritten while it is being written, and nothing kept is lost if
+the process dies at any point:
+
+1. It reads the whole log (up to its end, ``n``) and works out what is kept: each
+   kept checkpoint followed by its writes, in log order, and nothing else (no
+   fence, no dropped checkpoint, no write whose checkpoint is not kept).
+2. It appends ``lg.compacting`` with ``expect=n`` (W5): refused if anything was
+   appended since it looked. Two compactions of one thread cannot both pass
+   this step on the same log: the later one's marker comes after the earlier one's.
+3. It stages what it keeps in the staging session (deleted first: what is there
+   belongs to a compaction that is done, or to one whose marker came before this
+   one's, which can therefore no longer delete the thread), with ``expect=0``.
+4. It deletes the thread only if its log still ends at the marker
+   (``delete_if_idle``, one atomic step: a write since the marker wins, W14).
+5. It writes what it keeps back into the empty thread, in one append (W4), and
+   deletes the staging session (only if it still holds this compaction's set).
+
+A refusal at 2, 3 or 4 leaves the thread as it was, and the checkpoints to remove
+are hidden behind an ``lg.dropped`` entry instead (W3: it lands whatever the
+thread's writer does), for a later compaction to free. A run still holding the
+thread's fence when step 4 goes through is refused at its next write
+(``ThreadTakenOver``, W14): compact threads that are not running.
+
+Between 4 and 5 the thread is empty. A reader that finds a thread holding no
+LangGraph entry (:func:`newest_first`) looks in the staging session and, if a set
+is staged there, writes it back itself (step 5, ``expect=`` the log's end, so it
+happens once): a crash between 4 and 5 loses nothing, and a run that starts in
+between reads the kept checkpoints. Deleting a thread deletes its staging session
+first.
+
+Costs: a compaction reads the whole thread once, then makes 8 requests: the
+marker, the staging delete, the stage, the delete, the write-back (a look at the
+empty thread and one append) and the staging delete (a look and a conditional
+delete). A read of a thread with no checkpoint at all (a new thread) costs 2
+requests more than one of a thread that has some: the staging session and the
+log's end again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fxworld.errors import Conflict
+from fxworld.protocol import IdleDeleter, World
+from fxworld.types import Entry, NewEntry
+
+from .backwards import backwards, end_of
+from .langgraph_log import (
+    CHECKPOINT,
+    COMPACTING,
+    DROPPED,
+    STAGED,
+    WRITES,
+    ThreadScan,
+    staging_session,
+    whole,
+)
+
+__all__ = ["compact", "restore", "newest_first", "normalized", "delete_thread"]
+
+_ATTEMPTS = 8
+"""How often a write-back retries when the empty thread was appended to (a run
+taking it over, another reader writing it back) between its look and its append."""
+
+Choose = Callable[[list[Entry]], set[tuple[str, str]]]
+"""Given a thread's live checkpoints (oldest first), the ``(ns, id)`` to remove."""
+
+
+def normalized(entries: list[Entry], keep: Callable[[Entry], bool]) -> list[NewEntry]:
+    """Each checkpoint of ``entries`` that ``keep`` accepts, without ``early``,
+    followed by its writes, in log order: a log that reads back as ``entries`` did
+    for those checkpoints, wherever it is written (its writes never come before
+    their checkpoint, so no position is named)."""
+    writes: dict[tuple[str, str], list[NewEntry]] = {}
+    for e in entries:
+        if e.kind == WRITES:
+            writes.setdefault((e.data["ns"], e.data["checkpoint"]), []).append(
+                NewEntry(WRITES, e.data)
+            )
+    out: list[NewEntry] = []
+    for e in entries:
+        if e.kind == CHECKPOINT and keep(e):
+            data: dict[str, Any] = {k: v for k, v in e.data.items() if k != "early"}
+            out.append(NewEntry(CHECKPOINT, data))
+            out.extend(writes.pop((data["ns"], data["id"]), []))
+    return out
+
+
+async def compact(world: World, sid: str, choose: Choose) -> bool:
+    """Remove from the thread ``sid`` the checkpoints ``choose`` names, with their
+    writes, freeing their storage and that of those an ``lg.dropped`` hid (see the
+    module). Whether it rewrote the thread. When it cannot (the world has no
+    ``delete_if_idle``, or the thread was written meanwhile), it hides them behind
+    an ``lg.dropped`` entry instead (W3), for a later compaction to free."""
+    entries = await whole(world, sid)
+    scan = ThreadScan()
+    for e in entries:
+        scan.see(e)
+    live = [e for e in entries if scan.live(e)]
+    gone = choose(live)
+    hidden = len(live) < sum(e.kind == CHECKPOINT for e in entries)
+    if not (gone or hidden):
+        return False
+    kept = normalized(entries, lambda e: scan.live(e) and (e.data["ns"], e.data["id"]) not in gone)
+    if isinstance(world, IdleDeleter) and await _swap(world, sid, entries[-1].seq, kept):
+        return True
+    if gone:
+        await world.append(sid, [NewEntry(DROPPED, {"checkpoints": sorted(map(list, gone))})])
+    return False
+
+
+async def _swap(world: World, sid: str, end: int, kept: list[NewEntry]) -> bool:
+    """Steps 2 to 5 of the module's list."""
+    deleter: Any = world  # an IdleDeleter (checked by the caller)
+    try:
+        marker = await world.append(sid, [NewEntry(COMPACTING, {})], expect=end)  # W5
+    except Conflict:
+        return False
+    staging, token, staged = staging_session(sid), uuid.uuid4().hex, 0
+    await world.delete(staging)  # stale, or its compaction can no longer delete
+    if kept:
+        try:
+            head = NewEntry(STAGED, {"token": token})
+            staged = await world.append(staging, [head, *kept], expect=0)  # W5
+        except Conflict:
+            return False
+    if not await deleter.delete_if_idle(sid, last=marker):  # W14, atomic with appends
+        await _unstage(world, staging, token, staged)
+        return False
+    if kept:
+        await restore(world, sid, kept)
+    await _unstage(world, staging, token, staged)
+    return True
+
+
+async def restore(world: World, sid: str, kept: list[NewEntry]) -> None:
+    """Write ``kept`` into the thread ``sid`` unless it holds LangGraph entries by
+    now (written back already): in one append that lands only on the log as it
+    was looked at (W4, W5)."""
+    for attempt in range(_ATTEMPTS):
+        present = await whole(world, sid)
+        if any(e.kind in (CHECKPOINT, WRITES, DROPPED) for e in present):
+            return
+        try:
+            await world.append(sid, kept, expect=present[-1].seq if present else 0)
+            return
+        except Conflict:
+            if attempt == _ATTEMPTS - 1:
+                raise
+
+
+async def _unstage(world: World, staging: str, token: str, last: int) -> None:
+    """Delete the staging session if it still holds exactly the set ``token``
+    staged (ending at ``last``): never another compaction's."""
+    if not last:
+        return
+    head = await world.read(staging, 0, limit=1)
+    if head and head[0].kind == STAGED and head[0].data.get("token") == token:
+        deleter: Any = world
+        await deleter.delete_if_idle(staging, last=last)
+
+
+async def _recover(world: World, sid: str, end: int) -> bool:
+    """After a read of the thread found no LangGraph entry up to ``end``: write
+    back what a compaction staged, if it was stopped between its delete and its
+    write-back. Whether the thread may have changed since (read it again)."""
+    staged = await whole(world, staging_session(sid))
+    kept = [NewEntry(e.kind, e.data) for e in staged if e.kind in (CHECKPOINT, WRITES)]
+    if kept:
+        await restore(world, sid, kept)
+        await _unstage(world, staging_session(sid), staged[0].data.get("token", ""), staged[-1].seq)
+        return True
+    return await end_of(world, sid) != end
+
+
+async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
+    """The thread's entries, newest first, one page at a time
+    (:func:`~fxworld.integrations.backwards.backwards`). A log that holds no
+    LangGraph entry is first given back what a compaction staged (see the
+    module); its fences may then be yielded twice."""
+    for _ in range(_ATTEMPTS):
+        end = await end_of(world, sid)
+        held = False
+        async for entry in backwards(world, sid, end):
+            held = held or entry.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING)
+            yield entry
+        if held or not await _recover(world, sid, end):
+            return
+
+
+async def delete_thread(world: World, sid: str, *, idle: bool = False) -> bool:
+    """Delete the thread ``sid`` and its staging session (first, so that nothing
+    staged brings the thread back). ``idle``: only if nothing was appended since
+    it was looked at (``delete_if_idle`` where the world has it). Whether the
+    thread was deleted."""
+    await world.delete(staging_session(sid))
+    if not idle or not isinstance(world, IdleDeleter):
+        await world.delete(sid)  # W14
+        return True
+    last = await end_of(world, sid)
+    return bool(last) and await world.delete_if_idle(sid, last=last)
