@@ -75,10 +75,11 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def __init__(self) -> None:
         super().__init__()
         self.stats.examples += 1
-        self.loop = asyncio.new_event_loop()
-        self.world: World = self.loop.run_until_complete(
-            asyncio.wait_for(self.target.open(), CALL_TIMEOUT)
-        )
+        # A Runner, not a bare loop: a Ctrl-C cancels the call in flight (as
+        # asyncio.run does), so teardown can still close and drop the world.
+        self.runner = asyncio.Runner()
+        self.loop = self.runner.get_loop()
+        self.world: World = self.wait(asyncio.wait_for(self.target.open(), CALL_TIMEOUT))
         self.models = {sid: SessionModel() for sid in SESSIONS}
         self.wakes = WakeModel()
         self.inflight: list[Call] = []
@@ -95,7 +96,11 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def run(self, coro: Awaitable[T], what: str, guarantee: str) -> T:
         """Run one world call to completion (liveness: within CALL_TIMEOUT)."""
         self.stats.operations += 1
-        return self.loop.run_until_complete(call_world(coro, what, guarantee))
+        return self.wait(call_world(coro, what, guarantee))
+
+    def wait(self, aw: Awaitable[T]) -> T:
+        """Run the event loop until ``aw`` is done."""
+        return self.runner.run(_awaiting(aw))
 
     def teardown(self) -> None:
         try:
@@ -106,10 +111,9 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 if op.task is not None:
                     with contextlib.suppress(Violation):
                         self._cancel(op.task)
-            with contextlib.suppress(Exception):
-                self.loop.run_until_complete(asyncio.wait_for(self.world.close(), CALL_TIMEOUT))
+            self.wait(self.target.close(self.world))
         finally:
-            self.loop.close()
+            self.runner.close()  # cancels what a Ctrl-C cut short
 
     def _start(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Call:
         self.tick += 1
@@ -145,7 +149,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def _complete(self, op: Call) -> None:
         assert op.task is not None
         if not op.task.done():
-            self.loop.run_until_complete(asyncio.wait({op.task}))
+            self.wait(asyncio.wait({op.task}))
         self.inflight.remove(op)
         self.group.append(op)
         self._check_now(op)
@@ -319,7 +323,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
             if task.done():
                 return
             task.cancel()
-            self.loop.run_until_complete(asyncio.wait({task}, timeout=0.2))
+            self.wait(asyncio.wait({task}, timeout=0.2))
         raise Violation("W10", "a follow() iterator ignored cancellation for 20 s")
 
     def _check_follower(self, f: Follower) -> None:
@@ -333,7 +337,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0)
 
-        self.loop.run_until_complete(wait())
+        self.wait(wait())
         if f.error is not None:
             raise Violation(
                 "W10" if isinstance(f.error, WorldError) else "W16",
@@ -353,3 +357,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 f"the log after {f.after} is seqs {[s for s, _ in want][:20]} "
                 "(a gap, a duplicate or a changed entry)",
             )
+
+
+async def _awaiting(aw: Awaitable[T]) -> T:
+    return await aw
