@@ -4,7 +4,7 @@ Every check runs on fresh namespaces: with a URL, the kit adds its own
 ``?namespace=fxk_<16 hex digits>`` for each scenario, each Hypothesis example, each
 round of the process tier (its child processes open the same one) and the CLI's
 first look at the world's capabilities; with a factory, each world the factory
-makes has a namespace of its own. :func:`sweep` ends every check
+makes has a namespace of its own. :func:`cleaned` ends every check
 (:func:`~fxworld_conformance.runner.run_check`, so ``run_kit``, ``WorldSuite`` and
 ``fxworld conformance``): it drops each namespace the check made with the world's
 ``drop_namespace()`` (:class:`fxworld.protocol.NamespaceDropper`: a PostgreSQL
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from fxworld_conformance.target import Leftover, Target
 
-__all__ = ["sweep", "run_sync", "LeftBehind", "Kept"]
+__all__ = ["cleaned", "run_sync", "LeftBehind", "Kept"]
 
 T = TypeVar("T")
 
@@ -47,19 +47,24 @@ _WARNED: set[str] = set()
 """World classes already warned about for lacking ``drop_namespace()``."""
 
 
-def sweep(target: Target) -> None:
-    """Drop what ``target`` made since the last sweep (:meth:`Target.drop_made`),
-    from synchronous code; warn (:class:`LeftBehind`) about what stayed.
+@contextlib.contextmanager
+def cleaned(target: Target) -> Iterator[None]:
+    """Around one check, from synchronous code: when it ends, whatever happened,
+    drop what ``target`` made (:meth:`Target.drop_made`) and warn
+    (:class:`LeftBehind`) about what stayed.
 
     A Ctrl-C while it drops waits for the drop to end (then raises
     ``KeyboardInterrupt``); a second one stops it, and what was not dropped is
     then in ``target.left``."""
     before = len(target.left)
     try:
-        with _deferred_interrupt():
-            run_sync(target.drop_made())
+        yield
     finally:
-        _warn(target.left[before:])
+        try:
+            with _deferred_interrupt():
+                run_sync(target.drop_made())
+        finally:
+            _warn(target.left[before:])
 
 
 @contextlib.contextmanager
@@ -91,7 +96,7 @@ def _warn(left: list[Leftover]) -> None:
     if failed:
         warnings.warn(
             LeftBehind(f"fxworld conformance could not drop what it made: {'; '.join(failed)}"),
-            stacklevel=3,
+            stacklevel=2,
         )
     for kind in sorted({w.lacking for w in left if w.lacking} - _WARNED):
         _WARNED.add(kind)
@@ -103,7 +108,7 @@ def _warn(left: list[Leftover]) -> None:
                 "every later one (each named fxk_<16 hex digits>) stay until you remove "
                 "them (said once)"
             ),
-            stacklevel=3,
+            stacklevel=2,
         )
 
 

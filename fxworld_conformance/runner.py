@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from fxworld_conformance.cleanup import run_sync, sweep
+from fxworld_conformance.cleanup import cleaned, run_sync
 from fxworld_conformance.guarantees import SCENARIOS, Scenario, Skip, run_scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import profile as kit_profile
@@ -107,12 +107,10 @@ def capabilities_of(target: Target) -> frozenset[str]:
 
     keep, target.keep = target.keep, False  # an empty namespace: nothing to look at
     try:
-        caps = run_sync(probe())
+        with cleaned(target):
+            caps = run_sync(probe())
     finally:
-        try:
-            sweep(target)
-        finally:
-            target.keep = keep
+        target.keep = keep
     extra = set(target.extra_capabilities)
     if target.restart is not None:
         extra.add("restartable")
@@ -130,12 +128,10 @@ def run_check(
     """Run one named check (see :func:`check_names`); the process tier returns
     several results, any other check one. An unknown profile or check name raises
     ``ValueError`` before anything runs. Ends by dropping the namespaces the
-    check made (:func:`fxworld_conformance.cleanup.sweep`), whatever happened."""
+    check made (:func:`fxworld_conformance.cleanup.cleaned`), whatever happened."""
     kit_profile(profile)
-    try:
+    with cleaned(target):
         return _run_check(name, target, profile, seed, shrink_seconds)
-    finally:
-        sweep(target)
 
 
 def _run_check(

@@ -24,6 +24,8 @@ __all__ = [
     "Target",
     "Leftover",
     "Factory",
+    "NAMESPACE_PREFIX",
+    "keeps_data",
     "with_namespace",
     "load_factory",
     "call_world",
@@ -147,7 +149,12 @@ class Target:
                     f"factory {name} returned {type(made).__name__}, not a World"
                 )
             self._worlds.append(made)  # its namespace is the factory's: dropped at close
-        await made.setup()
+        try:
+            await made.setup()
+        except BaseException:  # a Ctrl-C too: nothing of it may stay open (its locks)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(made.close(), CALL_TIMEOUT)
+            raise
         return made
 
     async def close(self, world: World) -> None:
@@ -171,10 +178,14 @@ class Target:
             while namespaces:
                 assert self.url is not None
                 url = with_namespace(self.url, namespaces[0])
-                world = open_world(url)
-                await self._drop(world, mask(url))
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(world.close(), CALL_TIMEOUT)
+                try:
+                    world = open_world(url)
+                except Exception as e:  # its scheme gone, say: it stays
+                    self.left.append(Leftover(mask(url), f"{type(e).__name__}: {e}"))
+                else:
+                    await self._drop(world, mask(url))
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(world.close(), CALL_TIMEOUT)
                 namespaces.pop(0)
             while worlds:
                 await self._drop(worlds[0], repr(worlds[0]))

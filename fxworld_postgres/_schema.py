@@ -363,8 +363,9 @@ def lock_key(namespace: str) -> str:
 
 
 DROP_LOCK_TIMEOUT = "10s"
-"""How long :func:`drop` waits for a transaction of another connection that holds
-one of the namespace's tables, before it gives up (SQLSTATE 55P03)."""
+"""How long :func:`drop` waits for each lock that a transaction of another
+connection holds (a ``setup()``, one of the namespace's tables) before it gives up
+(SQLSTATE 55P03)."""
 
 
 async def drop(conn: AsyncConnection, namespace: str) -> None:
@@ -372,10 +373,10 @@ async def drop(conn: AsyncConnection, namespace: str) -> None:
     in the caller's transaction, under the migrations' advisory lock, so that a
     ``setup()`` of it in flight ends first. Nothing else holds per-namespace state:
     the NOTIFY channel is not stored."""
+    await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
     await conn.execute(
         text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": lock_key(namespace)}
     )
-    await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
     await conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {qualified(namespace)} CASCADE")
 
 

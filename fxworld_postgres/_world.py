@@ -202,6 +202,12 @@ class PostgresWorld:
             return
         self._closed = True
         await self._on_this_loop()
+        running = self._setting_up
+        if running is not None and not running.done():
+            # a setup() whose caller was cancelled runs on (shielded): let its
+            # transaction end before the pool goes, or its locks outlive the close
+            with contextlib.suppress(Exception):
+                await running
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
@@ -79,7 +80,11 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
         # asyncio.run does), so teardown can still close and drop the world.
         self.runner = asyncio.Runner()
         self.loop = self.runner.get_loop()
-        self.world: World = self.wait(asyncio.wait_for(self.target.open(), CALL_TIMEOUT))
+        try:
+            self.world: World = self.wait(asyncio.wait_for(self.target.open(), CALL_TIMEOUT))
+        except BaseException:  # no teardown follows a failed __init__
+            self.runner.close()
+            raise
         self.models = {sid: SessionModel() for sid in SESSIONS}
         self.wakes = WakeModel()
         self.inflight: list[Call] = []
@@ -100,7 +105,14 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
 
     def wait(self, aw: Awaitable[T]) -> T:
         """Run the event loop until ``aw`` is done."""
-        return self.runner.run(_awaiting(aw))
+        coro = _awaiting(aw)
+        try:
+            return self.runner.run(coro)
+        except BaseException:  # a Ctrl-C before either started: no "never awaited"
+            for c in (coro, aw):
+                if inspect.iscoroutine(c) and inspect.getcoroutinestate(c) == "CORO_CREATED":
+                    c.close()
+            raise
 
     def teardown(self) -> None:
         try:

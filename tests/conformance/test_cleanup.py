@@ -2,7 +2,8 @@
 (PostgreSQL schemas, Redis keys on one server and on a Cluster, S3 objects) before
 and after a passing run, a run with a failing check, and a real Ctrl-C (SIGINT) to
 a real ``fxworld conformance`` process in the middle of its process tier, with its
-child processes writing. ``--keep`` keeps them and says where they are.
+child processes writing. ``--keep`` keeps them and says where they are; a world
+without ``drop_namespace()`` still runs, and the kit says what it left.
 
 The runs select a check or two (``--select``): what removes a namespace is the
 same for every check (``fxworld_conformance.cleanup``)."""
@@ -22,15 +23,18 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import boto3
 import pytest
 import redis
 
-from fxworld import NewEntry, open_world
+from fxworld import NewEntry, SqliteWorld, open_world
 from fxworld.cli import main
 from fxworld.protocol import NamespaceDropper
+from fxworld_conformance import Target, run_kit
+from fxworld_conformance.cleanup import LeftBehind
 from fxworld_conformance.target import with_namespace
 from tests.support.postgres_server import PostgresServer
 from tests.support.redis_server import RedisCluster, RedisServer
@@ -273,3 +277,44 @@ def test_drop_namespace_removes_its_namespace_and_nothing_else(storage: Storage)
     assert storage.count() == before
     asyncio.run(scenario())
     assert storage.count() == before
+
+
+class NoDropWorld:
+    """A third-party world without ``drop_namespace()``: a SQLite world of its own
+    namespace (``fxk_...``, so the counts see it), the file from the environment."""
+
+    def __init__(self) -> None:
+        path = os.environ["FXWORLD_TEST_NO_DROP_DB"]
+        self.inner = SqliteWorld(path, namespace=f"{KIT}{uuid.uuid4().hex[:16]}")
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "drop_namespace":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(namespace={self.inner.namespace!r})"
+
+
+def test_a_world_without_drop_namespace_runs_and_the_kit_says_what_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    storage = _sqlite(tmp_path / "world.db")
+    monkeypatch.setenv("FXWORLD_TEST_NO_DROP_DB", str(tmp_path / "world.db"))
+    # from code: warned once per world class, each one left named in target.left
+    world_class = type(f"NoDrop{uuid.uuid4().hex[:6]}", (NoDropWorld,), {})
+    target = Target(factory=world_class)
+    with pytest.warns(LeftBehind) as warned:
+        for _ in range(2):
+            results = run_kit(target, profile="quick", select=["w05-expect", "w06-key"])
+            assert [r.status for r in results] == ["passed", "passed"]
+    [warning] = [w for w in warned if issubclass(w.category, LeftBehind)]
+    assert f"{world_class.__name__} has no drop_namespace()" in str(warning.message)
+    assert len(target.left) == 4 and storage.entries() > 0
+    assert all(world_class.__name__ in str(left) for left in target.left)
+    # from the CLI: it says so at the end
+    rc = main(_kit(f"{__name__}:NoDropWorld", "--select", "w05-expect", "-q"))
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "left behind: 2 namespace(s) the kit made" in out  # the first look, the check
+    assert "NoDropWorld(namespace='fxk_" in out and "has no drop_namespace()" in out
