@@ -72,11 +72,13 @@ def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
 
 def check_ids(tiers: Iterable[str] = TIERS) -> dict[str, str]:
     """Each check's short id -> its name (see :func:`check_names`), in the order
-    ``run_kit`` runs them: a scenario's pytest id (``w02-fenced-append``),
-    ``capacity``, ``stateful-log``, ``stateful-wakes``, ``processes``."""
+    ``run_kit`` runs them: a scenario's pytest id (``w02-fenced-append``, the
+    engine's ``context-saved-and-seen``), ``capacity``, ``stateful-log``,
+    ``stateful-wakes``, ``processes``."""
     from fxworld_conformance.capacity import NAME as CAPACITY
+    from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
 
-    ids = {s.name: s.id for s in SCENARIOS}
+    ids = {s.name: s.id for s in SCENARIOS} | {s.name: s.id for s in ENGINE_SCENARIOS}
     ids[CAPACITY] = "capacity"
     return {ids.get(name, name.replace(" ", "-")): name for name in check_names(tiers)}
 
