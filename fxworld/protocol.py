@@ -31,6 +31,7 @@ __all__ = [
     "WakeLister",
     "LastEntryReader",
     "IdleDeleter",
+    "NamespaceDropper",
     "CAPABILITIES",
 ]
 
@@ -347,4 +348,35 @@ class IdleDeleter(Protocol):
         refuse or is kept after the delete (as a wake of an empty session): never
         lost. ``last`` is an integer from 1 to 2**63-1, else ``InvalidArgument``;
         bad ids raise ``InvalidSessionId`` (W15); both before any I/O."""
+        ...
+
+
+@runtime_checkable
+class NamespaceDropper(Protocol):
+    """Optional: a world that can remove its whole namespace from the storage.
+
+    Every world takes a namespace, and two namespaces on one server share nothing;
+    this removes one of them. The conformance kit gives each check fresh namespaces
+    and drops each one when the check ends (also after a failure or Ctrl-C), so a
+    kit run leaves nothing in the database it was pointed at; a world without this
+    method leaves them, and the kit says which (docs/conformance.md). Applications
+    may use it to remove a tenant or a test environment. Not part of W1-W17.
+    A third-party world satisfies it by having the method.
+    """
+
+    async def drop_namespace(self) -> None:
+        """Remove everything stored under this world's namespace: every session's
+        log, keys and wake, and what ``setup()`` made for the namespace alone (the
+        memory world: its contents; SQLite: the namespace's rows of the file;
+        PostgreSQL: the schema ``fxworld_<namespace>``; Redis: every key of the
+        namespace, on every node of a Cluster; S3: every object under
+        ``{prefix}{namespace}/``). Other namespaces, and what they share (the
+        SQLite file, the bucket, Redis' scripts), are untouched.
+
+        Idempotent: a namespace that was never set up, or is already gone, is no
+        error, and nothing is created to drop it. Not atomic, and meant for a
+        namespace nobody uses any more: a call of another world on it while it
+        runs may fail or leave part of it behind. Afterwards the world is as if
+        new: ``setup()`` makes the namespace again, empty; ``close()`` it as usual.
+        """
         ...

@@ -1,11 +1,13 @@
 """``fxworld conformance``: run the kit against a world and print one row per guarantee.
 
 ``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
-[--report out.json] [--seed N] [--restart-cmd CMD]`` prints a table with one row
-per guarantee W1-W17, and one for the turn engine on the world (passed; failed with
-the shrunk counterexample or history excerpt; skipped with the capability that
-caused it) and exits 1 on any failure, 2 when the kit itself
-failed (a kit error, with its traceback: a verdict on no guarantee).
+[--report out.json] [--seed N] [--restart-cmd CMD] [--select IDS] [--keep]`` prints
+a table with one row per guarantee W1-W17, and one for the turn engine on the world
+(passed; failed with the shrunk counterexample or history excerpt; skipped with the
+capability that caused it) and exits 1 on any failure, 2 when the kit itself failed
+(a kit error, with its traceback: a verdict on no guarantee), 130 on Ctrl-C. It ends
+with what it did with the namespaces it made: removed them, kept them (``--keep``:
+where they are), or could not remove them (which, and why).
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ import asyncio
 import json
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from fxworld.urls import mask
+from fxworld_conformance.cleanup import LeftBehind
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.report import ROWS, CheckResult
-from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit
+from fxworld_conformance.runner import TIERS, by_guarantee, capabilities_of, run_kit, selected
 from fxworld_conformance.target import Target
 
-__all__ = ["add_arguments", "run", "main", "format_table"]
+__all__ = ["add_arguments", "run", "main", "format_table", "print_cleanup"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a shell command that crash-restarts the server (kill it without a clean "
         "shutdown, start it) and returns once it answers: enables the restart checks",
     )
+    parser.add_argument(
+        "--select",
+        metavar="IDS",
+        help="comma-separated ids of the checks to run, or shell patterns of them: "
+        "w05-expect, 'w02-*', capacity, stateful-log, stateful-wakes, processes "
+        "(a scenario's id is its WorldSuite test id; default: every check of --tiers)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the namespaces the kit makes (one or more per check) for debugging, "
+        "and print where they are; by default each is removed when its check ends",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")
 
@@ -62,14 +79,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     target = Target.parse(args.world)
+    target.keep = args.keep
     if args.restart_cmd:
         target.restart = shell_restart(args.restart_cmd)
-    shown = mask(args.world) if "://" in args.world else args.world
     tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
     unknown = [t for t in tiers if t not in TIERS]
     if unknown:
         print(f"unknown tier(s) {unknown}; choose from {list(TIERS)}", file=sys.stderr)
         return 2
+    select = args.select.split(",") if args.select else None
+    try:
+        if select is not None:
+            selected(select, tiers)  # a pattern that matches no check: refused first
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LeftBehind)  # said below, with everything left
+        try:
+            return _run(args, out, target, tiers, select)
+        except KeyboardInterrupt:
+            print("\ninterrupted (Ctrl-C)", file=out)
+            return 130
+        finally:
+            print_cleanup(target, out)
+
+
+def _run(
+    args: argparse.Namespace,
+    out: TextIO,
+    target: Target,
+    tiers: list[str],
+    select: list[str] | None,
+) -> int:
+    shown = mask(args.world) if "://" in args.world else args.world
     try:
         caps = sorted(capabilities_of(target))
     except Exception as e:
@@ -95,6 +138,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         tiers=tiers,
         fail_fast=args.fail_fast,
         progress=progress,
+        select=select,
     )
     elapsed = time.monotonic() - started
     print(file=out)
@@ -130,6 +174,21 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             json.dump(report, f, indent=2, default=str)
         print(f"\nreport written to {args.report}", file=out)
     return 2 if errors else 1 if failed else 0
+
+
+def print_cleanup(target: Target, out: TextIO) -> None:
+    """What became of the namespaces the kit made: removed, kept (``--keep``), or
+    left (the world cannot drop them, or dropping failed)."""
+    if target.kept:
+        print(f"\nkept for debugging (--keep): {len(target.kept)}", file=out)
+        for where in target.kept:
+            print(f"  {where}", file=out)
+    if target.left:
+        print(f"\nleft behind: {len(target.left)} namespace(s) the kit made", file=out)
+        for leftover in target.left:
+            print(f"  {leftover}", file=out)
+    if target.dropped or not (target.kept or target.left):
+        print(f"\nremoved {target.dropped} namespace(s) the kit made", file=out)
 
 
 def shell_restart(command: str, timeout: float = 300.0) -> Callable[[], Awaitable[None]]:

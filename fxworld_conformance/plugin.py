@@ -1,7 +1,8 @@
 """The kit's pytest plugin (entry point ``pytest11``: ``fxworld_conformance.plugin``).
 
 Adds ``--fxworld-world=URL|module:factory`` (given with no test paths, as in
-``pytest --fxworld-world=mypkg.worlds:make_world``, it runs the whole kit), the
+``pytest --fxworld-world=mypkg.worlds:make_world``, it runs the whole kit),
+``--fxworld-profile``, ``--fxworld-seed`` and ``--fxworld-keep``, the
 markers ``fxworld`` (a kit test) and ``fxworld_slow`` (a kit test that takes more
 than a few seconds), and the
 fixture ``fxworld_target``: the :class:`~fxworld_conformance.target.Target` named by
@@ -20,7 +21,7 @@ import pytest
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.target import Target
 
-__all__ = ["fxworld_target", "fxworld_profile", "fxworld_seed"]
+__all__ = ["fxworld_target", "fxworld_profile", "fxworld_seed", "fxworld_keep"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,6 +40,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="ci",
         choices=tuple(PROFILES),
         help="conformance kit profile (default: ci)",
+    )
+    group.addoption(
+        "--fxworld-keep",
+        action="store_true",
+        default=False,
+        help="keep the namespaces the kit makes, for debugging (each test warns "
+        "where they are); by default each is removed when its check ends",
     )
     group.addoption(
         "--fxworld-seed",
@@ -80,3 +88,9 @@ def fxworld_profile(request: pytest.FixtureRequest) -> str:
 def fxworld_seed(request: pytest.FixtureRequest) -> int:
     """The kit seed, from ``--fxworld-seed`` (0 by default)."""
     return int(request.config.getoption("--fxworld-seed"))
+
+
+@pytest.fixture
+def fxworld_keep(request: pytest.FixtureRequest) -> bool:
+    """Whether to keep the namespaces the kit makes, from ``--fxworld-keep``."""
+    return bool(request.config.getoption("--fxworld-keep"))

@@ -15,12 +15,14 @@ folds them into one row per guarantee W1-W17, and one for the engine.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import os
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from fxworld_conformance.cleanup import cleaned, run_sync
 from fxworld_conformance.guarantees import SCENARIOS, Scenario, Skip, run_scenario
 from fxworld_conformance.model import Violation
 from fxworld_conformance.profiles import profile as kit_profile
@@ -36,6 +38,8 @@ __all__ = [
     "run_one",
     "run_engine_one",
     "check_names",
+    "check_ids",
+    "selected",
     "by_guarantee",
     "TIERS",
     "capabilities_of",
@@ -66,6 +70,30 @@ def check_names(tiers: Iterable[str] = TIERS) -> list[str]:
     return names
 
 
+def check_ids(tiers: Iterable[str] = TIERS) -> dict[str, str]:
+    """Each check's short id -> its name (see :func:`check_names`), in the order
+    ``run_kit`` runs them: a scenario's pytest id (``w02-fenced-append``, the
+    engine's ``context-saved-and-seen``), ``capacity``, ``stateful-log``,
+    ``stateful-wakes``, ``processes``."""
+    from fxworld_conformance.capacity import NAME as CAPACITY
+    from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
+
+    ids = {s.name: s.id for s in SCENARIOS} | {s.name: s.id for s in ENGINE_SCENARIOS}
+    ids[CAPACITY] = "capacity"
+    return {ids.get(name, name.replace(" ", "-")): name for name in check_names(tiers)}
+
+
+def selected(patterns: Iterable[str], tiers: Iterable[str] = TIERS) -> list[str]:
+    """The names of the checks of ``tiers`` whose id matches one of ``patterns``
+    (shell-style, ``w02-*``; see :func:`check_ids`), in ``run_kit``'s order. A
+    pattern that matches none raises ``ValueError`` naming the ids."""
+    ids = check_ids(tiers)
+    patterns = [p.strip().lower() for p in patterns if p.strip()]
+    if unmatched := [p for p in patterns if not fnmatch.filter(ids, p)]:
+        raise ValueError(f"no check id matches {', '.join(unmatched)}; the ids: {', '.join(ids)}")
+    return [name for i, name in ids.items() if any(fnmatch.fnmatch(i, p) for p in patterns)]
+
+
 def capabilities_of(target: Target) -> frozenset[str]:
     """The capabilities the world declares plus the fixture's (``restartable``)."""
 
@@ -77,9 +105,14 @@ def capabilities_of(target: Target) -> frozenset[str]:
                 return frozenset()
             return frozenset(c for c in caps if isinstance(c, str))
         finally:
-            await world.close()
+            await target.close(world)
 
-    caps = asyncio.run(probe())
+    keep, target.keep = target.keep, False  # an empty namespace: nothing to look at
+    try:
+        with cleaned(target):
+            caps = run_sync(probe())
+    finally:
+        target.keep = keep
     extra = set(target.extra_capabilities)
     if target.restart is not None:
         extra.add("restartable")
@@ -96,8 +129,16 @@ def run_check(
 ) -> list[CheckResult]:
     """Run one named check (see :func:`check_names`); the process tier returns
     several results, any other check one. An unknown profile or check name raises
-    ``ValueError`` before anything runs."""
+    ``ValueError`` before anything runs. Ends by dropping the namespaces the
+    check made (:func:`fxworld_conformance.cleanup.cleaned`), whatever happened."""
     kit_profile(profile)
+    with cleaned(target):
+        return _run_check(name, target, profile, seed, shrink_seconds)
+
+
+def _run_check(
+    name: str, target: Target, profile: str, seed: int, shrink_seconds: float | None
+) -> list[CheckResult]:
     from fxworld_conformance.capacity import NAME as CAPACITY
     from fxworld_conformance.capacity import capacity_check
     from fxworld_conformance.stateful import MACHINES, run_machine
@@ -234,6 +275,7 @@ def run_kit(
     fail_fast: bool = False,
     progress: Callable[[CheckResult], None] | None = None,
     shrink_seconds: float | None = None,
+    select: Iterable[str] | None = None,
 ) -> list[CheckResult]:
     """Run the kit against ``target``; one result per check.
 
@@ -241,14 +283,17 @@ def run_kit(
     ``ci`` (bounded, derandomized: a few minutes per backend), ``thorough`` or
     ``quick``; ``seed`` makes a run repeatable with other random choices;
     ``fail_fast`` stops at the first failed check; ``progress`` is called with
-    each result as it comes.
+    each result as it comes; ``select`` keeps only the checks whose id matches one
+    of its patterns (:func:`selected`). Each check drops the namespaces it made
+    when it ends, unless ``target.keep`` (:mod:`fxworld_conformance.cleanup`).
     """
     kit_profile(profile)  # an unknown profile is refused before anything runs
     tiers = list(tiers)
     if unknown := [t for t in tiers if t not in TIERS]:
         raise ValueError(f"unknown tier(s) {unknown}; choose from {list(TIERS)}")
+    names = check_names(tiers) if select is None else selected(select, tiers)
     results: list[CheckResult] = []
-    for name in check_names(tiers):
+    for name in names:
         for result in run_check(
             name, target, profile=profile, seed=seed, shrink_seconds=shrink_seconds
         ):

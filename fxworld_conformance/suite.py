@@ -26,9 +26,13 @@ override, ``fxworld_target`` comes from the plugin option ``--fxworld-world``.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+
 import pytest
 
 from fxworld_conformance.capacity import NAME as CAPACITY
+from fxworld_conformance.cleanup import Kept
 from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
 from fxworld_conformance.guarantees import SCENARIOS
 from fxworld_conformance.report import CheckResult
@@ -84,7 +88,26 @@ class WorldSuite:
     only what is its own; it may override a tier's test (to assert more about its
     results, or run it at another size): an override of ``test_directed`` or
     ``test_stateful`` parametrizes over :data:`DIRECTED_CHECKS` or
-    :data:`MACHINE_CHECKS` again (``test_engine``: :data:`ENGINE_CHECKS`)."""
+    :data:`MACHINE_CHECKS` again (``test_engine``: :data:`ENGINE_CHECKS`).
+
+    Each check drops the namespaces it made when it ends. With ``--fxworld-keep``
+    (or ``Target(keep=True)``) they stay, and each test warns where
+    (:class:`fxworld_conformance.cleanup.Kept`)."""
+
+    @pytest.fixture(autouse=True)
+    def _keep_if_asked(self, request: pytest.FixtureRequest, fxworld_keep: bool) -> Iterator[None]:
+        target: Target | None = None
+        if fxworld_keep:
+            target = request.getfixturevalue("fxworld_target")
+            target.keep = True
+        elif "fxworld_target" in request.fixturenames:
+            target = request.getfixturevalue("fxworld_target")
+        before = len(target.kept) if target is not None else 0
+        yield
+        if target is not None and target.kept[before:]:
+            warnings.warn(
+                Kept(f"kept for debugging: {', '.join(target.kept[before:])}"), stacklevel=1
+            )
 
     @pytest.mark.parametrize("check", DIRECTED_CHECKS)
     def test_directed(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import os
@@ -15,9 +16,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fxworld import World, open_world
 from fxworld.errors import ConfigurationError, WorldError
+from fxworld.protocol import NamespaceDropper
+from fxworld.urls import mask
 from fxworld_conformance.model import Violation
 
-__all__ = ["Target", "Factory", "with_namespace", "load_factory", "call_world", "CALL_TIMEOUT"]
+__all__ = [
+    "Target",
+    "Leftover",
+    "Factory",
+    "NAMESPACE_PREFIX",
+    "keeps_data",
+    "with_namespace",
+    "load_factory",
+    "call_world",
+    "CALL_TIMEOUT",
+]
 
 T = TypeVar("T")
 
@@ -47,6 +60,20 @@ Factory = Callable[[], "World | Awaitable[World]"]
 """A zero-argument callable returning a fresh, empty World (or an awaitable of one)."""
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """A namespace the kit made and did not drop."""
+
+    where: str
+    """Its world's URL with the namespace (password masked), or the world's repr."""
+    why: str
+    lacking: str = ""
+    """The world's class, when it has no ``drop_namespace()``."""
+
+    def __str__(self) -> str:
+        return f"{self.where} ({self.why})"
+
+
 @dataclass
 class Target:
     """The backend under test.
@@ -61,6 +88,13 @@ class Target:
     ``extra_capabilities`` adds fixture-level capabilities such as ``restartable``;
     ``secrets`` are strings (passwords given outside the URL) that no repr or error
     message of the world may show (W16), beside the URL's own password.
+
+    What the kit makes, it removes (see :mod:`fxworld_conformance.cleanup`): every
+    namespace it hands out (:meth:`fresh_namespace`) and every world a factory made
+    is dropped (:class:`fxworld.protocol.NamespaceDropper`) when its check ends,
+    also after a failure or Ctrl-C. ``keep=True`` leaves them for debugging;
+    :attr:`kept` then says where they are, and :attr:`left` names what the kit
+    could not drop.
     """
 
     url: str | None = None
@@ -69,6 +103,16 @@ class Target:
     restart: Callable[[], Awaitable[None]] | None = None
     extra_capabilities: frozenset[str] = field(default_factory=frozenset)
     secrets: tuple[str, ...] = ()
+    keep: bool = False
+    kept: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    """Where the namespaces kept (``keep``) are: a URL with its ``namespace``
+    (password masked), or a factory world's repr."""
+    left: list[Leftover] = field(default_factory=list, init=False, repr=False, compare=False)
+    """What the kit made and did not drop, each with the reason."""
+    dropped: int = field(default=0, init=False, repr=False, compare=False)
+    """How many namespaces the kit made and dropped."""
+    _namespaces: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _worlds: list[World] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.url is None and self.factory is None:
@@ -84,7 +128,12 @@ class Target:
         return cls(factory_spec=spec)
 
     def fresh_namespace(self) -> str:
-        return "fxk_" + uuid.uuid4().hex[:16]
+        """A new namespace, ``fxk_`` and 16 hex digits; with a URL, one that
+        :meth:`drop_made` drops (every check of the kit ends with it)."""
+        namespace = NAMESPACE_PREFIX + uuid.uuid4().hex[:16]
+        if self.url is not None:
+            self._namespaces.append(namespace)
+        return namespace
 
     async def open(self, namespace: str | None = None) -> World:
         """A fresh, empty, set-up world. With a URL, ``namespace`` (or a new one)."""
@@ -99,8 +148,79 @@ class Target:
                 raise ConfigurationError(
                     f"factory {name} returned {type(made).__name__}, not a World"
                 )
-        await made.setup()
+            self._worlds.append(made)  # its namespace is the factory's: dropped at close
+        try:
+            await made.setup()
+        except BaseException:  # a Ctrl-C too: nothing of it may stay open (its locks)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(made.close(), CALL_TIMEOUT)
+            raise
         return made
+
+    async def close(self, world: World) -> None:
+        """Close a world the kit is done with. One a factory made is dropped first
+        (its namespace is its own); a URL's namespaces wait for :meth:`drop_made`,
+        since other worlds of the check (child processes) share them."""
+        if any(w is world for w in self._worlds):
+            self._worlds = [w for w in self._worlds if w is not world]
+            await self._drop(world, repr(world))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(world.close(), CALL_TIMEOUT)
+
+    async def drop_made(self) -> None:
+        """Drop every namespace handed out, and every factory world not closed yet,
+        since the last call (with ``keep``, name them in :attr:`kept` instead).
+        What is not dropped when this returns or is cancelled (a world without
+        ``drop_namespace``, an error, an interruption) is named in :attr:`left`."""
+        namespaces, self._namespaces = self._namespaces, []
+        worlds, self._worlds = self._worlds, []
+        try:
+            while namespaces:
+                assert self.url is not None
+                url = with_namespace(self.url, namespaces[0])
+                try:
+                    world = open_world(url)
+                except Exception as e:  # its scheme gone, say: it stays
+                    self.left.append(Leftover(mask(url), f"{type(e).__name__}: {e}"))
+                else:
+                    await self._drop(world, mask(url))
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(world.close(), CALL_TIMEOUT)
+                namespaces.pop(0)
+            while worlds:
+                await self._drop(worlds[0], repr(worlds[0]))
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(worlds[0].close(), CALL_TIMEOUT)
+                worlds.pop(0)
+        finally:
+            where = [mask(with_namespace(self.url or "", ns)) for ns in namespaces]
+            self.left += [Leftover(w, "interrupted") for w in [*where, *map(repr, worlds)]]
+
+    async def _drop(self, world: World, where: str) -> None:
+        if not keeps_data(world):
+            return  # gone with the object (the memory world): nothing to keep or leave
+        if self.keep:
+            self.kept.append(where)
+        elif isinstance(world, NamespaceDropper):
+            try:
+                await asyncio.wait_for(world.drop_namespace(), CALL_TIMEOUT)
+                self.dropped += 1
+            except Exception as e:
+                self.left.append(Leftover(where, f"{type(e).__name__}: {e}"))
+        else:
+            name = type(world).__name__
+            self.left.append(Leftover(where, f"{name} has no drop_namespace()", name))
+
+
+NAMESPACE_PREFIX = "fxk_"
+"""How every namespace the kit makes begins."""
+
+
+def keeps_data(world: object) -> bool:
+    """Whether ``world`` may hold data beyond this process: ``durable`` or ``shared``
+    (a world with neither, such as the memory world, is gone with its object)."""
+    caps: object = getattr(world, "capabilities", frozenset())
+    return not isinstance(caps, (set, frozenset)) or bool({"durable", "shared"} & caps)
 
 
 def with_namespace(url: str, namespace: str) -> str:

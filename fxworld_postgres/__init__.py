@@ -39,6 +39,8 @@ How it keeps the contract:
   ``BackendUnavailable``; calls that never reached the server, and idempotent ones,
   are retried inside the world first.
 * ``list_sessions()`` pages through sessions (the optional ``SessionLister``).
+* ``drop_namespace()`` drops the schema with everything in it (the optional
+  ``NamespaceDropper``; the conformance kit removes its namespaces with it).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "channel_name",
+    "drop",
     "migrate",
     "migration_sql",
     "schema_name",
@@ -359,6 +360,24 @@ def migration_sql(migration: Migration, namespace: str) -> list[str]:
 def lock_key(namespace: str) -> str:
     """The text whose ``hashtext`` is the advisory-lock key of ``namespace``'s migrations."""
     return f"fxworld.migrate:{namespace}"
+
+
+DROP_LOCK_TIMEOUT = "10s"
+"""How long :func:`drop` waits for each lock that a transaction of another
+connection holds (a ``setup()``, one of the namespace's tables) before it gives up
+(SQLSTATE 55P03)."""
+
+
+async def drop(conn: AsyncConnection, namespace: str) -> None:
+    """Drop ``namespace``'s schema and everything in it (tables, functions, trigger)
+    in the caller's transaction, under the migrations' advisory lock, so that a
+    ``setup()`` of it in flight ends first. Nothing else holds per-namespace state:
+    the NOTIFY channel is not stored."""
+    await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": lock_key(namespace)}
+    )
+    await conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {qualified(namespace)} CASCADE")
 
 
 async def migrate(conn: AsyncConnection, namespace: str) -> None:

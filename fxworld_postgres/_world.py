@@ -176,12 +176,38 @@ class PostgresWorld:
                     continue
                 raise _errors.translate(e, what="setup") from None
 
+    async def drop_namespace(self) -> None:
+        """Drop the schema ``fxworld_<namespace>`` with everything in it, in one
+        transaction (``fxworld.protocol.NamespaceDropper``); other schemas and the
+        database stay. A transaction of another connection that still holds one
+        of its tables is waited for at most ``_schema.DROP_LOCK_TIMEOUT``."""
+        await self._on_this_loop()
+        if self._listener is not None:  # its follows rows go with the schema
+            await self._listener.stop()
+            self._listener = None
+        for attempt in range(RETRIES):
+            try:
+                async with self._engine.begin() as conn:
+                    await _schema.drop(conn, self.namespace)
+                return
+            except Exception as e:
+                if attempt + 1 < RETRIES and _errors.retry_safe(e, sent=True, idempotent=True):
+                    await asyncio.sleep(BACKOFF[attempt])
+                    continue
+                raise _errors.translate(e, what="drop_namespace") from None
+
     async def close(self) -> None:
         """Stop the listener and, if this world created it, dispose of the engine."""
         if self._closed:
             return
         self._closed = True
         await self._on_this_loop()
+        running = self._setting_up
+        if running is not None and not running.done():
+            # a setup() whose caller was cancelled runs on (shielded): let its
+            # transaction end before the pool goes, or its locks outlive the close
+            with contextlib.suppress(Exception):
+                await running
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None

@@ -34,6 +34,9 @@ How it keeps the contract (key layout and scripts in ``_scripts``):
   one connection per partition (on a Cluster, half the budget at most: ``_budget``);
   the world's calls keep the rest.
 * ``list_sessions()`` pages through one sorted set of session ids per partition.
+* ``drop_namespace()`` scans every primary for the namespace's keys and unlinks them
+  (the optional ``NamespaceDropper``; the conformance kit removes its namespaces
+  with it).
 * Driver errors are translated in ``_errors``; calls the server refused unrun,
   and idempotent ones, are retried inside the world first.
 """

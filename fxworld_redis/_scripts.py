@@ -35,6 +35,7 @@ __all__ = [
     "SCRIPTS",
     "partition_of",
     "config_key",
+    "namespace_patterns",
     "text",
     "seq_of",
     "FENCED",
@@ -52,6 +53,13 @@ VERSION = 1
 
 def config_key(namespace: str) -> str:
     return f"fxworld:{{{namespace}}}:config"
+
+
+def namespace_patterns(namespace: str) -> tuple[str, str]:
+    """``SCAN MATCH`` patterns of every key of ``namespace``: its config, and its
+    partitions' keys. A namespace is ``[A-Za-z0-9_-]``, none of which a pattern
+    treats specially, and the ``}`` or ``:`` after it keeps a longer namespace out."""
+    return (f"fxworld:{{{namespace}}}:*", f"fxworld:{{{namespace}:*")
 
 
 def partition_of(session_id: str, partitions: int) -> int:

@@ -183,6 +183,21 @@ class RedisWorld:
         await self._retrying("setup", self._load_scripts, idempotent=True)
         self._ready = True
 
+    async def drop_namespace(self) -> None:
+        """Delete every key of the namespace (``fxworld.protocol.NamespaceDropper``):
+        ``SCAN`` for them (on every primary of a Cluster) and ``UNLINK`` them a page
+        at a time (on a Cluster, per slot). The scripts stay: namespaces share them.
+        A scan visits the whole keyspace, so it takes longer on a bigger server."""
+        await self._on_this_loop()
+        for pattern in _scripts.namespace_patterns(self.namespace):
+            try:
+                async for keys in _pages(self._client.scan_iter(match=pattern, count=1000)):
+                    unlink = self._client.unlink
+                    await self._retrying("drop_namespace", unlink, *keys, idempotent=True)
+            except Exception as e:
+                raise _errors.translate(e, what="drop_namespace", url=self._url) from None
+        self._ready = False  # as if new: the next call sets the namespace up again
+
     async def close(self) -> None:
         """Close the client if this world made it (an application's is left open);
         followers still waiting raise ``BackendUnavailable``."""
@@ -598,6 +613,18 @@ class _NoScript(Exception):
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+async def _pages(keys: AsyncIterator[Any], size: int = 500) -> AsyncIterator[list[Any]]:
+    """``keys`` in lists of at most ``size``."""
+    page: list[Any] = []
+    async for key in keys:
+        page.append(key)
+        if len(page) >= size:
+            yield page
+            page = []
+    if page:
+        yield page
 
 
 def _sha1(script: str) -> bytes:

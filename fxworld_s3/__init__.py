@@ -46,6 +46,9 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   lands): writers write nothing for them (W10).
 * ``list_sessions``: one LIST of markers ``m/{sid}``, each created before its
   generation's first batch and removed when ``delete`` ends it.
+* ``drop_namespace``: LIST and DELETE every object under ``{prefix}{namespace}/``
+  (the optional ``NamespaceDropper``; the conformance kit removes its namespaces
+  with it); the bucket stays.
 * ``delete`` ends the generation with a batch marked deleted at the next
   position, then points ``s/{sid}/g`` at a new, empty generation (W14).
 * Wakes: one state object per session, changed with ``If-Match``, the authority;

@@ -274,10 +274,16 @@ class Store:
             )
 
     async def list(
-        self, prefix: str, *, start_after: str = "", limit: int | None = None
+        self,
+        prefix: str,
+        *,
+        start_after: str = "",
+        limit: int | None = None,
+        missing_ok: bool = False,
     ) -> list[tuple[str, str]]:
         """``(key, etag)`` of the keys under ``prefix`` after ``start_after``, in
-        order; all pages, or the first ``limit`` keys."""
+        order; all pages, or the first ``limit`` keys. A missing bucket is a
+        ``ConfigurationError``, or holds no key with ``missing_ok``."""
         out: list[tuple[str, str]] = []
         token: str | None = None
         while True:
@@ -294,6 +300,8 @@ class Store:
                 return result
 
             page, kind, _ = await self._call("LIST", "list", fn)
+            if page is None and missing_ok:
+                return out
             if page is None:
                 raise ConfigurationError(f"list: bucket {self.bucket!r} not found ({kind})")
             out += [(o["Key"], str(o.get("ETag", ""))) for o in page.get("Contents", [])]

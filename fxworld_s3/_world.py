@@ -178,6 +178,19 @@ class S3World:
             )
         _CHECKED.add(checked)
 
+    async def drop_namespace(self) -> None:
+        """Delete every object under ``{prefix}{namespace}/``
+        (``fxworld.protocol.NamespaceDropper``), once this world's own background
+        writes (compactions, wake settles) have ended: a LIST and a DELETE of up to
+        1,000 keys per round, until none is left. The bucket stays: namespaces
+        share it; a missing bucket holds nothing to drop (and is not created)."""
+        await self._here()
+        await self.logs.drain()
+        root = self.keys.root
+        while keys := [key for key, _ in await self.store.list(root, limit=1000, missing_ok=True)]:
+            await self.store.delete_many(keys)
+        self._fresh()  # as if new: no cached tail, key or wake state of the old one
+
     async def close(self) -> None:
         if self._loop is asyncio.get_running_loop():
             await self.logs.drain()  # compactions and wake settles

@@ -184,6 +184,15 @@ class MemoryWorld:
         self._wakes.pop(session_id, None)
         self._notify(session_id)
 
+    async def drop_namespace(self) -> None:
+        """Forget every session, epoch and wake (``fxworld.protocol.NamespaceDropper``):
+        this world is its namespace's only store."""
+        dropped = list(self._logs)
+        self._logs.clear()
+        self._wakes.clear()
+        for session_id in dropped:
+            self._notify(session_id)
+
     async def last_entry(self, session_id: str) -> Entry | None:
         """The log's last entry, or ``None`` (``fxworld.protocol.LastEntryReader``)."""
         validate.session_id(session_id)

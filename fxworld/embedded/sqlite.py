@@ -526,6 +526,23 @@ class SqliteWorld:
         await self._call("deleting a session", run)
         self._bump(sid)
 
+    async def drop_namespace(self) -> None:
+        """Delete the namespace's rows from every table, in one write transaction
+        (``fxworld.protocol.NamespaceDropper``). The file, with the other namespaces,
+        stays; a missing file is left missing."""
+        if not await asyncio.to_thread(os.path.isfile, self.path):
+            return
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> None:
+            with _write(conn):
+                for table in ("fx_entries", "fx_keys", "fx_wakes", "fx_sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
+
+        await self._call("dropping the namespace", run)
+        for sid in list(self._generations):
+            self._bump(sid)
+
     async def last_entry(self, session_id: str) -> Entry | None:
         """The log's last entry, or ``None``: one indexed query
         (``fxworld.protocol.LastEntryReader``)."""

@@ -27,6 +27,7 @@ from fxworld.errors import Conflict, InvalidSessionId, TamperedEntry
 from fxworld.protocol import (
     IdleDeleter,
     LastEntryReader,
+    NamespaceDropper,
     SessionLister,
     WakeBatcher,
     WakeLister,
@@ -74,6 +75,10 @@ class EncryptedWorld:
     delete_if_idle: Callable[..., Awaitable[bool]]
     """``inner.delete_if_idle``, keeping the data keys as ``delete`` does
     (:class:`IdleDeleter`), if it has it."""
+    drop_namespace: Callable[[], Awaitable[None]]
+    """``inner.drop_namespace``, the data keys of a ``key_world`` given apart left
+    (namespaces may share it), and this object's caches emptied
+    (:class:`NamespaceDropper`), if ``inner`` has it."""
 
     def __init__(self, inner: World, keys: Keys, *, key_world: World | None = None) -> None:
         self.inner = inner
@@ -85,13 +90,16 @@ class EncryptedWorld:
         inner_limit = int(getattr(inner, "max_entry_bytes", validate.DEFAULT_MAX_ENTRY_BYTES))
         self.max_entry_bytes = max_plaintext(inner_limit, self.keyring.ids)
         """The largest entry data, before sealing, whose sealed form the inner world takes."""
+        self._fresh()
+        self._optional_protocols(inner)
+
+    def _fresh(self) -> None:
         self.data_keys = DataKeys(
             self.key_world, self.keyring, self.namespace, cache=DATA_KEY_CACHE
         )
         self.last_seqs = LastSeqs(DATA_KEY_CACHE)
         """The last seq this object saw of each recent session: where it expects
         its next append of that session to land."""
-        self._optional_protocols(inner)
 
     def _optional_protocols(self, inner: World) -> None:
         if isinstance(inner, WakeBatcher):
@@ -105,6 +113,8 @@ class EncryptedWorld:
             self.last_entry = self._last_entry
         if isinstance(inner, IdleDeleter):
             self.delete_if_idle = self._delete_if_idle
+        if isinstance(inner, NamespaceDropper):
+            self.drop_namespace = self._drop_namespace
 
     @classmethod
     def from_env(
@@ -121,6 +131,11 @@ class EncryptedWorld:
         await self.inner.setup()
         if self.key_world is not self.inner:
             await self.key_world.setup()
+
+    async def _drop_namespace(self) -> None:
+        assert isinstance(self.inner, NamespaceDropper)
+        await self.inner.drop_namespace()
+        self._fresh()  # the data keys it cached are gone with the namespace
 
     async def close(self) -> None:
         await self.inner.close()

@@ -7,7 +7,10 @@ thread (subgraphs) lives in that one log, so deleting, copying or pruning a thre
 is one operation on one session, and one fence covers the thread and its subgraphs.
 Its entries are those of :mod:`~fxworld.integrations.langgraph_log` (see
 :data:`KINDS`): one ``lg.checkpoint`` per checkpoint, whole (its channel values
-included), one ``lg.writes`` per ``put_writes`` call. Values are encoded by the
+included), one ``lg.writes`` per ``put_writes`` call. A task's writes go in the
+same append as the next checkpoint when it follows them at once, as in a
+superstep (:mod:`~fxworld.integrations.langgraph_batching`): one append, one
+commit per superstep. Values are encoded by the
 saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default), base64 in the
 entry's JSON.
 
@@ -74,6 +77,7 @@ from fxworld.errors import ConfigurationError, Fenced
 from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
 
+from .langgraph_batching import ThreadAppends
 from .langgraph_compaction import Choose, compact, delete_thread, newest_first, normalized
 from .langgraph_log import (
     CHECKPOINT,
@@ -147,6 +151,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
 
     # -- plumbing ------------------------------------------------------------
 
@@ -214,14 +219,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
         if len(self._known) > _KNOWN:
             del self._known[next(iter(self._known))]
 
-    async def _append(self, config: RunnableConfig, entry: NewEntry, key: str) -> int:
+    async def _append(
+        self, config: RunnableConfig, entry: NewEntry, key: str, *, linger: bool = False
+    ) -> int:
+        """Append ``entry`` with this saver's fence (W2), joined with the thread's
+        other appends that meet it (:mod:`~fxworld.integrations.langgraph_batching`)."""
         thread_id = str(config["configurable"]["thread_id"])
-        sid = thread_session(thread_id)
-        fence = await self._fence(sid)
-        try:
-            return await self.world.append(sid, [entry], fence=fence, key=key)  # W2, W6
-        except Fenced as refused:
-            raise ThreadTakenOver(thread_id, refused) from None
+        return await self._appends.append(
+            thread_session(thread_id), thread_id, entry, key, linger=linger
+        )
 
     # -- reads ---------------------------------------------------------------
 
@@ -399,8 +405,8 @@ class WorldSaver(BaseCheckpointSaver[int]):
         # and the registration, so every write is one or the other.
         if cp in self._putting:
             await self._putting[cp]
-        if cp in self._known:
-            await self._append(config, NewEntry(WRITES, data), key)
+        if cp in self._known:  # may wait a moment for the next checkpoint, to go with it
+            await self._append(config, NewEntry(WRITES, data), key, linger=True)
             return
         landed = asyncio.get_running_loop().create_future()
         self._writing.setdefault(cp, set()).add(landed)

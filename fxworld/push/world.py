@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from fxworld.protocol import (
     IdleDeleter,
     LastEntryReader,
+    NamespaceDropper,
     SessionLister,
     WakeBatcher,
     WakeLister,
@@ -54,6 +55,7 @@ class PushingWorld:
     list_sessions: Callable[..., Awaitable[list[str]]]
     last_entry: Callable[[str], Awaitable[Entry | None]]
     delete_if_idle: Callable[..., Awaitable[bool]]
+    drop_namespace: Callable[[], Awaitable[None]]
 
     def __init__(self, inner: World, push: Push) -> None:
         self.inner = inner
@@ -73,6 +75,8 @@ class PushingWorld:
             self.last_entry = inner.last_entry
         if isinstance(inner, IdleDeleter):
             self.delete_if_idle = inner.delete_if_idle
+        if isinstance(inner, NamespaceDropper):
+            self.drop_namespace = inner.drop_namespace
         for name in ("namespace", "max_entry_bytes"):
             if hasattr(inner, name):
                 setattr(self, name, getattr(inner, name))

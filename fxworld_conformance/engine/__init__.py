@@ -45,7 +45,4 @@ async def run_engine_scenario(s: EngineScenario, target: Target) -> None:
         await s.run(bench)
     finally:
         await bench.close()
-        try:
-            await asyncio.wait_for(world.close(), CALL_TIMEOUT)
-        except Exception:
-            pass
+        await target.close(world)

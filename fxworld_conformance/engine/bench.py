@@ -80,8 +80,7 @@ class Bench:
 
     async def close(self) -> None:
         for other in self._others:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(other.close(), CALL_TIMEOUT)
+            await self.target.close(other)
 
     async def work(self, agent: Agent[Any], *, lease: float = 15.0) -> None:
         """Run a worker of ``agent`` until nothing is due and nothing runs."""

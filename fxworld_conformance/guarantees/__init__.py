@@ -97,8 +97,5 @@ async def run_scenario(
             counter[:] = [p.operations]
         if notes is not None:
             notes.update(p.notes)
-        try:
-            await asyncio.wait_for(world.close(), CALL_TIMEOUT)
-        except Exception:
-            pass
+        await target.close(world)
     return p.operations, time.monotonic() - started

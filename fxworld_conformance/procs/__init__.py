@@ -63,16 +63,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import random
 import shutil
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
+from fxworld import World
 from fxworld.types import Fence
 from fxworld_conformance.checkers import CHECKS, check_errors_typed
 from fxworld_conformance.checkers.history import (
@@ -84,6 +82,7 @@ from fxworld_conformance.checkers.history import (
     load_records,
     read_record_file,
 )
+from fxworld_conformance.cleanup import run_sync
 from fxworld_conformance.procs.child import Spec
 from fxworld_conformance.procs.harness import (
     FAULTS,
@@ -115,9 +114,6 @@ from fxworld_conformance.target import Target, with_namespace
 
 __all__ = ["run_process_checks", "PROFILES", "Profile", "ProcessRun", "run_workload"]
 
-T = TypeVar("T")
-
-
 PROFILES: dict[str, Profile] = {name: p.processes for name, p in KIT_PROFILES.items()}
 """Profile name -> how hard the process tier pushes (from
 :data:`fxworld_conformance.profiles.PROFILES`)."""
@@ -137,7 +133,7 @@ def run_process_checks(target: Target, *, profile: str, seed: int) -> list[Check
     already runs one). ``profile`` is ``ci``, ``thorough`` or ``quick``; ``seed``
     makes the workload and the fault schedule repeatable.
     """
-    return _run_sync(_process_checks(target, kit_profile(profile).processes, seed))
+    return run_sync(_process_checks(target, kit_profile(profile).processes, seed))
 
 
 async def _process_checks(target: Target, prof: Profile, seed: int) -> list[CheckResult]:
@@ -364,9 +360,26 @@ async def run_workload(
     target: Target, prof: Profile, seed: int, caps: frozenset[str] | None = None
 ) -> ProcessRun:
     """Run one seeded workload with faults; return its history, drained and read."""
-    rng = random.Random(seed)
     namespace = target.fresh_namespace()
-    world = await _reopen(target, namespace, prof.op_timeout, retry_for=0.0)
+    opened = [await _reopen(target, namespace, prof.op_timeout, retry_for=0.0)]
+    try:
+        return await _workload(target, prof, seed, caps, namespace, opened)
+    finally:
+        await target.close(opened[-1])
+
+
+async def _workload(
+    target: Target,
+    prof: Profile,
+    seed: int,
+    caps: frozenset[str] | None,
+    namespace: str,
+    opened: list[World],
+) -> ProcessRun:
+    """:func:`run_workload` on the world ``opened[-1]``; a world it opens again
+    goes at the end of ``opened``."""
+    rng = random.Random(seed)
+    world = opened[-1]
     if caps is None:
         caps = frozenset(world.capabilities) | target.extra_capabilities
     use_processes = target.url is not None and "shared" in caps
@@ -427,13 +440,16 @@ async def run_workload(
         records = list(sink.records)
         for path in record_files:
             records.extend(read_record_file(path))
-        if not os.environ.get("FXWORLD_KIT_KEEP"):
+        if target.keep:
+            target.kept.append(f"{tmp} (the process tier's records)")
+        else:
             shutil.rmtree(tmp, ignore_errors=True)
     ops = load_records(records)
     if use_processes:  # a fresh, direct connection (the server may have restarted)
         with contextlib.suppress(Exception):
             await world.close()
         world = await _reopen(target, namespace, prof.op_timeout)
+        opened.append(world)
     kit_sink = ListSink()
     kit = Recorder("kit", kit_sink)
     # Leases of killed workers expire, delayed wakes come due; then take what is left.
@@ -451,8 +467,6 @@ async def run_workload(
             run.unreadable = log
             break
         final[sid] = log
-    with contextlib.suppress(Exception):
-        await world.close()
     ops.extend(load_records(kit_sink.records))
     ops.extend(run.fault_log)
     ops.sort(key=lambda o: (o.start, o.id))
@@ -523,8 +537,7 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
             seconds=time.time() - started,
         )
     finally:
-        with contextlib.suppress(Exception):
-            await world.close()
+        await target.close(world)
     ops = load_records(sink.records)
     h = History(ops, final, started, drained)
     found = [(h, v) for v in unreadable] or [(h, v) for check in CHECKS for v in check.run(h)]
@@ -545,25 +558,3 @@ async def _restart_check(target: Target, prof: Profile, seed: int) -> CheckResul
     return _row(
         name.removeprefix(ROW), guarantees, found, len(ops), time.time() - started, extra, seed
     )
-
-
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, even inside a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name="fxworld-conformance-procs")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]

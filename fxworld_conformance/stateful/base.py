@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
@@ -75,10 +76,15 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def __init__(self) -> None:
         super().__init__()
         self.stats.examples += 1
-        self.loop = asyncio.new_event_loop()
-        self.world: World = self.loop.run_until_complete(
-            asyncio.wait_for(self.target.open(), CALL_TIMEOUT)
-        )
+        # A Runner, not a bare loop: a Ctrl-C cancels the call in flight (as
+        # asyncio.run does), so teardown can still close and drop the world.
+        self.runner = asyncio.Runner()
+        self.loop = self.runner.get_loop()
+        try:
+            self.world: World = self.wait(asyncio.wait_for(self.target.open(), CALL_TIMEOUT))
+        except BaseException:  # no teardown follows a failed __init__
+            self.runner.close()
+            raise
         self.models = {sid: SessionModel() for sid in SESSIONS}
         self.wakes = WakeModel()
         self.inflight: list[Call] = []
@@ -95,7 +101,18 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def run(self, coro: Awaitable[T], what: str, guarantee: str) -> T:
         """Run one world call to completion (liveness: within CALL_TIMEOUT)."""
         self.stats.operations += 1
-        return self.loop.run_until_complete(call_world(coro, what, guarantee))
+        return self.wait(call_world(coro, what, guarantee))
+
+    def wait(self, aw: Awaitable[T]) -> T:
+        """Run the event loop until ``aw`` is done."""
+        coro = _awaiting(aw)
+        try:
+            return self.runner.run(coro)
+        except BaseException:  # a Ctrl-C before either started: no "never awaited"
+            for c in (coro, aw):
+                if inspect.iscoroutine(c) and inspect.getcoroutinestate(c) == "CORO_CREATED":
+                    c.close()
+            raise
 
     def teardown(self) -> None:
         try:
@@ -106,10 +123,9 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 if op.task is not None:
                     with contextlib.suppress(Violation):
                         self._cancel(op.task)
-            with contextlib.suppress(Exception):
-                self.loop.run_until_complete(asyncio.wait_for(self.world.close(), CALL_TIMEOUT))
+            self.wait(self.target.close(self.world))
         finally:
-            self.loop.close()
+            self.runner.close()  # cancels what a Ctrl-C cut short
 
     def _start(self, kind: str, sid: str, actor: str, args: dict[str, Any]) -> Call:
         self.tick += 1
@@ -145,7 +161,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
     def _complete(self, op: Call) -> None:
         assert op.task is not None
         if not op.task.done():
-            self.loop.run_until_complete(asyncio.wait({op.task}))
+            self.wait(asyncio.wait({op.task}))
         self.inflight.remove(op)
         self.group.append(op)
         self._check_now(op)
@@ -319,7 +335,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
             if task.done():
                 return
             task.cancel()
-            self.loop.run_until_complete(asyncio.wait({task}, timeout=0.2))
+            self.wait(asyncio.wait({task}, timeout=0.2))
         raise Violation("W10", "a follow() iterator ignored cancellation for 20 s")
 
     def _check_follower(self, f: Follower) -> None:
@@ -333,7 +349,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0)
 
-        self.loop.run_until_complete(wait())
+        self.wait(wait())
         if f.error is not None:
             raise Violation(
                 "W10" if isinstance(f.error, WorldError) else "W16",
@@ -353,3 +369,7 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
                 f"the log after {f.after} is seqs {[s for s, _ in want][:20]} "
                 "(a gap, a duplicate or a changed entry)",
             )
+
+
+async def _awaiting(aw: Awaitable[T]) -> T:
+    return await aw

@@ -59,7 +59,7 @@ class LogMachine(_KitMachine):
     @rule()
     def step(self) -> None:
         """Let every started call advance one step on the event loop."""
-        self.loop.run_until_complete(asyncio.sleep(0))
+        self.wait(asyncio.sleep(0))
 
     @precondition(lambda self: bool(self.inflight))
     @rule(i=st.integers(0, MAX_INFLIGHT - 1))

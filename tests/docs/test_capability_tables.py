@@ -1,5 +1,6 @@
 """The docs' per-backend capability statements, held against the code: the
 ``WakeLister`` and ``SessionLister`` lists of docs/inspector.md and docs/backends.md,
+the ``NamespaceDropper`` list of docs/conformance.md,
 the capabilities column of the README's table of worlds, and the extras that
 docs/contract.md names. Worlds are built without connecting to anything."""
 
@@ -14,7 +15,7 @@ import pytest
 
 from fxworld.embedded.memory import MemoryWorld
 from fxworld.embedded.sqlite import SqliteWorld
-from fxworld.protocol import SessionLister, WakeLister
+from fxworld.protocol import NamespaceDropper, SessionLister, WakeLister
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {  # how the docs name each backend
@@ -68,6 +69,13 @@ def test_the_session_lister_list_of_the_inspector_doc_is_the_code(tmp_path: Path
     listed = re.search(r"\(`SessionLister`: ([^)]*)\)", text)
     assert listed is not None
     assert _named(listed.group(1)) == _having(_worlds(tmp_path), SessionLister)
+
+
+def test_the_namespace_dropper_list_of_the_kit_doc_is_the_code(tmp_path: Path) -> None:
+    text = " ".join((ROOT / "docs/conformance.md").read_text().split())
+    listed = re.search(r"\(`fxworld\.protocol\.NamespaceDropper`\), which the (.*?) worlds", text)
+    assert listed is not None
+    assert _named(listed.group(1)) == _having(_worlds(tmp_path), NamespaceDropper)
 
 
 def test_the_capabilities_column_of_the_readme_is_the_code(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from langgraph.graph import END, START, StateGraph
 
 from fxworld import MemoryWorld
 from fxworld.integrations.langgraph import ThreadTakenOver, WorldSaver, thread_session
-from tests.integrations.reads import CountingReads
+from tests.integrations.reads import CountingAppends, CountingReads
 
 
 class Count(TypedDict):
@@ -92,6 +92,41 @@ async def test_a_run_taken_over_by_another_saver_is_refused_and_writes_nothing()
         await first.aput(stored, checkpoint_named("b"), {}, {})
     with pytest.raises(ThreadTakenOver):
         await first.aput_writes(stored, [("n", 1)], "task")
+    assert len(await world.read(thread_session("t"))) == before
+
+
+async def test_a_superstep_is_one_append_its_writes_going_with_the_next_checkpoint() -> None:
+    world = CountingAppends(MemoryWorld())
+    saver = WorldSaver(world)  # type: ignore[arg-type]
+    app = counter(40).compile(checkpointer=saver)
+    await app.ainvoke({"n": 0}, config("t"), durability="sync")
+    tuples = [t async for t in saver.alist(config("t"))]
+    assert len(tuples) == 42  # the input, then one checkpoint per superstep
+    assert world.appends <= len(tuples) + 2
+    # every checkpoint but the latest kept the writes of the task run from it
+    steps = [t for t in tuples[1:] if t.checkpoint["channel_values"].get("n", 0) > 0]
+    assert len(steps) == 39 and all(
+        ("n", t.checkpoint["channel_values"]["n"] + 1) in [(c, v) for _, c, v in t.pending_writes]
+        for t in steps
+    )
+    assert (await app.aget_state(config("t"))).values == {"n": 40}
+
+
+async def test_writes_joined_with_a_checkpoint_are_refused_with_it_when_taken_over() -> None:
+    world = CountingAppends(MemoryWorld())
+    first, second = WorldSaver(world), WorldSaver(world)  # type: ignore[arg-type]
+    stored = await first.aput(
+        config("t", checkpoint_ns=""), checkpoint_named("a"), {"source": "input", "step": -1}, {}
+    )
+    await counter(2).compile(checkpointer=second).ainvoke({"n": 0}, config("t"))
+    before, appends = len(await world.read(thread_session("t"))), world.appends
+    refused = await asyncio.gather(
+        first.aput_writes(stored, [("n", 1)], "task"),
+        first.aput(stored, checkpoint_named("b"), {}, {}),
+        return_exceptions=True,
+    )
+    assert [type(e) for e in refused] == [ThreadTakenOver, ThreadTakenOver]
+    assert world.appends == appends + 1  # one append, refused as a whole
     assert len(await world.read(thread_session("t"))) == before
 
 
