@@ -32,12 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 
 from fxworld.errors import Fenced
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 
+from . import clock
 from .approval_step import (
     request_approval,
     stop_turn,
@@ -239,7 +239,7 @@ class SessionRun:
         run = self.run
         match step:
             case CallModel() | RunTools():
-                started = time.monotonic()  # (a deadline measures these steps)
+                started = clock.monotonic()  # (a deadline measures these steps)
                 async with StopWatch(run):
                     if isinstance(step, CallModel):
                         await call_model(run, step)

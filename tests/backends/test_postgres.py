@@ -37,6 +37,7 @@ from fxworld_postgres._schema import MIGRATIONS
 from tests.support.counting_proxy import CountingProxy
 from tests.support.namespaces import fresh_namespace
 from tests.support.postgres_server import PostgresServer
+from tests.support.waiting import wait_until, wait_until_async
 
 
 class TestPostgresWorld(WorldSuite):
@@ -92,6 +93,24 @@ async def _admin(server: PostgresServer) -> asyncpg.Connection:
         password=server.password or None,
         database=server.database,
     )
+
+
+async def _followed(server: PostgresServer, namespace: str, sids: list[str]) -> None:
+    """Return once every session of ``sids`` has a row in ``follows``: its follower
+    registered, so an append to it notifies (bounded: 20 s)."""
+    conn = await _admin(server)
+    query = (
+        f'SELECT count(DISTINCT session_id) FROM "fxworld_{namespace}".follows'
+        " WHERE session_id = ANY($1::text[])"
+    )
+
+    async def registered() -> bool:
+        return bool(await conn.fetchval(query, sids) == len(sids))
+
+    try:
+        await wait_until_async(registered, 20)
+    finally:
+        await conn.close()
 
 
 async def _snapshot(server: PostgresServer, namespace: str) -> dict[str, str]:
@@ -443,7 +462,7 @@ async def test_busy_writers_push_every_append_to_every_follower(
         await writer.append(sids[0], [NewEntry("e", {"i": -1})])  # the listener is up
         assert (await asyncio.wait_for(anext(streams[0]), 20)).data["i"] == -1
         readers = [asyncio.ensure_future(drain(s)) for s in streams]
-        await asyncio.sleep(1.0)  # every follower has registered
+        await _followed(postgres_server, ns, sids)  # every follower has registered
         await asyncio.gather(*(write(sid) for sid in sids))
         got = await asyncio.wait_for(asyncio.gather(*readers), 30)
         assert got == [list(range(n))] * 8
@@ -483,7 +502,7 @@ async def test_followers_woken_together_read_together_each_its_own_slice(
             asyncio.ensure_future(take(name, n))
             for name, n in (("a@0", 2), ("a@2", 2), ("b@0", 1), ("c@0", 1))
         ]
-        await asyncio.sleep(1.0)  # every follower waits on its notification
+        await _followed(postgres_server, ns, ["a", "b", "c"])  # every follower waits
         await asyncio.gather(
             writer.append("a", [NewEntry("e", {"i": 4}), NewEntry("e", {"i": 5})]),
             writer.append("b", [NewEntry("e", {"i": 2})]),
@@ -622,7 +641,7 @@ async def test_fx_append_is_the_quiet_append_and_a_notify(
             await conn.fetchval(call, "s", ["b"], ['{"n": 2}'], fence.epoch, 1, None)
         with pytest.raises(asyncpg.PostgresError, match="fenced"):
             await conn.fetchval(call, "s", ["b"], ['{"n": 2}'], fence.epoch - 1, None, None)
-        await asyncio.sleep(0.1)  # the notification is delivered after the commit
+        await wait_until(lambda: bool(heard), 10)  # delivered after the commit
         assert heard == ["s"]
         assert [(e.seq, e.kind, e.data) for e in await world.read("s")] == [
             (1, "fence", {"epoch": fence.epoch}),

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from fxworld import Agent, open_world, tool, world
-from fxworld.testing import ScriptedModel
+from fxworld.testing import ScriptedModel, moved_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -243,8 +243,9 @@ async def test_worker_sigkilled_inside_tools_turn_continues(tmp_path: Path) -> N
 
 
 async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> None:
-    # lease 2 s, a tool that takes 5 s, a second worker waiting on the same world:
-    # the running worker renews its lease, so nobody takes the session over.
+    # lease 2 s, a tool that takes 3 s, a second worker polling the same world every
+    # 0.1 s: the running worker renews its lease, so nobody takes the session over
+    # (without a renewal the second would take it about 2 s in, while the tool runs).
     runs: list[str] = []
     started = asyncio.Event()
 
@@ -252,7 +253,7 @@ async def test_worker_renews_its_lease_during_a_long_tool(tmp_path: Path) -> Non
     async def slow(ctx: Any) -> str:
         runs.append(ctx.execution_id)
         started.set()
-        await asyncio.sleep(5.0)
+        await asyncio.sleep(3.0)
         return "slow done"
 
     url = f"sqlite:///{tmp_path}/w.db"
@@ -326,7 +327,7 @@ async def test_deadline_yields_at_a_step_boundary_and_next_invocation_continues(
     @tool(idempotent=True)
     async def step(n: int) -> str:
         runs.append(n)
-        await asyncio.sleep(0.4)
+        clock.advance(0.4)  # the step takes 0.4 s of the engine's clock
         return f"step {n}"
 
     w = open_world("memory://")
@@ -334,11 +335,12 @@ async def test_deadline_yields_at_a_step_boundary_and_next_invocation_continues(
     agent = Agent(model=ScriptedModel([*replies, "done"]), tools=[step], world=w)
     turn = agent.session("dl").prompt("go")
     await turn.accepted
-    await asyncio.wait_for(agent.work(deadline=1.0), 30)  # a serverless time limit
-    kinds = [e.kind for e in await w.read("dl")]
-    assert "turn.yielded" in kinds and "turn.finished" not in kinds
-    assert kinds[-1] == "turn.yielded"  # stopped at a step boundary, nothing half-done
-    assert kinds.count("tool.started") == kinds.count("tool.finished")
-    await asyncio.wait_for(agent.work(deadline=30, until_idle=True), 60)  # next invocation
+    with moved_clock() as clock:
+        await asyncio.wait_for(agent.work(deadline=1.0), 30)  # a serverless time limit
+        kinds = [e.kind for e in await w.read("dl")]
+        assert "turn.yielded" in kinds and "turn.finished" not in kinds
+        assert kinds[-1] == "turn.yielded"  # stopped at a step boundary, nothing half-done
+        assert kinds.count("tool.started") == kinds.count("tool.finished")
+        await asyncio.wait_for(agent.work(deadline=30, until_idle=True), 60)  # next invocation
     assert await asyncio.wait_for(turn, 5) == "done"
     assert sorted(runs) == [0, 1, 2, 3]  # every step ran once

@@ -3,7 +3,9 @@
 Configured by environment, so every process builds the same agent:
 - ``ENGINE_TEST_DIR``: where tools record each run (``runs.jsonl``) and the model
   records each request (``model.jsonl``);
-- ``ENGINE_TEST_TEXT_DELAY``: seconds between streamed text pieces (default 0.05);
+- ``ENGINE_TEST_TEXT_DELAY``: seconds between streamed text pieces (default 0.05),
+  until a file named ``fast`` appears in ``ENGINE_TEST_DIR`` (a test that needed
+  slow text to stop a worker in does not wait for it in the next worker);
 - ``ENGINE_TEST_BLOCK``: ``tool:seconds``, that tool sleeps that long after it
   recorded its run (so a test can stop the process inside it);
 - ``FXWORLD_TEST_CRASH_AT``: the engine's crash points, and ``in-tool:<name>``;
@@ -32,6 +34,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 if os.environ.get("ENGINE_TEST_OTEL") == "1":
@@ -39,6 +42,7 @@ if os.environ.get("ENGINE_TEST_OTEL") == "1":
 
 from fxworld import Agent, ToolContext, tool
 from fxworld.engine import StepInterrupted
+from fxworld.models.base import ModelEvent, ModelRequest
 from fxworld.testing import ScriptedModel, crash_point
 
 DIR = Path(os.environ.get("ENGINE_TEST_DIR", "."))
@@ -151,10 +155,23 @@ async def pay(id: str, cents: int, ctx: ToolContext) -> str:
     return f"charged {charged}, emailed {sent}"
 
 
+TEXT_DELAY = 0.05
+
+
+class Scripted(ScriptedModel):
+    """The script, its text slowed by ``ENGINE_TEST_TEXT_DELAY`` until ``fast`` exists."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self.delay > TEXT_DELAY and (DIR / "fast").exists():
+            self.delay = TEXT_DELAY
+        async for event in super().stream(request):
+            yield event
+
+
 OTHER_APPROVAL = [close_account] if os.environ.get("ENGINE_TEST_OTHER_APPROVAL") == "1" else []
 
 agent = Agent(
-    ScriptedModel(
+    Scripted(
         {
             "parallel": PARALLEL,
             "approval": APPROVAL,
@@ -163,7 +180,7 @@ agent = Agent(
         }.get(MODE, SCRIPT),
         record_to=DIR / "model.jsonl",
         pieces=80 if MODE == "long" else 5,
-        delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", "0.05")),
+        delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", TEXT_DELAY)),
     ),
     tools=[lookup, charge, refund, pay, *OTHER_APPROVAL],
     instructions="You handle orders.",

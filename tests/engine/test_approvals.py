@@ -203,13 +203,24 @@ class Overloaded:
         yield  # pragma: no cover - an async generator
 
 
-async def test_stop_ends_a_turn_waiting_to_retry_the_model() -> None:
+_real_sleep = asyncio.sleep
+
+
+async def _first_backoffs_short(seconds: float, result: object = None) -> object:
+    """The backoffs before the third call (0.5 s, 1 s) over at once; the rest as long."""
+    return await _real_sleep(0.01 if seconds in (0.5, 1.0) else seconds, result)
+
+
+async def test_stop_ends_a_turn_waiting_to_retry_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncio, "sleep", _first_backoffs_short)
     model = Overloaded()
     agent = Agent(model, world=MemoryWorld(), model_retries=10)
     session = agent.session()
     turn = session.prompt("Hello?")
     worker = asyncio.create_task(until_idle(agent))
-    await asyncio.wait_for(model.third.wait(), 10)  # backing off: 0.5 s, 1 s, then 2 s
+    await asyncio.wait_for(model.third.wait(), 10)  # backing off: at once twice, then 2 s
     await session.stop()
     with pytest.raises(TurnStopped):
         await asyncio.wait_for(turn, 10)

@@ -24,6 +24,7 @@ from test_crash import assert_no_gap_no_dup, read_with_reconnect
 
 from fxworld import TurnStopped
 from fxworld.errors import AlreadyDecided, ApprovalExpired, UnknownCall
+from fxworld.testing import moved_clock
 from fxworld.types import Entry
 from tests.support.waiting import wait_until
 
@@ -187,12 +188,13 @@ async def test_an_approval_timeout_passes_while_no_process_is_up(
     first = start_worker(lease=SURVIVOR_LEASE, env=env)
     requested = await wait_for_kind(agent, sid, "approval.requested")
     assert requested.data["timeout"] == 2
-    first.wait_for_log("holding nothing")
-    await stop_worker(first)
+    # read at once: stopping a worker on a loaded machine can take longer than 2 s
     [pending] = await agent.session(sid).pending_approvals()
     assert pending.expires_at is not None
     assert 1.5 < (pending.expires_at - pending.requested_at).total_seconds() < 2.5
     expires_at = pending.expires_at
+    first.wait_for_log("holding nothing")
+    await stop_worker(first)
     await wait_until(lambda: datetime.now(UTC) > expires_at, 10)  # no process is up
 
     second = start_worker(lease=SURVIVOR_LEASE, env=env)
@@ -215,22 +217,23 @@ async def test_an_expired_approval_cannot_be_approved(
 ) -> None:
     """Past ``expires_at`` with no worker up, the call is not pending, an approval
     is refused, and the timeout's denial (written by the refused process) is
-    what the next worker's model hears: the tool never runs."""
-    env = {**APPROVAL, "ENGINE_TEST_APPROVAL_TIMEOUT": "1"}
+    what the next worker's model hears: the tool never runs. This process's
+    engine clock is moved past ``expires_at``; the other processes only read the
+    denial it wrote."""
+    env = {**APPROVAL, "ENGINE_TEST_APPROVAL_TIMEOUT": "60"}
     agent, turn, sid = await prompted(engine_world_url, "Please refund order A.")
     first = start_worker(lease=SURVIVOR_LEASE, env=env)
     xid = (await wait_for_kind(agent, sid, "approval.requested")).data["execution_id"]
     first.wait_for_log("holding nothing")
     await stop_worker(first)
-    [pending] = await agent.session(sid).pending_approvals()
-    assert pending.expires_at is not None
-    expires_at = pending.expires_at
-    await wait_until(lambda: datetime.now(UTC) > expires_at, 10)  # no process is up
-
     session = agent.session(sid)
-    assert await session.pending_approvals() == []
-    with pytest.raises(ApprovalExpired) as refused:
-        await session.approve(xid, note="too late")
+    [pending] = await session.pending_approvals()
+    assert pending.expires_at is not None
+    with moved_clock() as clock:  # no process is up
+        clock.advance((pending.expires_at - datetime.now(UTC)).total_seconds() + 1)
+        assert await session.pending_approvals() == []
+        with pytest.raises(ApprovalExpired) as refused:
+            await session.approve(xid, note="too late")
     assert isinstance(refused.value, AlreadyDecided) and refused.value.approved is False
     assert await decide(engine_world_url, sid, "approve", xid) == "ApprovalExpired"
     assert await decide(engine_world_url, sid, "deny", xid) == "ApprovalExpired"
@@ -239,7 +242,7 @@ async def test_an_expired_approval_cannot_be_approved(
         **decided.data,
         "approved": False,
         "expired": True,
-        "reason": "no decision within 1 s",
+        "reason": "no decision within 60 s",
     }
     assert decided.epoch is None  # written by the refused approve, not by a worker
 
@@ -251,7 +254,7 @@ async def test_an_expired_approval_cannot_be_approved(
     assert kinds.count("approval.decided") == 1 and "tool.started" not in kinds
     heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"]
     [result] = [m for m in heard if m["role"] == "tool"]
-    assert result["is_error"] and "no decision within 1 s" in result["text"]
+    assert result["is_error"] and "no decision within 60 s" in result["text"]
 
 
 # -- a redeploy changes the tools under a waiting call ------------------------------

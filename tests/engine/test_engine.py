@@ -22,7 +22,7 @@ from fxworld.models.base import (
     TextDelta,
     ToolCall,
 )
-from fxworld.testing import ScriptedModel, read_recording
+from fxworld.testing import ScriptedModel, moved_clock, read_recording
 from fxworld.types import Entry, NewEntry
 
 pytestmark = pytest.mark.timeout(60)
@@ -312,13 +312,14 @@ async def _fast_sleep(seconds: float, result: Any = None) -> Any:
 async def test_a_deadline_yields_and_the_next_invocation_continues(tmp_path: Path) -> None:
     """Two 0.8 s tool calls never fit in one 1.5 s invocation: the turn yields at a
     step boundary, and each invocation takes the session once (a yielded turn is
-    not taken back, fenced and yielded again while the budget lasts)."""
+    not taken back, fenced and yielded again while the budget lasts). Each call
+    takes its 0.8 s on the engine's clock, moved forward, not in real time."""
     runs: list[str] = []
 
     @tool(idempotent=True)
     async def slow(ctx: ToolContext) -> str:
         runs.append(ctx.execution_id)
-        await asyncio.sleep(0.8)
+        clock.advance(0.8)
         return "slow done"
 
     agent = Agent(
@@ -329,10 +330,11 @@ async def test_a_deadline_yields_and_the_next_invocation_continues(tmp_path: Pat
     turn = agent.session().prompt("go")
     await turn.accepted
     invocations = 0
-    while not any(e.kind == "turn.finished" for e in await all_entries(agent, turn.session_id)):
-        invocations += 1
-        assert invocations < 10
-        await asyncio.wait_for(agent.work(deadline=1.5, until_idle=True), 30)
+    with moved_clock() as clock:
+        while not any(e.kind == "turn.finished" for e in await all_entries(agent, turn.session_id)):
+            invocations += 1
+            assert invocations < 10
+            await asyncio.wait_for(agent.work(deadline=1.5, until_idle=True), 30)
     assert await turn == "finished"
     assert invocations >= 2 and len(runs) == 2 == len(set(runs))
     log = await all_entries(agent, turn.session_id)
@@ -340,6 +342,25 @@ async def test_a_deadline_yields_and_the_next_invocation_continues(tmp_path: Pat
     assert yielded and all(e.data["reason"] == "deadline" for e in yielded)
     assert len(yielded) == invocations - 1
     assert [e.kind for e in log].count("fence") == invocations
+
+
+async def test_a_deadline_times_each_step_on_the_engine_clock() -> None:
+    """Steps are timed on the clock the deadline reads: with that clock moved an
+    hour ahead, a quick turn still fits in one invocation (timing a step from the
+    real clock made the first model call look an hour long)."""
+
+    @tool(idempotent=True)
+    async def quick() -> str:
+        return "quick done"
+
+    agent = Agent(ScriptedModel([{"tool": "quick"}, "done"]), tools=[quick], world=MemoryWorld())
+    turn = agent.session().prompt("go")
+    await turn.accepted
+    with moved_clock() as clock:
+        clock.advance(3600)
+        result = await asyncio.wait_for(agent.work(deadline=5.0, until_idle=True), 30)
+    assert not result.hit_deadline
+    assert await asyncio.wait_for(turn, 5) == "done"
 
 
 # -- the model hears ------------------------------------------------------------------

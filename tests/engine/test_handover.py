@@ -149,7 +149,7 @@ async def test_sigterm_hands_over_at_once(
     cut text discarded, hands the session back, and a waiting worker continues
     well before the lease (15 s here) would have run out."""
     agent = client(engine_world_url)
-    env = {"ENGINE_TEST_TEXT_DELAY": "0.8"}  # 4 s of streaming to stop it in
+    env = {"ENGINE_TEST_TEXT_DELAY": "0.8"}  # 4 s of streaming to stop it in (then fast)
     workers = [start_worker(lease=15.0, env=env), start_worker(lease=15.0, env=env)]
     for w in workers:
         w.wait_for_log("worker ready")
@@ -163,6 +163,7 @@ async def test_sigterm_hands_over_at_once(
     holder_pid = read_jsonl(tmp_path / "runs.jsonl")[0]["pid"]
     holder = next(w for w in workers if w.pid == holder_pid)
     other = next(w for w in workers if w.pid != holder_pid)
+    (tmp_path / "fast").touch()  # the other worker need not stream slowly
     sent = time.time()
     holder.signal(signal.SIGTERM)
     assert await holder.wait() == 0, holder.text()

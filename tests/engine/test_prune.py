@@ -23,7 +23,7 @@ from fxworld import Agent, ToolContext, tool
 from fxworld.cli import main
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.protocol import IdleDeleter, SessionLister, WakeLister, World
-from fxworld.testing import ScriptedModel
+from fxworld.testing import ScriptedModel, moved_clock
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -170,11 +170,12 @@ def test_cli_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.out == "" and "0 deleted, 0 kept although idle, 1 looked at" in out.err
     assert main(["sessions", "prune", "--world", url, "--idle-for", "1h", "--dry-run"]) == 0
     assert capsys.readouterr().out == ""
-    asyncio.run(asyncio.sleep(1.1))
-    assert main(["sessions", "prune", "--world", url, "--idle-for", "1s", "--dry-run"]) == 0
-    assert capsys.readouterr().out == "would delete old\n"
-    assert main(["sessions", "prune", "--world", url, "--idle-for", "1s"]) == 0
-    assert capsys.readouterr().out == "deleted old\n"
+    with moved_clock() as clock:
+        clock.advance(1.1)  # "old" has been idle for more than 1 s
+        assert main(["sessions", "prune", "--world", url, "--idle-for", "1s", "--dry-run"]) == 0
+        assert capsys.readouterr().out == "would delete old\n"
+        assert main(["sessions", "prune", "--world", url, "--idle-for", "1s"]) == 0
+        assert capsys.readouterr().out == "deleted old\n"
     assert main(["sessions", "list", "--world", url]) == 0
     assert capsys.readouterr().out == ""
 

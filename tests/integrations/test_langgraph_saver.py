@@ -142,9 +142,11 @@ class SlowCheckpoints:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.putting = asyncio.Event()  # a checkpoint's append is in flight
 
     async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
         if entries[0].kind == "lg.checkpoint":
+            self.putting.set()
             await asyncio.sleep(0.2)
         return int(await self.inner.append(session_id, entries, **kw))
 
@@ -153,12 +155,13 @@ class SlowCheckpoints:
 
 
 async def test_writes_saved_while_their_checkpoint_is_being_put_are_not_lost() -> None:
-    saver = WorldSaver(SlowCheckpoints(MemoryWorld()))  # type: ignore[arg-type]
+    slow = SlowCheckpoints(MemoryWorld())
+    saver = WorldSaver(slow)  # type: ignore[arg-type]
     stored = config("t", checkpoint_ns="", checkpoint_id="1ef-a")
     put = asyncio.create_task(
         saver.aput(config("t", checkpoint_ns=""), checkpoint_named("a"), {"step": 0}, {})
     )
-    await asyncio.sleep(0.05)  # the put is in flight
+    await asyncio.wait_for(slow.putting.wait(), 10)  # the put is in flight
     await saver.aput_writes(stored, [("n", 1)], "task-1")
     await put
     latest = await saver.aget_tuple(config("t"))

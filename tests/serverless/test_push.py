@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from fxworld.push import (
 from fxworld.testing import ScriptedModel
 from fxworld.web import signed_headers, wake_handler
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -242,8 +244,9 @@ async def test_a_lease_that_ran_out_unfinished_holds_no_push_back() -> None:
     rec = Recorder()
     world = PushingWorld(MemoryWorld(), rec)
     await world.inner.wake("s1")
-    assert await world.take_wake(lease=0.05) is not None  # its run dies: never finished
-    await asyncio.sleep(0.1)
+    lease = await world.take_wake(lease=0.05)  # its run dies: never finished
+    assert lease is not None
+    await wait_until(lambda: datetime.now(UTC) > lease.expires_at, 10)  # the lease ran out
     await world.wake("s1")  # a prompt later, in the same process
     assert rec.sent == [("s1", 0.0)]
 
