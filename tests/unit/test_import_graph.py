@@ -14,10 +14,23 @@ its submodule ``x``.
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("fxworld", "fxworld_postgres", "fxworld_redis", "fxworld_s3", "fxworld_conformance")
+
+
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse``, again on CPython 3.11's "AST constructor recursion depth
+    mismatch" (a SystemError when another thread of the process converts an AST at
+    the same moment: the recursion counter is shared; seen once under pytest-xdist)."""
+    for _ in range(3):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError:
+            time.sleep(0.1)
+    return ast.parse(path.read_text(), str(path))
 
 
 def _modules() -> dict[str, Path]:
@@ -47,7 +60,7 @@ def _targets(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The fxworld modules ``module`` imports anywhere in its file."""
     is_package = path.name == "__init__.py"
     named: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Import):
             named.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
