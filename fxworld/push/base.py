@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,9 +34,14 @@ class Push(Protocol):
 
 
 def message_body(session_id: str) -> bytes:
-    """The body every push sends: ``{"session_id": ...}`` as JSON (what
-    :func:`fxworld.web.wake_handler` and :func:`fxworld.aws.lambda_handler` read)."""
-    return json.dumps({"session_id": validate.session_id(session_id)}).encode()
+    """The body every push sends: ``{"session_id": ..., "id": ...}`` as JSON (what
+    :func:`fxworld.web.wake_handler` and :func:`fxworld.aws.lambda_handler` read).
+
+    ``id`` is new for each message, so two messages for one session signed in the same
+    second differ: the wake route refuses a signature it has seen as a replay, and
+    without it a turn's second continuation in one second was taken for the first."""
+    message = {"session_id": validate.session_id(session_id), "id": uuid.uuid4().hex}
+    return json.dumps(message).encode()
 
 
 def session_of(body: str | bytes | dict[str, Any]) -> str | None:

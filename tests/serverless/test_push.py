@@ -22,6 +22,7 @@ from fxworld.push import (
     VercelQueuePush,
     message_body,
     push_from_url,
+    session_of,
     tick,
 )
 from fxworld.testing import ScriptedModel
@@ -309,3 +310,12 @@ async def test_a_yield_whose_push_failed_keeps_its_delivery() -> None:
         r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
     assert "turn.yielded" in [e.kind for e in await agent.session(sid).read()]
     assert (r.status_code, r.json()["status"]) == (503, "deadline")  # delivered again
+
+
+def test_two_messages_for_one_session_in_one_second_are_not_one_signature() -> None:
+    # the wake route refuses a signature it has seen (a replay): a turn's second
+    # continuation, pushed within the second of the first, must not look like it
+    first, second = message_body("s-1"), message_body("s-1")
+    assert first != second
+    assert signed_headers(SECRET, first) != signed_headers(SECRET, second)
+    assert session_of(first) == session_of(second) == "s-1"
