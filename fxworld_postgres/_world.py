@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fxworld import validate
 from fxworld.errors import ConfigurationError
@@ -165,16 +165,23 @@ class PostgresWorld:
         await asyncio.shield(running)
 
     async def _setup(self) -> None:
+        await self._schema_change(_schema.migrate, what="setup")
+
+    async def _schema_change(
+        self, change: Callable[[AsyncConnection, str], Awaitable[None]], *, what: str
+    ) -> None:
+        """``change(conn, namespace)`` in one transaction, retried while that is safe
+        (both callers are idempotent: a migration and a schema drop)."""
         for attempt in range(RETRIES):
             try:
                 async with self._engine.begin() as conn:
-                    await _schema.migrate(conn, self.namespace)
+                    await change(conn, self.namespace)
                 return
             except Exception as e:
                 if attempt + 1 < RETRIES and _errors.retry_safe(e, sent=True, idempotent=True):
                     await asyncio.sleep(BACKOFF[attempt])
                     continue
-                raise _errors.translate(e, what="setup") from None
+                raise _errors.translate(e, what=what) from None
 
     async def drop_namespace(self) -> None:
         """Drop the schema ``fxworld_<namespace>`` with everything in it, in one
@@ -185,16 +192,7 @@ class PostgresWorld:
         if self._listener is not None:  # its follows rows go with the schema
             await self._listener.stop()
             self._listener = None
-        for attempt in range(RETRIES):
-            try:
-                async with self._engine.begin() as conn:
-                    await _schema.drop(conn, self.namespace)
-                return
-            except Exception as e:
-                if attempt + 1 < RETRIES and _errors.retry_safe(e, sent=True, idempotent=True):
-                    await asyncio.sleep(BACKOFF[attempt])
-                    continue
-                raise _errors.translate(e, what="drop_namespace") from None
+        await self._schema_change(_schema.drop, what="drop_namespace")
 
     async def close(self) -> None:
         """Stop the listener and, if this world created it, dispose of the engine."""
