@@ -132,14 +132,7 @@ async def sqs(args: argparse.Namespace) -> dict[str, Any]:
     try:
         got = await measure("sqs+lambda", client, args)
         for _ in range(300):  # let the mapping take every message left (bounded: 30 s)
-            left = server.client().get_queue_attributes(
-                QueueUrl=queue,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                ],
-            )["Attributes"]
-            if not any(int(v) for v in left.values()):
+            if not server.holds_messages(queue):
                 break
             await asyncio.sleep(0.1)
     finally:

@@ -75,6 +75,14 @@ class MotoServer:
         )
         return str(made["QueueUrl"])
 
+    def holds_messages(self, queue: str) -> bool:
+        """Whether ``queue`` still holds a message, visible or in flight."""
+        left = self.client().get_queue_attributes(
+            QueueUrl=queue,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return any(int(v) for v in left.values())
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
