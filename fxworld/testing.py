@@ -24,8 +24,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from fxworld.engine._run.faults import crash_point
 from fxworld.engine.clock import Clock, moved_clock
-from fxworld.engine.faults import crash_point
 from fxworld.models.base import (
     ModelError,
     ModelEvent,

@@ -15,11 +15,11 @@ from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
 
+from ._run.worker import Worker
 from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
 from .turn import prompts_in_flight
-from .worker import Worker
 
 if TYPE_CHECKING:
     from fxworld.push.base import Push

@@ -16,11 +16,11 @@ from fxworld.protocol import World
 from fxworld.types import Entry, JSONObject, NewEntry
 
 from . import approvals, log
+from .context import context_data, same_context, saved_context
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
 from .replay import conversation
-from .session_context import context_data, same_context, saved_context
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 

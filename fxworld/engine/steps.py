@@ -14,17 +14,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping, Set
+from typing import Any, Protocol
 
 from fxworld.errors import InvalidArgument, WorldError
 
 from . import log
 
-if TYPE_CHECKING:
-    from .replay import CallState
-
-__all__ = ["StepInterrupted", "StepJournal", "StepLog", "step_key"]
+__all__ = ["StepInterrupted", "StepJournal", "StepLog", "StepCall", "step_key"]
 
 
 class StepInterrupted(WorldError):
@@ -51,11 +48,28 @@ class StepLog(Protocol):
     async def append(self, entries: Any, *, wake: float | None = None) -> int: ...
 
 
+class StepCall(Protocol):
+    """What the steps of a call read of it: the call as the log tells it so far
+    (:class:`~fxworld.engine.replay.CallState` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def execution_id(self) -> str: ...
+    @property
+    def step_results(self) -> Mapping[str, Any]:
+        """The steps that finished, each with its saved result."""
+
+    @property
+    def steps_started(self) -> Set[str]:
+        """The steps whose ``step.started`` is in the log."""
+
+
 class StepJournal:
     """The steps of one running call: what the log already holds for it, and
     which names this run used (a name is used once per call)."""
 
-    def __init__(self, writer: StepLog, call: CallState) -> None:
+    def __init__(self, writer: StepLog, call: StepCall) -> None:
         self.writer = writer
         self.call = call
         self.used: set[str] = set()

@@ -15,7 +15,7 @@ from typing import Any
 
 from fxworld.types import JSONObject
 
-from .session_context import short_errors
+from .context import short_errors
 
 __all__ = ["output_instructions", "check_output", "retry_message"]
 

@@ -41,11 +41,11 @@ from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
-from fxworld.engine.session_context import saved_context
+from fxworld.engine.context import saved_context
 from fxworld.engine.summary import STATES, Summary
-from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
+from fxworld.logends import window
 from fxworld.protocol import SessionLister, WakeLister, World
 
 from . import _pages, _sse

@@ -179,10 +179,15 @@ def test_the_engine_never_imports_the_web_layer() -> None:
     assert not up, "the engine imports the web layer: " + ", ".join(up)
 
 
+_REACHES_THE_BACK_ROOM = {"fxworld.testing": "fxworld.engine._run"}
+"""The one module outside the engine that may import the engine's private worker
+side: the test helpers (crash points). ``Agent.work()``, inside the engine, is the
+other door to it."""
+
+
 def _private_crossings(graph: dict[str, set[str]]) -> list[str]:
     """Imports of a private module (a ``_name`` part) from outside the package that
-    holds it: ``fxworld.engine.faults`` may be imported anywhere, ``fxworld.web._app``
-    only from inside ``fxworld.web``."""
+    holds it: ``fxworld.web._app`` only from inside ``fxworld.web``."""
     found = []
     for module, targets in graph.items():
         for target in targets:
@@ -191,6 +196,9 @@ def _private_crossings(graph: dict[str, set[str]]) -> list[str]:
             if not private:
                 continue
             home = ".".join(parts[: private[0]])  # the package the private part lives in
+            allowed = _REACHES_THE_BACK_ROOM.get(module)
+            if allowed is not None and (target == allowed or target.startswith(allowed + ".")):
+                continue
             if module != home and not module.startswith(home + "."):
                 found.append(f"{module} -> {target}")
     return sorted(found)

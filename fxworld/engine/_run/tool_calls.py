@@ -29,14 +29,14 @@ from fxworld.errors import InvalidArgument
 from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
-from . import log
-from .context import RunContext
+from .. import log
+from ..replay import CallState, RunTools, stopped_message
+from ..steps import StepJournal
+from ..tools import Tool, ToolContext, render_output
+from .children import start_child
 from .faults import crash_point
-from .replay import CallState, RunTools, stopped_message
 from .signals import Cut
-from .steps import StepJournal
-from .subagents import start_child
-from .tools import Tool, ToolContext, render_output
+from .state import RunState
 
 __all__ = ["run_tools", "run_started", "start_entries", "tool_entry"]
 
@@ -69,7 +69,7 @@ def start_entries(
     return entries, runs
 
 
-async def run_tools(run: RunContext, step: RunTools) -> None:
+async def run_tools(run: RunState, step: RunTools) -> None:
     """The step after a replay: calls never started, or idempotent ones to run
     again; their ``tool.started`` entries in one append, then the runs."""
     if run.signals.stop:
@@ -82,7 +82,7 @@ async def run_tools(run: RunContext, step: RunTools) -> None:
     await run_started(run, runs)
 
 
-async def run_started(run: RunContext, runs: Sequence[Run]) -> None:
+async def run_started(run: RunState, runs: Sequence[Run]) -> None:
     """Run calls whose ``tool.started`` is saved, and save each one's result."""
     if len(runs) == 1:  # the common case: no task to make
         await _save(run, [await _result(run, *runs[0])])
@@ -90,12 +90,12 @@ async def run_started(run: RunContext, runs: Sequence[Run]) -> None:
         await _together(run, runs)
 
 
-async def _save(run: RunContext, finished: list[NewEntry]) -> None:
+async def _save(run: RunState, finished: list[NewEntry]) -> None:
     await run.writer.append(finished)
     crash_point("after-tool-finished")
 
 
-async def _together(run: RunContext, runs: Sequence[Run]) -> None:
+async def _together(run: RunState, runs: Sequence[Run]) -> None:
     """Parallel calls at the same time; each result is appended as its call ends
     (results that come while another is being appended go together next)."""
     lock = asyncio.Lock()
@@ -118,7 +118,7 @@ async def _together(run: RunContext, runs: Sequence[Run]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
+async def _result(run: RunState, c: CallState, attempt: int) -> NewEntry:
     """:func:`_run_call` inside its ``execute_tool`` span, current while the tool
     runs (so the tool's own spans nest under it)."""
     span = run.telemetry.tool(c, attempt)
@@ -138,7 +138,7 @@ async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
         span.end()
 
 
-async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
+async def _run_call(run: RunState, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]

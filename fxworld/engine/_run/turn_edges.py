@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from fxworld.types import NewEntry
 
-from . import log
-from .context import RunContext, new_id
+from .. import log
+from ..context import short_errors
+from ..replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
+from ..typed_output import check_output
 from .faults import crash_point
-from .replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
-from .session_context import short_errors
-from .tool_step import tool_entry
-from .typed_output import check_output
+from .state import RunState, new_id
+from .tool_calls import tool_entry
 
 __all__ = [
     "start_turn",
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-async def start_turn(run: RunContext, step: StartTurn) -> None:
+async def start_turn(run: RunState, step: StartTurn) -> None:
     trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
     turn = new_id()
     entries = [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=turn, **trace)]
@@ -57,7 +57,7 @@ async def start_turn(run: RunContext, step: StartTurn) -> None:
     crash_point("after-turn-started")
 
 
-def _context_refused(run: RunContext) -> str:
+def _context_refused(run: RunState) -> str:
     """Why the session's context does not fit the agent's ``context_type``, or no
     agent runs it ("": it runs)."""
     if run.refusal:
@@ -76,7 +76,7 @@ def _context_refused(run: RunContext) -> str:
     return ""
 
 
-def answer_entries(run: RunContext, call: str, text: str) -> list[NewEntry]:
+def answer_entries(run: RunState, call: str, text: str) -> list[NewEntry]:
     """The entries that follow the answer ``text`` of model call ``call`` (a reply
     without tool calls), in the same append: ``turn.finished``; with an
     ``output_type``, its ``output`` once ``text`` validates, else ``output.invalid``
@@ -102,24 +102,24 @@ def answer_entries(run: RunContext, call: str, text: str) -> list[NewEntry]:
     return entries
 
 
-async def discard_text(run: RunContext, step: DiscardText) -> None:
+async def discard_text(run: RunState, step: DiscardText) -> None:
     await run.writer.append([log.entry(log.TEXT_DISCARDED, call=step.call, reason="cut")])
 
 
-async def interrupt_tool(run: RunContext, step: InterruptTool) -> None:
+async def interrupt_tool(run: RunState, step: InterruptTool) -> None:
     c = step.call
     message = interrupted_message(c.name, c.execution_id)
     await run.writer.append([tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
 
 
-async def finish_turn(run: RunContext, step: FinishTurn) -> None:
+async def finish_turn(run: RunState, step: FinishTurn) -> None:
     cur = run.state.current
     assert cur is not None
     crash_point("before-turn-finished")
     await run.writer.append(answer_entries(run, cur.last_call, step.text))
 
 
-async def yield_turn(run: RunContext, reason: str) -> None:
+async def yield_turn(run: RunState, reason: str) -> None:
     """Hand the session on (``reason``: ``"handover"`` or ``"deadline"``) and finish
     the wake: the new wake lands with ``turn.yielded`` (W7)."""
     cur = run.state.current
@@ -131,7 +131,7 @@ async def yield_turn(run: RunContext, reason: str) -> None:
     await run.writer.finish_wake()
 
 
-async def give_up_if_redelivered(run: RunContext) -> None:
+async def give_up_if_redelivered(run: RunState) -> None:
     """``turn.failed`` for a turn delivered more than ``max_deliveries`` times."""
     cur = run.state.current
     attempt = run.writer.wake.attempt
@@ -146,7 +146,7 @@ async def give_up_if_redelivered(run: RunContext) -> None:
     )
 
 
-async def fail_refused(run: RunContext) -> None:
+async def fail_refused(run: RunState) -> None:
     """``turn.failed`` for a running turn that cannot run here (``run.refusal``)."""
     cur = run.state.current
     if cur is None or not run.refusal:

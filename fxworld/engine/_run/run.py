@@ -6,12 +6,12 @@ and then repeats: decide the next step from the state
 (:func:`~fxworld.engine.replay.next_step`), hand it to its handler, which appends
 what happened with the fence before the next step is decided. The handlers:
 
-- the model step (:mod:`fxworld.engine.model_step`) and the tool step
-  (:mod:`fxworld.engine.tool_step`), watched for a stop while slow
-  (:mod:`fxworld.engine.stop_watch`) and timed for the deadline
-  (:mod:`fxworld.engine.deadline`);
-- the approval and stop steps (:mod:`fxworld.engine.approval_step`);
-- the turn's own entries and the yield (:mod:`fxworld.engine.turn_step`).
+- the model step (:mod:`fxworld.engine._run.model_call`) and the tool step
+  (:mod:`fxworld.engine._run.tool_calls`), watched for a stop while slow
+  (:mod:`fxworld.engine._run.stop_watch`) and timed for the deadline
+  (:mod:`fxworld.engine._run.deadline`);
+- the approval and stop steps (:mod:`fxworld.engine._run.approval_wait`);
+- the turn's own entries and the yield (:mod:`fxworld.engine._run.turn_edges`).
 
 A child session (an agent tool's: :mod:`fxworld.engine.subagents`) runs with the
 child's agent, found from the worker's through the path its first prompt names;
@@ -37,21 +37,9 @@ from fxworld.errors import Fenced
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 
-from . import clock
-from .approval_step import (
-    request_approval,
-    stop_turn,
-    time_out_approval,
-    wait_for_approval,
-    wait_for_child,
-)
-from .context import AgentParts, RunContext
-from .deadline import Deadline
-from .fenced import FencedWriter, StopRun
-from .log_fields import LogFields, set_fields
-from .model_step import call_model
-from .otel_run import for_run
-from .replay import (
+from .. import clock
+from ..log_fields import LogFields, set_fields
+from ..replay import (
     CallModel,
     DiscardText,
     FinishTurn,
@@ -66,11 +54,24 @@ from .replay import (
     WaitForApproval,
     WaitForChild,
 )
+from ..subagents import AgentParts, agent_for, no_agent
+from .approval_wait import (
+    request_approval,
+    stop_turn,
+    time_out_approval,
+    wait_for_approval,
+    wait_for_child,
+)
+from .children import report_to_parent
+from .deadline import Deadline
+from .fenced import FencedWriter, StopRun
+from .model_call import call_model
+from .otel import for_run
 from .signals import Signals
+from .state import RunState
 from .stop_watch import StopWatch
-from .subagents import agent_for, no_agent, report_to_parent
-from .tool_step import run_tools
-from .turn_step import (
+from .tool_calls import run_tools
+from .turn_edges import (
     discard_text,
     fail_refused,
     finish_turn,
@@ -102,7 +103,7 @@ class SessionRun:
     ) -> None:
         self.writer = FencedWriter(world, wake, lease=lease)
         self.root = agent
-        self.run = RunContext(self.writer, agent, signals)
+        self.run = RunState(self.writer, agent, signals)
         self.deadline = deadline
         self.sid = wake.session_id
         self.writer.on_news = self._note_stop
@@ -184,7 +185,7 @@ class SessionRun:
             return
         agent = agent_for(self.root, path)
         refusal = "" if agent is not None else no_agent(path)
-        self.run = RunContext(
+        self.run = RunState(
             self.writer, agent or self.root, self.run.signals, path=path, refusal=refusal
         )
         name = getattr(self.run.agent, "name", "agent")
