@@ -26,6 +26,7 @@ from typing_extensions import TypeVar
 from fxworld.errors import InvalidArgument, WorldError
 from fxworld.models.base import ToolSpec
 
+from .context import short_errors
 from .docstring import read_docstring
 from .steps import step_key
 
@@ -175,7 +176,14 @@ class Tool:
     async def _call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
         kwargs: dict[str, Any]
         if self._model is not None:
-            parsed = self._model.model_validate(input)
+            import pydantic  # loaded already: the model was built with it
+
+            try:
+                parsed = self._model.model_validate(input)
+            except pydantic.ValidationError as e:  # what the model hears: no docs URL
+                raise InvalidArgument(
+                    f"invalid input for tool {self.name!r}: {short_errors(e)}"
+                ) from None
             kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         else:
             kwargs = dict(input)

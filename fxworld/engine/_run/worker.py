@@ -44,7 +44,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from fxworld.errors import BackendUnavailable
+from fxworld.errors import BackendUnavailable, InvalidArgument
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
@@ -78,9 +78,9 @@ class Worker:
         poll_interval: float,
     ) -> None:
         if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if lease <= 0:
-            raise ValueError("lease must be > 0 seconds")
+            raise InvalidArgument(f"concurrency must be at least 1, not {concurrency}")
+        if not lease > 0:
+            raise InvalidArgument(f"lease must be more than 0 seconds, not {lease}")
         self.agent = agent
         self.concurrency = concurrency
         self.lease = lease
