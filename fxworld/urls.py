@@ -28,8 +28,9 @@ def mask(url: str) -> str:
 
     Everything between ``://`` and the last ``@`` is hidden (a user name before a
     ``:`` is kept, and so is a lone user name in a database URL, where it names the
-    role: ``postgresql://reporting@db/app``; elsewhere a lone user may be a token), so a password holding ``/``, ``?``, ``#`` or ``@`` that was not
-    percent-encoded is hidden too; so is the value of every query parameter whose
+    role: ``postgresql://reporting@db/app``; elsewhere a lone user may be a token),
+    so a password holding ``/``, ``?``, ``#`` or ``@`` that was not percent-encoded
+    is hidden too; so is the value of every query parameter whose
     name looks secret (``password``, ``secret``, ``token``, ``key``, ``auth``, ...),
     and a URL inside a query value (``endpoint_url=http://h/?token=...``) is masked
     the same way.
