@@ -1,0 +1,447 @@
+"""The layer rules of the house (docs: ../shared/design/style.md, "Imports we expect
+never to see"), checked on the real import graph.
+
+1. The contract (``fxworld.protocol``, ``fxworld.types``, ``fxworld.errors``) imports
+   nothing of fxworld outside the contract.
+2. A backend (``fxworld_postgres``, ``fxworld_redis``, ``fxworld_s3``,
+   ``fxworld.embedded``) imports its own package, the contract and the plumbing in
+   :data:`PLUMBING`, nothing else of fxworld.
+3. The engine (``fxworld.engine`` and below) imports no concrete world, no web layer,
+   no command line.
+4. The kit (``fxworld_conformance``) imports no private module of fxworld, reaches the
+   engine only through ``fxworld.engine`` itself (or the engine's names on ``fxworld``),
+   and loads it lazily: importing one of the kit's doors (:data:`KIT_DOORS`) loads no
+   engine module.
+5. The engine's private worker side, ``fxworld.engine._run``, is imported only by the
+   modules in :data:`RUN_DOORS`.
+
+The graph is read from the source as in ``test_import_graph.py``: every ``import``
+counts, in a function or under ``if TYPE_CHECKING:`` too, except where a rule is about
+what loads at import time (rule 4's laziness). Each rule is a function of a source
+root that returns its violations, one line each: the importing file, its line, the
+import statement and what it breaks. The tests below run each on the repository, and
+on a small tree written in ``tmp_path`` that breaks it on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("fxworld", "fxworld_postgres", "fxworld_redis", "fxworld_s3", "fxworld_conformance")
+
+CONTRACT = frozenset({"fxworld.protocol", "fxworld.types", "fxworld.errors"})
+
+PLUMBING = {
+    "fxworld.validate": "the contract's input checks and limits (W-numbered), one copy for all",
+    "fxworld.urls": "URL parsing and urls.mask, so every backend masks credentials the same way",
+    "fxworld.follow": "poll_follow, the follow loop a world without a push channel runs",
+}
+"""Modules of fxworld a backend may import beside the contract, each with its reason.
+Not the engine, web, commands, cli or integrations; not a private module."""
+
+BACKENDS = ("fxworld_postgres", "fxworld_redis", "fxworld_s3", "fxworld.embedded")
+
+ENGINE_MUST_NOT_REACH = {
+    "fxworld.embedded": "a concrete world: the engine takes a World, or world()",
+    "fxworld_postgres": "a concrete world",
+    "fxworld_redis": "a concrete world",
+    "fxworld_s3": "a concrete world",
+    "fxworld.encryption": "a concrete (wrapping) world",
+    "fxworld.web": "the web layer sits above the engine",
+    "fxworld.commands": "the command line sits above the engine",
+    "fxworld.cli": "the command line sits above the engine",
+}
+
+KIT_DOORS = (
+    "fxworld_conformance",
+    "fxworld_conformance.plugin",
+    "fxworld_conformance.suite",
+    "fxworld_conformance.runner",
+    "fxworld_conformance.cli",
+)
+"""What loads the kit: the package, the pytest plugin (loaded in every pytest run), the
+pytest door, the code door and the command line."""
+
+RUN = "fxworld.engine._run"
+RUN_DOORS = {
+    "fxworld.engine.agent": "Agent.work() runs the worker",
+    "fxworld.testing": "the test helpers drive the worker's faults and clock",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One fxworld module named by one import statement."""
+
+    module: str
+    file: Path
+    line: int
+    statement: str
+    target: str
+    """The fxworld module imported (the package for a name that is not a module)."""
+    at_import_time: bool
+    """Run when the module is imported: not in a function, not under TYPE_CHECKING."""
+
+    def describe(self, root: Path, why: str) -> str:
+        where = self.file.relative_to(root).as_posix()
+        return f"{where}:{self.line}: `{self.statement}` ({self.target}): {why}"
+
+
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse``, again on CPython 3.11's shared-AST-counter SystemError (see
+    test_import_graph.py)."""
+    for _ in range(3):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError:
+            time.sleep(0.1)
+    return ast.parse(path.read_text(), str(path))
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the packages under ``root``: dotted name -> file."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _engine_names(root: Path) -> frozenset[str]:
+    """The engine's names (its ``__all__``): ``from fxworld import Agent`` loads it."""
+    path = root / "fxworld" / "engine" / "__init__.py"
+    if not path.exists():
+        return frozenset()
+    for node in _parse(path).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _statements(tree: ast.AST, eager: bool = True) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every import statement with whether it runs at import time."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node, eager
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield from _statements(node, False)
+        elif isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.body:
+                yield from _statements(ast.Module(body=[child], type_ignores=[]), False)
+            for child in node.orelse:
+                yield from _statements(ast.Module(body=[child], type_ignores=[]), eager)
+        else:
+            yield from _statements(node, eager)
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base.pop()
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _owner(name: str, known: dict[str, Path]) -> str:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name
+
+
+@functools.cache
+def imports(root: Path) -> tuple[Import, ...]:
+    """Every fxworld module every module under ``root`` imports, one per statement
+    (read once per root: the rules share it)."""
+    known = modules(root)
+    engine_names = _engine_names(root)
+    found: list[Import] = []
+    for module, path in known.items():
+        for node, eager in _statements(_parse(path)):
+            named: set[str] = set()
+            if isinstance(node, ast.Import):
+                named.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                origin = _absolute(module, path.name == "__init__.py", node)
+                for alias in node.names:
+                    sub = f"{origin}.{alias.name}"
+                    if origin == "fxworld" and alias.name in engine_names:
+                        sub = "fxworld.engine"  # fxworld's lazy name loads the engine
+                    named.add(sub if sub in known else origin)
+            for name in named:
+                target = _owner(name, known)
+                if target and target != module:
+                    statement = ast.unparse(node)
+                    found.append(Import(module, path, node.lineno, statement, target, eager))
+    return tuple(sorted(found, key=lambda i: (i.module, i.line, i.target)))
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _is_fxworld(module: str) -> bool:
+    return _within(module, "fxworld")
+
+
+def contract_violations(root: Path) -> list[str]:
+    """Rule 1: the contract imports nothing of fxworld outside the contract."""
+    return [
+        i.describe(root, "the contract imports nothing else of fxworld")
+        for i in imports(root)
+        if i.module in CONTRACT and _is_fxworld(i.target) and i.target not in CONTRACT
+    ]
+
+
+def backend_violations(root: Path) -> list[str]:
+    """Rule 2: a backend imports its own package, the contract and PLUMBING only."""
+    found = []
+    for i in imports(root):
+        home = next((b for b in BACKENDS if _within(i.module, b)), None)
+        if home is None or _within(i.target, home):
+            continue
+        if i.target in CONTRACT or i.target in PLUMBING:
+            continue
+        if _is_fxworld(i.target) or i.target.split(".")[0] in PACKAGES:
+            found.append(i.describe(root, "a backend imports only the contract and PLUMBING"))
+    return found
+
+
+def engine_violations(root: Path) -> list[str]:
+    """Rule 3: the engine reaches no concrete world, web layer or command line."""
+    found = []
+    for i in imports(root):
+        if not _within(i.module, "fxworld.engine"):
+            continue
+        for above, why in ENGINE_MUST_NOT_REACH.items():
+            if _within(i.target, above):
+                found.append(i.describe(root, f"the engine must not import {above}: {why}"))
+    return found
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def kit_lazy_violations(root: Path) -> list[str]:
+    """Rule 4's laziness: import-time imports that lead from a kit door to the engine,
+    each named by the kit's last import on the way, with the whole chain."""
+    eager: dict[str, list[Import]] = {}
+    for i in imports(root):
+        if i.at_import_time:
+            eager.setdefault(i.module, []).append(i)
+    reported: dict[Import, str] = {}
+    seen: set[str] = set(KIT_DOORS)
+    frontier: list[tuple[str, list[Import]]] = [(door, []) for door in KIT_DOORS]
+    while frontier:
+        module, path = frontier.pop(0)
+        if _within(module, "fxworld.engine"):
+            last = [i for i in path if _within(i.module, "fxworld_conformance")][-1]
+            chain = " -> ".join([path[0].module, *(i.target for i in path)])
+            why = f"the kit loads the engine at import time ({chain})"
+            reported.setdefault(last, last.describe(root, why))
+            continue
+        for i in eager.get(module, []):
+            if i.target not in seen:
+                seen.add(i.target)
+                frontier.append((i.target, [*path, i]))
+    return list(reported.values())
+
+
+def kit_violations(root: Path) -> list[str]:
+    """Rule 4: the kit uses public names of fxworld only, the engine as fxworld.engine."""
+    wrong = []
+    for i in imports(root):
+        if not _within(i.module, "fxworld_conformance") or not _is_fxworld(i.target):
+            continue
+        if _is_private(i.target):
+            wrong.append(i.describe(root, "the kit imports public names of fxworld only"))
+        elif _within(i.target, "fxworld.engine") and i.target != "fxworld.engine":
+            wrong.append(i.describe(root, "the kit reaches the engine as fxworld.engine only"))
+    return wrong
+
+
+def run_violations(root: Path) -> list[str]:
+    """Rule 5: only RUN_DOORS import the engine's private worker side."""
+    return [
+        i.describe(root, f"only {', '.join(RUN_DOORS)} import {RUN}")
+        for i in imports(root)
+        if _within(i.target, RUN) and not _within(i.module, RUN) and i.module not in RUN_DOORS
+    ]
+
+
+RULES: dict[str, Callable[[Path], list[str]]] = {
+    "the contract imports nothing else of fxworld": contract_violations,
+    "backends import the contract and plumbing only": backend_violations,
+    "the engine imports no concrete world, web or command line": engine_violations,
+    "the kit imports public names only": kit_violations,
+    "the kit loads the engine lazily": kit_lazy_violations,
+    "only Agent.work() and fxworld.testing reach the worker side": run_violations,
+}
+
+
+PENDING = {
+    "the kit loads the engine lazily": "the kit's engine tier loads with suite.py today; "
+    "issue 48 (item 4, the kit's part) makes it load when the tier runs",
+}
+"""Rules the repository does not keep yet, each with what brings it: strict, so the
+day it holds the test fails until the entry goes."""
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        pytest.param(rule, marks=pytest.mark.xfail(strict=True, reason=PENDING[rule]))
+        if rule in PENDING
+        else rule
+        for rule in RULES
+    ],
+)
+def test_the_repository_keeps_the_layer_rule(rule: str) -> None:
+    found = RULES[rule](REPO)
+    assert not found, f"{rule}:\n" + "\n".join(found)
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """A small source tree: path -> source (packages get an empty __init__.py)."""
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for parent in path.relative_to(root).parents:
+            if parent != Path(".") and not (root / parent / "__init__.py").exists():
+                (root / parent / "__init__.py").write_text("")
+        path.write_text(source)
+    return root
+
+
+def test_the_contract_rule_names_the_file_and_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "fxworld/protocol.py": "from fxworld.types import Entry\n",
+            "fxworld/types.py": "from fxworld.validate import check\n",
+            "fxworld/validate.py": "",
+        },
+    )
+    assert contract_violations(root) == [
+        "fxworld/types.py:1: `from fxworld.validate import check` (fxworld.validate): "
+        "the contract imports nothing else of fxworld"
+    ]
+
+
+def test_the_backend_rule_names_the_engine_a_private_module_and_another_backend(
+    tmp_path: Path,
+) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "fxworld/errors.py": "",
+            "fxworld/urls.py": "",
+            "fxworld/_select.py": "",
+            "fxworld/engine/__init__.py": "__all__ = ['Agent']\n",
+            "fxworld/embedded/memory.py": "from fxworld import errors, urls\n",
+            "fxworld_redis/_world.py": "from fxworld_redis import _errors\n"
+            "def f():\n    from fxworld.engine import Agent\n",
+            "fxworld_redis/_errors.py": "import fxworld._select\n",
+            "fxworld_s3/_world.py": "from fxworld.embedded import memory\n",
+        },
+    )
+    assert [line.split(": `")[0] for line in backend_violations(root)] == [
+        "fxworld_redis/_errors.py:1",
+        "fxworld_redis/_world.py:3",
+        "fxworld_s3/_world.py:1",
+    ]
+
+
+def test_the_engine_rule_names_a_concrete_world_web_and_commands(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "fxworld/selection.py": "",
+            "fxworld/encryption/world.py": "",
+            "fxworld/web/__init__.py": "",
+            "fxworld/cli.py": "",
+            "fxworld_postgres/__init__.py": "",
+            "fxworld/engine/agent.py": "from fxworld.selection import world\n"
+            "from fxworld.encryption.world import EncryptedWorld\n",
+            "fxworld/engine/session.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    import fxworld_postgres\n"
+            "def f():\n    from fxworld import web, cli\n",
+        },
+    )
+    found = engine_violations(root)
+    assert [line.split(": `")[0] for line in found] == [
+        "fxworld/engine/agent.py:2",
+        "fxworld/engine/session.py:3",
+        "fxworld/engine/session.py:5",
+        "fxworld/engine/session.py:5",
+    ]
+    assert "(fxworld.cli)" in found[2] + found[3] and "(fxworld.web)" in found[2] + found[3]
+
+
+def test_the_kit_rule_names_a_private_module_an_engine_module_and_an_eager_engine(
+    tmp_path: Path,
+) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "fxworld/__init__.py": "",
+            "fxworld/_select.py": "",
+            "fxworld/engine/__init__.py": "__all__ = ['Agent']\n",
+            "fxworld/engine/worker.py": "",
+            "fxworld_conformance/__init__.py": "from fxworld_conformance import target\n",
+            "fxworld_conformance/target.py": "from fxworld._select import pick\n",
+            "fxworld_conformance/suite.py": "from fxworld_conformance import tier\n",
+            "fxworld_conformance/tier.py": "from fxworld import Agent\n"
+            "def f():\n    from fxworld.engine.worker import work\n",
+            "fxworld_conformance/runner.py": "def run():\n    from fxworld.engine import Agent\n",
+        },
+    )
+    assert [*kit_violations(root), *kit_lazy_violations(root)] == [
+        "fxworld_conformance/target.py:1: `from fxworld._select import pick` (fxworld._select): "
+        "the kit imports public names of fxworld only",
+        "fxworld_conformance/tier.py:3: `from fxworld.engine.worker import work` "
+        "(fxworld.engine.worker): the kit reaches the engine as fxworld.engine only",
+        "fxworld_conformance/tier.py:1: `from fxworld import Agent` (fxworld.engine): "
+        "the kit loads the engine at import time "
+        "(fxworld_conformance.suite -> fxworld_conformance.tier -> fxworld.engine)",
+    ]
+
+
+def test_the_run_rule_lets_only_its_doors_in(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "fxworld/engine/_run/worker.py": "from fxworld.engine._run import state\n",
+            "fxworld/engine/_run/state.py": "",
+            "fxworld/engine/agent.py": "from fxworld.engine._run.worker import work\n",
+            "fxworld/engine/approvals.py": "from ._run import state\n",
+            "fxworld/testing.py": "from fxworld.engine._run import state\n",
+            "fxworld/web/_wake.py": "import fxworld.engine._run.worker\n",
+        },
+    )
+    assert [line.split(": `")[0] for line in run_violations(root)] == [
+        "fxworld/engine/approvals.py:1",
+        "fxworld/web/_wake.py:1",
+    ]
