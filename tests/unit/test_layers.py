@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -321,6 +322,14 @@ day it holds the test fails until the entry goes."""
 def test_the_repository_keeps_the_layer_rule(rule: str) -> None:
     found = RULES[rule](REPO)
     assert not found, f"{rule}:\n" + "\n".join(found)
+
+
+def test_docs_backends_md_names_what_a_backend_may_import() -> None:
+    """docs/backends.md lists the modules a backend may import: the same as here."""
+    text = (REPO / "docs" / "backends.md").read_text()
+    listed = text.split("third-party package would:", 1)[1].split(". Never", 1)[0]
+    named = set(re.findall(r"`(fxworld\.\w+)`", listed))
+    assert named == CONTRACT | set(PLUMBING)
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
