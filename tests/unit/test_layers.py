@@ -15,7 +15,7 @@ never to see"), checked on the real import graph.
 5. The engine's private worker side, ``fxworld.engine._run``, is imported only by the
    modules in :data:`RUN_DOORS`.
 
-The graph is read from the source as in ``test_import_graph.py``: every ``import``
+The graph is read from the source (``tests/support/imports.py``): every ``import``
 counts, in a function or under ``if TYPE_CHECKING:`` too, except where a rule is about
 what loads at import time (rule 4's laziness). Each rule is a function of a source
 root that returns its violations, one line each: the importing file, its line, the
@@ -25,19 +25,15 @@ on a small tree written in ``tmp_path`` that breaks it on purpose.
 
 from __future__ import annotations
 
-import ast
-import functools
 import re
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("fxworld", "fxworld_postgres", "fxworld_redis", "fxworld_s3", "fxworld_conformance")
+from tests.support.imports import PACKAGES, Import, imports
 
+REPO = Path(__file__).resolve().parents[2]
 CONTRACT = frozenset({"fxworld.protocol", "fxworld.types", "fxworld.errors"})
 
 PLUMBING = {
@@ -76,126 +72,6 @@ RUN_DOORS = {
     "fxworld.engine.agent": "Agent.work() runs the worker",
     "fxworld.testing": "the test helpers drive the worker's faults and clock",
 }
-
-
-@dataclass(frozen=True)
-class Import:
-    """One fxworld module named by one import statement."""
-
-    module: str
-    file: Path
-    line: int
-    statement: str
-    target: str
-    """The fxworld module imported (the package for a name that is not a module)."""
-    at_import_time: bool
-    """Run when the module is imported: not in a function, not under TYPE_CHECKING."""
-
-    def describe(self, root: Path, why: str) -> str:
-        where = self.file.relative_to(root).as_posix()
-        return f"{where}:{self.line}: `{self.statement}` ({self.target}): {why}"
-
-
-def _parse(path: Path) -> ast.Module:
-    """``ast.parse``, again on CPython 3.11's shared-AST-counter SystemError (see
-    test_import_graph.py)."""
-    for _ in range(3):
-        try:
-            return ast.parse(path.read_text(), str(path))
-        except SystemError:
-            time.sleep(0.1)
-    return ast.parse(path.read_text(), str(path))
-
-
-def modules(root: Path) -> dict[str, Path]:
-    """Every module of the packages under ``root``: dotted name -> file."""
-    found: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
-def _engine_names(root: Path) -> frozenset[str]:
-    """The engine's names (its ``__all__``): ``from fxworld import Agent`` loads it."""
-    path = root / "fxworld" / "engine" / "__init__.py"
-    if not path.exists():
-        return frozenset()
-    for node in _parse(path).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            return frozenset(ast.literal_eval(node.value))
-    return frozenset()
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _statements(tree: ast.AST, eager: bool = True) -> Iterator[tuple[ast.stmt, bool]]:
-    """Every import statement with whether it runs at import time."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node, eager
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            yield from _statements(node, False)
-        elif isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.body:
-                yield from _statements(ast.Module(body=[child], type_ignores=[]), False)
-            for child in node.orelse:
-                yield from _statements(ast.Module(body=[child], type_ignores=[]), eager)
-        else:
-            yield from _statements(node, eager)
-
-
-def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if node.level == 0:
-        return node.module or ""
-    base = module.split(".")
-    if not is_package:
-        base.pop()
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def _owner(name: str, known: dict[str, Path]) -> str:
-    while name and name not in known:
-        name = name.rpartition(".")[0]
-    return name
-
-
-@functools.cache
-def imports(root: Path) -> tuple[Import, ...]:
-    """Every fxworld module every module under ``root`` imports, one per statement
-    (read once per root: the rules share it)."""
-    known = modules(root)
-    engine_names = _engine_names(root)
-    found: list[Import] = []
-    for module, path in known.items():
-        for node, eager in _statements(_parse(path)):
-            named: set[str] = set()
-            if isinstance(node, ast.Import):
-                named.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                origin = _absolute(module, path.name == "__init__.py", node)
-                for alias in node.names:
-                    sub = f"{origin}.{alias.name}"
-                    if origin == "fxworld" and alias.name in engine_names:
-                        sub = "fxworld.engine"  # fxworld's lazy name loads the engine
-                    named.add(sub if sub in known else origin)
-            for name in named:
-                target = _owner(name, known)
-                if target and target != module:
-                    statement = ast.unparse(node)
-                    found.append(Import(module, path, node.lineno, statement, target, eager))
-    return tuple(sorted(found, key=lambda i: (i.module, i.line, i.target)))
 
 
 def _within(module: str, package: str) -> bool:
