@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.imports import PACKAGES, Import, imports
+from tests.support.imports import PACKAGES, Import, imports, modules
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = frozenset({"fxworld.protocol", "fxworld.types", "fxworld.errors"})
@@ -198,6 +198,13 @@ day it holds the test fails until the entry goes."""
 def test_the_repository_keeps_the_layer_rule(rule: str) -> None:
     found = RULES[rule](REPO)
     assert not found, f"{rule}:\n" + "\n".join(found)
+
+
+def test_the_rules_name_modules_that_exist() -> None:
+    """A door or an allowed module renamed away would make its rule hold vacuously."""
+    known = set(modules(REPO))
+    named = {*CONTRACT, *PLUMBING, *BACKENDS, *ENGINE_MUST_NOT_REACH, *KIT_DOORS, *RUN_DOORS}
+    assert sorted(named - known) == []
 
 
 def test_docs_backends_md_names_what_a_backend_may_import() -> None:
