@@ -95,17 +95,30 @@ class CallState:
     """One tool call of the latest model message, and how far it got."""
 
     id: str
+    """The model provider's id of the call, which the tool's result answers."""
     name: str
+    """The tool's name, as the model asked for it."""
     input: dict[str, Any]
+    """The tool's input, as the model gave it."""
     execution_id: str
-    started: int = 0  # number of tool.started entries (runs begun)
+    """The engine's own id of the call, saved with the model's message: its entries,
+    approvals and durable steps name it."""
+    started: int = 0
+    """The number of its ``tool.started`` entries: runs begun."""
     finished: bool = False
+    """Whether a ``tool.finished`` entry gave its result."""
     interrupted: bool = False
-    # approvals: None (not asked), "requested", "approved" or "denied"
+    """Whether it ended without a result of its own: a ``tool.interrupted`` entry, or
+    its turn was stopped (the model is told so)."""
     approval: str | None = None
+    """``None`` (not asked), ``"requested"``, ``"approved"`` or ``"denied"``: the
+    first ``approval.decided`` wins."""
     requested_at: datetime | None = None
+    """When its ``approval.requested`` entry was committed."""
     expires_at: datetime | None = None
+    """When the wait for a decision ends (then it is denied), or ``None``: no timeout."""
     timeout: float | None = None
+    """The tool's approval timeout in seconds, as saved with the request."""
     requested_seq: int = 0
     """The seq of the call's ``approval.requested`` entry (0: not asked)."""
     steps_started: set[str] = field(default_factory=set)
