@@ -56,6 +56,7 @@ from starlette.routing import BaseRoute, Route
 from fxworld import validate
 from fxworld.engine import log
 from fxworld.engine.session import StreamEvent
+from fxworld.engine.subagents import child_session_id, is_child_session_id
 from fxworld.errors import (
     AlreadyDecided,
     ApprovalExpired,
@@ -553,6 +554,10 @@ class _Routes:
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
+            if is_child_session_id(validate.session_id(chosen)):  # made only by agent tools
+                raise HTTPError(
+                    400, "invalid_request", f"session ids {child_session_id('')}... are reserved"
+                )
             session = self.agent.session(validate.session_id(chosen), context=session.context)
             await self._check(request, session.id, "create", new=session.context)
         # Only as the first entry of an empty log: an existing session answers 409,
