@@ -554,11 +554,7 @@ class _Routes:
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
-            if is_child_session_id(validate.session_id(chosen)):  # made only by agent tools
-                raise HTTPError(
-                    400, "invalid_request", f"session ids {child_session_id('')}... are reserved"
-                )
-            session = self.agent.session(validate.session_id(chosen), context=session.context)
+            session = self.agent.session(_not_reserved(chosen), context=session.context)
             await self._check(request, session.id, "create", new=session.context)
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
@@ -638,7 +634,7 @@ class _Routes:
         if at is not None and not isinstance(at, str):
             raise HTTPError(400, "invalid_request", "at must be a cursor (a string)")
         if new_id is not None:
-            await self._check(request, validate.session_id(new_id), "fork")
+            await self._check(request, _not_reserved(new_id), "fork")
         fork = await session.fork(at=at, id=new_id)  # an existing id: 409
         root = str(request.scope.get("root_path", "")).rstrip("/")
         return JSONResponse(
@@ -741,6 +737,16 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
     """The handlers that map fxworld's errors to statuses, and everything else to a
     bare 500 (logged, never sent)."""
     return {404: _not_found, 405: _method_not_allowed, Exception: handle_error}
+
+
+def _not_reserved(session_id: Any) -> str:
+    """A new session's id a client chose, checked; not of the form an agent
+    tool's child session has (a client must not make one before its call: 400)."""
+    checked: str = validate.session_id(session_id)
+    if is_child_session_id(checked):
+        prefix = child_session_id("")
+        raise HTTPError(400, "invalid_request", f"session ids {prefix}... are reserved")
+    return checked
 
 
 def create_app(
