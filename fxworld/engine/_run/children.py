@@ -9,7 +9,9 @@ Two sessions, two logs, and no write that spans both: a parent's fence (W1, W2)
 guards the parent's log only, so the child's first prompt, appended to the
 child's log, cannot carry it. A check of the fence just before that append would
 not do either: a writer may stall (SIGSTOP, a long pause) between the check and
-the append, be replaced meanwhile, and write the prompt anyway. So the child
+the append, be replaced meanwhile, and write the prompt anyway; the same holds
+for ``child.started`` written (fenced) before the child is made, which also
+leaves a saved call without a child for every crash in between. So the child
 decides, where it runs, from the parent's log:
 
 - **A replaced parent starts nothing.** The first prompt names the parent's log
@@ -37,6 +39,10 @@ decides, where it runs, from the parent's log:
   key (a client's, say) is not proof: after the keyed append, the child's first
   entry is read and must be this call's prompt (``parent`` naming this session
   and ``execution_id``); otherwise the call fails with an error the model hears.
+
+Round trips this adds: none to a parent's run; one read to make a child (its
+first entry); one read of the parent's log before a child's first turn; none to
+a report whose guess of the parent's end is right, one more when it is not.
 """
 
 from __future__ import annotations
