@@ -181,8 +181,9 @@ class Agent(Generic[OutputT]):
         second turn. The parent's turn waits holding no worker; the child runs in
         the parent's world, taken by the parent agent's workers, and inherits the
         parent session's context. Its log names its parent (its first prompt's
-        ``parent``), the parent's names it (``child.started``); stopping the parent
-        stops the child; an approval inside the child is decided on the child
+        ``parent``), the parent's names it (``child.started``); stopping or deleting
+        the parent stops the child, and a child whose parent no longer waits for it
+        runs nothing; an approval inside the child is decided on the child
         session. See :mod:`fxworld.engine.subagents`.
 
         ``name``: the tool's name (default: this agent's ``name``), 1 to 64 of

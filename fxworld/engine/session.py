@@ -21,6 +21,7 @@ from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
 from .replay import conversation
+from .subagents import delete_session
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 
@@ -251,6 +252,7 @@ class Session(Generic[OutputT]):
         return await saved_context(await self.agent.ready(), self.id)
 
     async def delete(self) -> None:
-        """Remove the session's log and pending wake (W14)."""
-        w = await self.agent.ready()
-        await w.delete(self.id)
+        """Remove the session's log and pending wake (W14). A turn running in it
+        stops writing (the session is taken first), and the child sessions of its
+        agent tools' calls are stopped (:func:`~fxworld.engine.subagents.delete_session`)."""
+        await delete_session(await self.agent.ready(), self.id)

@@ -10,38 +10,52 @@ child turn is never started twice and the parent waits holding nothing:
    (derived from the call's ``execution_id``), appended only as the first entry of
    an empty log
    (W5), keyed ``prompt:<execution_id>`` (W6), with a wake (W7). The prompt
-   carries ``parent`` (the call, and the path of agent tools from the worker's
-   agent to the child's), the parent's context (the child inherits it: a tool of
-   the child reads the same tenant), and the trace context of the call's
-   ``execute_tool`` span (one trace holds both turns). A call run again after a
-   crash finds its prompt under the key: the same child, never a second turn.
+   carries ``parent`` (the call, the parent's log position ``at`` it was made
+   at, and the path of agent tools from the worker's agent to the child's), the
+   parent's context (the child inherits it: a tool of the child reads the same
+   tenant), and the trace context of the call's ``execute_tool`` span (one trace
+   holds both turns). A call run again after a crash finds its prompt under the
+   key: the same child, never a second turn. The child's first entry is then
+   read: a session of that id that this call did not make (a client's, under the
+   same key) fails the call with an error the model hears.
 3. ``child.started`` lands in the parent's log: the call waits for its child
    (:class:`~fxworld.engine.replay.WaitForChild`), and the parent's run finishes
    its wake and holds nothing, as for an approval, however long the child takes.
 4. A worker of the parent's agent takes the child's wake and runs it with the
-   child's agent, found from the path (:func:`agent_for`). When the child's first
+   child's agent, found from the path (:func:`agent_for`). Before the child's
+   first turn starts, it reads the parent's log from ``at``: a parent deleted,
+   whose turn ended or was asked to stop, or whose call has its result (a
+   replaced parent's worker made the child late) ends the child's turn at once,
+   stopped, with no model call. When the child's first
    turn has ended, the worker appends ``child.finished`` to the parent's log
    (``report_to_parent``: unfenced, keyed ``child:<execution_id>``, with a
-   wake) BEFORE it finishes the child's wake: a worker that dies in between
+   wake, and with ``expect=`` the parent's last seq: never to a deleted parent,
+   never making a session) BEFORE it finishes the child's wake: a worker that dies in between
    leaves that wake to be delivered again, and the next run reports it (the key
    writes it once).
 5. The parent's worker wakes; the child's answer is the call's result.
 
 ``stop.requested`` on the parent's turn is passed on to every child it waits for
-(``stop_children``) before ``turn.stopped`` ends it. An approval inside the
+(``stop_children``) before ``turn.stopped`` ends it; deleting the parent
+(:func:`delete_session`, behind ``Session.delete``) stops them too. The worker's
+side (``fxworld.engine._run.children``) says why each of these holds with a
+worker stalled anywhere. An approval inside the
 child is the child's own: decided on the child session like any other, while the
 parent waits for the child's answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from fxworld.errors import InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
 
+from .approvals import request_stop
+from .replay import TurnState
+from .tail import replay_latest_turn
 from .tools import Tool
 
 __all__ = [
@@ -50,6 +64,9 @@ __all__ = [
     "agent_tool",
     "child_session_id",
     "child_key",
+    "is_child_session_id",
+    "open_children",
+    "delete_session",
     "agent_for",
     "no_agent",
 ]
@@ -89,9 +106,44 @@ def child_session_id(execution_id: str) -> str:
     return f"child-{execution_id}"
 
 
+def is_child_session_id(session_id: str) -> bool:
+    """Whether ``session_id`` has the form of :func:`child_session_id`: reserved for
+    the child sessions of agent tools (the web app refuses to create one)."""
+    return session_id.startswith(child_session_id(""))
+
+
 def child_key(execution_id: str) -> str:
     """The idempotency key of the ``child.finished`` a child appends to its parent."""
     return f"child:{execution_id}"
+
+
+def open_children(cur: TurnState | None, tools: Mapping[str, Tool] | None) -> list[str]:
+    """The child sessions the open calls of turn ``cur`` wait for, or may have
+    made already: calls with ``child.started``, and started calls of an agent tool
+    (of ``tools``; ``None``: any started call, whose child may not exist)."""
+    if cur is None:
+        return []
+    found = []
+    for c in cur.calls:
+        tool = None if tools is None else tools.get(c.name)
+        is_agent = tools is None or (tool is not None and tool.agent is not None)
+        agent_call = c.started > 0 and is_agent
+        if not c.resolved and (c.child is not None or agent_call):
+            found.append(c.child or child_session_id(c.execution_id))
+    return found
+
+
+async def delete_session(world: World, sid: str) -> None:
+    """Delete session ``sid`` (W14) and stop the child sessions its running turn
+    waits for. The session is taken first (a new fence: a replaced worker lands no
+    call after it), then read, deleted, and its children stopped: a child made
+    after that finds its parent gone and does not run."""
+    await world.acquire(sid)
+    state = await replay_latest_turn(world, sid)
+    children = open_children(state.current, None)
+    await world.delete(sid)
+    for child in children:
+        await request_stop(world, child, f"its parent session {sid} was deleted")
 
 
 def _not_called(**_: Any) -> Any:

@@ -55,6 +55,7 @@ from starlette.routing import BaseRoute, Route
 from fxworld import validate
 from fxworld.engine import log
 from fxworld.engine.session import StreamEvent
+from fxworld.engine.subagents import child_session_id, is_child_session_id
 
 from . import _sse
 from ._options import Action, RouteOptionArgs, RouteOptions
@@ -197,7 +198,7 @@ class _Routes:
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
-            session = self.agent.session(validate.session_id(chosen), context=session.context)
+            session = self.agent.session(_not_reserved(chosen), context=session.context)
             await self._check(request, session.id, "create", new=session.context)
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
@@ -277,7 +278,7 @@ class _Routes:
         if at is not None and not isinstance(at, str):
             raise HTTPError(400, "invalid_request", "at must be a cursor (a string)")
         if new_id is not None:
-            await self._check(request, validate.session_id(new_id), "fork")
+            await self._check(request, _not_reserved(new_id), "fork")
         fork = await session.fork(at=at, id=new_id)  # an existing id: 409
         root = str(request.scope.get("root_path", "")).rstrip("/")
         return JSONResponse(
@@ -342,6 +343,16 @@ def _build(agent: Agent, options: RouteOptions) -> tuple[list[BaseRoute], _Route
         Route("/sessions/{session_id}/fork", guard(r.fork), methods=["POST"]),
     ]
     return built, r
+
+
+def _not_reserved(session_id: Any) -> str:
+    """A new session's id a client chose, checked; not of the form an agent
+    tool's child session has (a client must not make one before its call: 400)."""
+    checked: str = validate.session_id(session_id)
+    if is_child_session_id(checked):
+        prefix = child_session_id("")
+        raise HTTPError(400, "invalid_request", f"session ids {prefix}... are reserved")
+    return checked
 
 
 def create_app(

@@ -20,6 +20,9 @@ open, finish it, give it up, or yield it to another worker.
   on it) ends with ``turn.failed`` instead of crashing workers forever.
 - A turn of a child session whose agent the worker does not find (a deploy
   without its agent tool) fails, at its start or where it stands.
+- The first turn of a child session whose parent no longer waits for it
+  (:func:`~fxworld.engine._run.children.parent_moved_on`) is stopped at its start:
+  no model call, no tool.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .. import log
 from ..context import short_errors
 from ..replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
 from ..typed_output import check_output
+from .children import parent_moved_on
 from .faults import crash_point
 from .state import RunState, new_id
 from .tool_calls import tool_entry
@@ -53,6 +57,11 @@ async def start_turn(run: RunState, step: StartTurn) -> None:
     refused = _context_refused(run)
     if refused:
         entries.append(log.entry(log.TURN_FAILED, prompt=step.prompt, turn=turn, error=refused))
+    elif step.prompt == 1 and run.state.parent is not None:  # a child's first turn
+        moved = await parent_moved_on(run)
+        if moved:
+            stopped = log.entry(log.TURN_STOPPED, prompt=1, turn=turn, text="", reason=moved)
+            entries.append(stopped)
     await run.writer.append(entries)
     crash_point("after-turn-started")
 
