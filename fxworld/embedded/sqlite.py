@@ -658,7 +658,8 @@ class SqliteWorld:
         if self._conn is not None:
             return self._conn
         if self.mode == "rwc":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path).parent  # a default world's folder: never group-writable
+            folder.mkdir(0o755 if folder.name == ".fxworld" else 0o777, parents=True, exist_ok=True)
         elif not os.path.isfile(self.path):
             raise ConfigurationError(
                 f"sqlite world {self.path!r} does not exist (mode={self.mode} never creates "
