@@ -35,6 +35,7 @@ from .approval_step import approval_entries
 from .context import RunContext, new_id
 from .faults import crash_point
 from .fenced import StopRun
+from .limits import model_calls_spent
 from .replay import CallModel, CallState
 from .signals import Cut
 from .telemetry import Call
@@ -48,7 +49,14 @@ logger = logging.getLogger("fxworld.worker")
 
 async def call_model(run: RunContext, step: CallModel) -> None:
     """Call the model (again after a retryable error) until it replied, or the
-    turn failed, or a signal cut the call."""
+    turn failed, or a signal cut the call; a turn that made as many model calls as
+    its limit ends instead (:mod:`fxworld.engine.limits`)."""
+    cur = run.state.current
+    spent = None if cur is None else model_calls_spent(cur, run.agent.max_model_calls)
+    if spent is not None:
+        logger.warning("session %s: %s", run.sid, spent.data["error"])
+        await run.writer.append([spent])
+        return
     request = ModelRequest(
         instructions=run.instructions,
         messages=run.state.conversation(),

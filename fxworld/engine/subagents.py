@@ -46,6 +46,7 @@ from . import log
 from .approvals import request_stop
 from .context import AgentParts, RunContext
 from .faults import crash_point
+from .limits import depth_refusal
 from .replay import CallState, Replay
 from .telemetry import trace_context
 from .tools import Tool
@@ -120,8 +121,13 @@ def no_agent(path: Sequence[str]) -> str:
 async def start_child(run: RunContext, c: CallState) -> NewEntry:
     """Make (or, run again, find) the child session of call ``c``; its
     ``child.started``. Raises :class:`~fxworld.errors.InvalidArgument` (the call's
-    error result) for an input that is not ``{"input": str}``, or when a session
-    of the child's id exists that this call did not make."""
+    error result) for an input that is not ``{"input": str}``, when the child would
+    nest deeper than the agent's ``max_depth`` (:mod:`fxworld.engine.limits`: no
+    child is made), or when a session of the child's id exists that this call did
+    not make."""
+    refused = depth_refusal(run.path, c.name, run.agent.max_depth)
+    if refused is not None:
+        raise InvalidArgument(refused)
     text = c.input.get("input")
     if not isinstance(text, str):
         raise InvalidArgument(f"an agent tool's input is {{'input': str}}, not {c.input!r}")
