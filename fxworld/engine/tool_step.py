@@ -33,6 +33,7 @@ from . import log
 from .context import RunContext
 from .faults import crash_point
 from .replay import CallState, RunTools, stopped_message
+from .session_context import own_copy
 from .signals import Cut
 from .steps import StepJournal
 from .subagents import start_child
@@ -150,7 +151,7 @@ async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     journal = StepJournal(run.writer, c)
     try:
         ctx = ToolContext(
-            c.execution_id, run.sid, c.id, c.name, attempt, run.context, journal=journal
+            c.execution_id, run.sid, c.id, c.name, attempt, own_copy(run.context), journal=journal
         )
         if tool.is_async:  # a stop cancels it
             with run.signals.cutting(handover=False):
