@@ -262,7 +262,10 @@ class Agent(Generic[OutputT]):
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
-        missed because its append had not run yet. Returns a :class:`WorkResult`.
+        missed because its append had not run yet. Before it returns, it waits for
+        the pushes its world still sends (:meth:`fxworld.push.PushingWorld.drain`,
+        each bounded by the push timeout), so a serverless invocation does not end
+        before the messages its run made. Returns a :class:`WorkResult`.
         """
         worker = Worker(
             self,
@@ -280,6 +283,9 @@ class Agent(Generic[OutputT]):
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
+            drain = getattr(self.world, "drain", None)  # a pushing world's pushes in flight
+            if drain is not None:
+                await drain()
         return WorkResult(hit_deadline=worker.hit_deadline)
 
     def stop(self) -> None:
