@@ -8,10 +8,15 @@ a tool made over 500 nested child sessions and its root turn never ended."""
 from __future__ import annotations
 
 import asyncio
+import signal
+from typing import Any
 
 import httpx
+import loop_agent
 import pytest
+from conftest import SURVIVOR_LEASE
 
+import fxworld
 from fxworld import Agent, MemoryWorld, TooManyModelCalls, TurnFailed, tool
 from fxworld.engine import child_session_id, log
 from fxworld.errors import ConfigurationError, InvalidArgument
@@ -109,6 +114,28 @@ async def test_the_model_calls_are_counted_from_the_log_across_workers() -> None
     with pytest.raises(TooManyModelCalls):
         await turn
     assert (await kinds(world, "handed")).count(log.MESSAGE) == 3
+
+
+async def test_the_bound_holds_across_a_sigkill_of_the_worker(
+    engine_world_url: str, start_worker: Any
+) -> None:
+    """Real worker processes: the first is killed right after the turn's third
+    model call is saved; the second makes one more (the limit is 4), not four."""
+    world = fxworld.open_world(engine_world_url)
+    client = Agent(ScriptedModel([]), world=world)
+    turn = client.session().prompt("find it")
+    sid = (await turn.accepted).session_id
+    first = start_worker(agent="loop_agent:agent", env={"FXWORLD_TEST_CRASH_AT": "after-message#3"})
+    assert await first.wait() == -signal.SIGKILL, first.text()
+    second = start_worker(agent="loop_agent:agent", lease=SURVIVOR_LEASE)
+    with pytest.raises(TooManyModelCalls) as ended:
+        await asyncio.wait_for(turn.result(), 60)
+    second.signal(signal.SIGTERM)
+    assert await second.wait() == 0, second.text()
+    assert ended.value.limit == loop_agent.LIMIT
+    kinds = [e.kind for e in await world.read(sid, 0)]
+    assert kinds.count(log.MESSAGE) == loop_agent.LIMIT
+    await world.close()
 
 
 def test_a_bad_limit_is_refused_before_anything_is_written() -> None:
