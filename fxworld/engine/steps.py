@@ -95,15 +95,21 @@ class StepJournal:
         self.issued.append((name, coro))
         return coro
 
+    def forget(self) -> list[str]:
+        """Close the steps never awaited (no "never awaited" warning: the call's
+        error says it); their names."""
+        forgotten = []
+        for name, coro in self.issued:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()
+                forgotten.append(name)
+        return forgotten
+
     def check(self) -> None:
         """After the tool returned: :class:`~fxworld.errors.InvalidArgument` when a
         step was never awaited (its effect did not run; its coroutine is closed), or
         when ``ctx.step`` was called from a sync tool (even if the tool caught it)."""
-        forgotten = []
-        for name, coro in self.issued:
-            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
-                coro.close()  # (no "never awaited" warning: this error says it)
-                forgotten.append(name)
+        forgotten = self.forget()
         if self.misused is not None:
             raise self.misused
         if forgotten:

@@ -185,12 +185,17 @@ class Tool:
             kwargs = dict(input)
         if self._takes_ctx:
             kwargs["ctx"] = ctx
-        if self.is_async:
-            result = await self.fn(**kwargs)
-        else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+        try:
+            if self.is_async:
+                result = await self.fn(**kwargs)
+            else:
+                result = await asyncio.to_thread(self.fn, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except BaseException:
+            if ctx.journal is not None:
+                ctx.journal.forget()  # the tool's own error is the call's
+            raise
         if ctx.journal is not None:
             ctx.journal.check()  # a step not awaited: the call fails, naming it
         return result
