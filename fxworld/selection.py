@@ -170,7 +170,7 @@ def _refuse_unsafe(folder: Path) -> None:
         else:
             continue
         raise ConfigurationError(
-            f"fxworld: refusing the default world {path}: it {why}, so another user "
+            f"refusing the default world {path}: it {why}, so another user "
             f"could plant sessions in it; set {ENV_VAR} to the world to use, or run `{fix}`"
         )
 
