@@ -37,7 +37,7 @@ def test_the_default_world_is_found_in_a_parent_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = tmp_path.resolve()
-    (project / ".fxworld").mkdir()
+    (project / ".fxworld").mkdir(0o755)  # (not group-writable, whatever the umask)
     (project / "web" / "views").mkdir(parents=True)
     monkeypatch.chdir(project / "web" / "views")
     assert default_url(creating=True) == f"sqlite:///{project}/.fxworld/world.db"
@@ -152,7 +152,7 @@ def test_a_worker_and_a_client_started_in_different_directories_share_one_world(
 def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ``.fxworld/`` in a shared parent, and the working directory below it."""
     shared = tmp_path.resolve()
-    (shared / ".fxworld").mkdir()
+    (shared / ".fxworld").mkdir(0o755)
     (shared / "me" / "project").mkdir(parents=True)
     monkeypatch.chdir(shared / "me" / "project")
     return shared / ".fxworld"
