@@ -16,6 +16,12 @@ from fxworld.models.base import Model
 from fxworld.protocol import World
 
 from ._run.worker import Worker
+from .limits import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_MODEL_CALLS,
+    check_max_depth,
+    check_max_model_calls,
+)
 from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
@@ -76,6 +82,15 @@ class Agent(Generic[OutputT]):
     (``turn.finished``'s ``output``). An answer that does not validate is saved as
     ``output.invalid`` and the model is asked again with the error, at most
     ``output_retries`` times; then the turn fails.
+
+    ``max_model_calls``: the model calls one turn may make (default 50; ``None``: no
+    bound; a prompt may set its own: ``session.prompt(..., max_model_calls=)``).
+    Counted from the log, so the bound holds across workers and crashes; a turn that
+    reaches it ends with ``turn.failed`` and ``await turn`` raises
+    :class:`~fxworld.engine.turn.TooManyModelCalls`. ``max_depth``: how deep agents
+    as tools may nest below a session this agent runs (default 5; 0: none of its
+    agent tools may be called): past it the call's result is a refusal the model
+    reads, and no child session is made. See :mod:`fxworld.engine.limits`.
     """
 
     def __init__(
@@ -95,6 +110,8 @@ class Agent(Generic[OutputT]):
         show_context: bool | Callable[[Any], str] = False,
         output_type: type[OutputT] | None = None,
         output_retries: int = 2,
+        max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -137,6 +154,11 @@ class Agent(Generic[OutputT]):
         self.show_context = show_context
         self.output_type: type[OutputT] | None = output_type
         self.output_retries = output_retries
+        try:
+            self.max_model_calls = check_max_model_calls(max_model_calls)
+            self.max_depth = check_max_depth(max_depth)
+        except InvalidArgument as e:
+            raise ConfigurationError(str(e)) from None
 
     def __repr__(self) -> str:
         return f"Agent(model={getattr(self.model, 'name', '?')!r}, tools={list(self.tools)})"
@@ -241,7 +263,10 @@ class Agent(Generic[OutputT]):
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
-        missed because its append had not run yet. Returns a :class:`WorkResult`.
+        missed because its append had not run yet. Before it returns, it waits for
+        the pushes its world still sends (:meth:`fxworld.push.PushingWorld.drain`,
+        each bounded by the push timeout), so a serverless invocation does not end
+        before the messages its run made. Returns a :class:`WorkResult`.
         """
         worker = Worker(
             self,
@@ -259,6 +284,9 @@ class Agent(Generic[OutputT]):
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
+            drain = getattr(self.world, "drain", None)  # a pushing world's pushes in flight
+            if drain is not None:
+                await drain()
         return WorkResult(hit_deadline=worker.hit_deadline)
 
     def stop(self) -> None:

@@ -3,11 +3,14 @@
 ``agent.session(id, context=...)`` gives it; the first prompt saves it in its
 ``context`` field (a fork saves its source's in ``forked``), and it never changes
 after. Every tool reads it as ``ToolContext.context``: the JSON object as a dict,
-or, when the agent declares ``context_type`` (a Pydantic model), that model.
+or, when the agent declares ``context_type`` (a Pydantic model), that model. Each
+call gets its own copy (:func:`own_copy`): what a tool changes in it, however deep,
+no other call, no child session and no later turn sees.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,6 +23,7 @@ from fxworld.types import JSONObject
 __all__ = [
     "context_data",
     "parse_context",
+    "own_copy",
     "context_instructions",
     "same_context",
     "saved_context",
@@ -60,8 +64,13 @@ def context_data(value: object, context_type: type[Any] | None) -> JSONObject:
 def parse_context(data: Mapping[str, Any] | None, context_type: type[Any] | None) -> Any:
     """The context a tool reads: a copy of ``data`` (``{}`` when the session has none),
     or ``context_type``'s model of it (``pydantic.ValidationError`` if it does not fit)."""
-    body = dict(data) if data is not None else {}
+    body = copy.deepcopy(dict(data)) if data is not None else {}
     return body if context_type is None else context_type.model_validate(body)
+
+
+def own_copy(context: Any) -> Any:
+    """A copy of a parsed context (a dict or a model), deep: one call's own."""
+    return copy.deepcopy(context)
 
 
 async def saved_context(world: World, session_id: str) -> JSONObject | None:

@@ -161,6 +161,8 @@ class TurnState:
     """The ``output.invalid`` entries of this turn (answers that did not validate)."""
     output_refused: bool = False
     """The latest answer did not validate: the model is asked again."""
+    max_model_calls: int | None = None
+    """The model-call limit its prompt saved (``None``: the agent's applies)."""
 
 
 class Conversation(Sequence[Message]):
@@ -207,6 +209,8 @@ class Replay:
     was_stopped: bool = False  # the last turn ended with turn.stopped
     prompt_trace: dict[int, dict[str, Any]] = field(default_factory=dict)
     """The trace context each prompt's caller had, by the prompt's seq (if any)."""
+    prompt_limits: dict[int, int] = field(default_factory=dict)
+    """The ``max_model_calls`` a prompt saved, by the prompt's seq (if any)."""
     last_end: str | None = None
     """The kind of the entry that ended the latest turn."""
     context: dict[str, Any] | None = None
@@ -251,6 +255,9 @@ class Replay:
             trace = e.data.get("trace")
             if isinstance(trace, dict):
                 self.prompt_trace[e.seq] = trace
+            limit = e.data.get("max_model_calls")
+            if isinstance(limit, int) and not isinstance(limit, bool):
+                self.prompt_limits[e.seq] = limit
         elif e.kind == log.TURN_STARTED:
             self._start_turn(e.data)
         elif e.kind == log.STOP_REQUESTED:
@@ -272,7 +279,10 @@ class Replay:
         p = int(d["prompt"])
         trace = d.get("trace")
         self.current = TurnState(
-            p, str(d.get("turn", "")), trace=trace if isinstance(trace, dict) else {}
+            p,
+            str(d.get("turn", "")),
+            trace=trace if isinstance(trace, dict) else {},
+            max_model_calls=self.prompt_limits.get(p),
         )
         text = self.prompts.get(p, "")
         if self.was_stopped:

@@ -7,6 +7,13 @@ call is run again after a crash (same ``execution_id``), a step whose
 ``step.finished`` is saved returns that result without running; a step that
 started but did not finish runs again if it was marked ``idempotent=True``, and
 otherwise raises :class:`StepInterrupted`, which the tool may catch.
+
+A step is awaited or it is an error, seen at once: ``ctx.step`` called from a sync
+tool (it runs in a thread, where nothing can await) raises
+:class:`~fxworld.errors.InvalidArgument` there, and a ``ctx.step(...)`` whose
+coroutine was never awaited when the tool returned makes the call fail with an
+error naming the step (:meth:`StepJournal.check`), instead of a success whose
+effect never ran.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Coroutine, Mapping, Set
 from typing import Any, Protocol
 
 from fxworld.errors import InvalidArgument, WorldError
@@ -73,6 +80,59 @@ class StepJournal:
         self.writer = writer
         self.call = call
         self.used: set[str] = set()
+        self.issued: list[tuple[str, Coroutine[Any, Any, Any]]] = []
+        """Each ``ctx.step`` made, with its coroutine (awaited or not)."""
+        self.misused: InvalidArgument | None = None
+        """``ctx.step`` called from a sync tool: the call fails with it."""
+
+    def begin(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        idempotent: bool,
+    ) -> Coroutine[Any, Any, Any]:
+        """What ``ctx.step`` returns: the coroutine of :meth:`run`, noted so that
+        :meth:`check` finds it if it is never awaited. From a thread (a sync tool),
+        :class:`~fxworld.errors.InvalidArgument` at once."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.misused = InvalidArgument(
+                f"ctx.step({name!r}) was called from the sync tool {self.call.name!r}, which "
+                "runs in a thread where nothing can await it: the step did not run; make the "
+                "tool `async def` and write `await ctx.step(...)`"
+            )
+            raise self.misused from None
+        coro = self.run(name, fn, args, kwargs, idempotent)
+        self.issued.append((name, coro))
+        return coro
+
+    def forget(self) -> list[str]:
+        """Close the steps never awaited (no "never awaited" warning: the call's
+        error says it); their names."""
+        forgotten = []
+        for name, coro in self.issued:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()
+                forgotten.append(name)
+        return forgotten
+
+    def check(self) -> None:
+        """After the tool returned: :class:`~fxworld.errors.InvalidArgument` when a
+        step was never awaited (its effect did not run; its coroutine is closed), or
+        when ``ctx.step`` was called from a sync tool (even if the tool caught it)."""
+        forgotten = self.forget()
+        if self.misused is not None:
+            raise self.misused
+        if forgotten:
+            names = ", ".join(repr(n) for n in forgotten)
+            raise InvalidArgument(
+                f"ctx.step({names}) in tool {self.call.name!r} was not awaited before the "
+                "tool returned: the step did not run and nothing was saved; write "
+                "`await ctx.step(...)`"
+            )
 
     async def run(
         self,

@@ -96,6 +96,8 @@ class AgentParts(Protocol):
     show_context: bool | Callable[[Any], str]
     output_type: type[Any] | None
     output_retries: int
+    max_model_calls: int | None
+    max_depth: int
 
     async def ready(self) -> World: ...
 

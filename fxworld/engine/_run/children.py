@@ -58,6 +58,7 @@ from fxworld.types import Entry, NewEntry
 
 from .. import log
 from ..approvals import request_stop
+from ..limits import depth_refusal
 from ..replay import CallState, Replay
 from ..subagents import child_key, child_session_id, open_children
 from ..telemetry import trace_context
@@ -75,9 +76,13 @@ _PAGE = 100
 async def start_child(run: RunState, c: CallState) -> NewEntry:
     """Make (or, run again, find) the child session of call ``c``; its
     ``child.started``. Raises :class:`~fxworld.errors.InvalidArgument` (the call's
-    error result) for an input that is not ``{"input": str}``, or when a session
-    of the child's id exists that this call did not make (its first entry is
-    not this call's prompt: see the module)."""
+    error result) for an input that is not ``{"input": str}``, when the child would
+    nest deeper than the agent's ``max_depth`` (:mod:`fxworld.engine.limits`: no
+    child is made), or when a session of the child's id exists that this call did
+    not make (its first entry is not this call's prompt: see the module)."""
+    refused = depth_refusal(run.path, c.name, run.agent.max_depth)
+    if refused is not None:
+        raise InvalidArgument(refused)
     text = c.input.get("input")
     if not isinstance(text, str):
         raise InvalidArgument(f"an agent tool's input is {{'input': str}}, not {c.input!r}")

@@ -31,6 +31,7 @@ from fxworld.scrub import scrub
 from fxworld.types import NewEntry
 
 from .. import log
+from ..limits import model_calls_spent
 from ..replay import CallModel, CallState
 from ..telemetry import Call
 from .approval_wait import approval_entries
@@ -48,7 +49,14 @@ logger = logging.getLogger("fxworld.worker")
 
 async def call_model(run: RunState, step: CallModel) -> None:
     """Call the model (again after a retryable error) until it replied, or the
-    turn failed, or a signal cut the call."""
+    turn failed, or a signal cut the call; a turn that made as many model calls as
+    its limit ends instead (:mod:`fxworld.engine.limits`)."""
+    cur = run.state.current
+    spent = None if cur is None else model_calls_spent(cur, run.agent.max_model_calls)
+    if spent is not None:
+        logger.warning("session %s: %s", run.sid, spent.data["error"])
+        await run.writer.append([spent])
+        return
     request = ModelRequest(
         instructions=run.instructions,
         messages=run.state.conversation(),

@@ -30,6 +30,7 @@ from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
 from .. import log
+from ..context import own_copy
 from ..replay import CallState, RunTools, stopped_message
 from ..steps import StepJournal
 from ..tools import Tool, ToolContext, render_output
@@ -150,7 +151,7 @@ async def _run_call(run: RunState, c: CallState, attempt: int) -> NewEntry:
     journal = StepJournal(run.writer, c)
     try:
         ctx = ToolContext(
-            c.execution_id, run.sid, c.id, c.name, attempt, run.context, journal=journal
+            c.execution_id, run.sid, c.id, c.name, attempt, own_copy(run.context), journal=journal
         )
         if tool.is_async:  # a stop cancels it
             with run.signals.cutting(handover=False):
