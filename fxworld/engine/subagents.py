@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
 
-from fxworld.errors import Conflict, InvalidArgument
+from fxworld.errors import Conflict, InvalidArgument, InvalidEntry
 from fxworld.types import Entry, NewEntry
 
 from . import log
@@ -49,6 +49,7 @@ from .faults import crash_point
 from .replay import CallState, Replay
 from .telemetry import trace_context
 from .tools import Tool
+from .unsaved import why_refused
 
 __all__ = [
     "INPUT_SCHEMA",
@@ -173,18 +174,21 @@ async def report_to_parent(run: RunContext) -> None:
         return
     xid = str(parent.get("execution_id"))
     output, is_error = _answer(end)
-    entry = log.entry(
-        log.CHILD_FINISHED,
-        execution_id=xid,
-        call_id=parent.get("call_id"),
-        name=parent.get("name"),
-        session=run.sid,
-        outcome=end.kind.removeprefix("turn."),
-        output=output,
-        is_error=is_error,
-    )
+    fields = {
+        "execution_id": xid,
+        "call_id": parent.get("call_id"),
+        "name": parent.get("name"),
+        "session": run.sid,
+        "outcome": end.kind.removeprefix("turn."),
+    }
+    entry = log.entry(log.CHILD_FINISHED, **fields, output=output, is_error=is_error)
     world, target = run.writer.world, str(parent.get("session"))
-    await run.writer.retry(partial(world.append, target, [entry], key=child_key(xid), wake=0.0))
+    try:
+        await run.writer.retry(partial(world.append, target, [entry], key=child_key(xid), wake=0.0))
+    except InvalidEntry as e:  # (too large for the parent's world): an error it hears
+        output = f"the agent's answer was not passed on: {why_refused(e)}"
+        entry = log.entry(log.CHILD_FINISHED, **fields, output=output, is_error=True)
+        await run.writer.retry(partial(world.append, target, [entry], key=child_key(xid), wake=0.0))
 
 
 async def stop_children(run: RunContext, reason: str | None) -> None:
