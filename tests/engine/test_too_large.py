@@ -272,3 +272,25 @@ async def test_a_step_name_the_log_refuses_is_refused_before_the_effect(world: W
     assert await answered(agent, turn) == "done"
     assert effects == [] and len(heard) == 1 and "cannot be saved" in heard[0]
     assert not any(k.startswith("step.") for k, _ in await kinds_and_data(world, sid))
+
+
+async def test_a_childs_answer_too_large_for_its_parents_log_reaches_the_parent_as_an_error(
+    world: World,
+) -> None:
+    limit = limit_of(world)
+    body = "é" * (limit // 4)  # its answer fits the child's log; as JSON text, not the parent's
+    answer = json.dumps({"body": body}, ensure_ascii=False)
+    researcher = Agent(ScriptedModel([answer]), output_type=Report)
+    desk = Agent(
+        ScriptedModel([{"tool": "research", "input": {"input": "Find it."}}, "Done."]),
+        tools=[researcher.as_tool(name="research")],
+        world=world,
+    )
+    turn = desk.session().prompt("Find it.")
+    sid = (await turn.accepted).session_id
+    assert await answered(desk, turn) == "Done."
+    reported = [d for k, d in await kinds_and_data(world, sid) if k == "child.finished"]
+    assert len(reported) == 1 and reported[0]["is_error"] is True
+    output = reported[0]["output"]
+    assert output.startswith("the agent's answer was not passed on: it is too large to save")
+    assert f"limit of {limit} bytes" in output
