@@ -19,7 +19,7 @@ import pydantic
 import pytest
 
 import fxworld
-from fxworld import Agent, ToolContext, TurnFailed, tool
+from fxworld import Agent, ToolContext, TurnFailed, TurnStopped, tool
 from fxworld.errors import EntryTooLarge, InvalidArgument
 from fxworld.protocol import World
 from fxworld.testing import ScriptedModel, read_recording
@@ -294,3 +294,33 @@ async def test_a_childs_answer_too_large_for_its_parents_log_reaches_the_parent_
     output = reported[0]["output"]
     assert output.startswith("the agent's answer was not passed on: it is too large to save")
     assert f"limit of {limit} bytes" in output
+
+
+async def test_a_turn_stopped_with_more_text_than_one_entry_takes_ends_stopped(
+    world: World,
+) -> None:
+    limit = limit_of(world)
+    long = "t" * (3 * limit)
+    agent = Agent(ScriptedModel([long], pieces=300, delay=0.01), world=world)
+    session = agent.session()
+    turn = session.prompt("Talk.")
+    await turn.accepted
+    worker = asyncio.create_task(agent.work(lease=5.0, poll_interval=0.02, concurrency=1))
+    try:
+        saved, seen = 0, 0
+        while saved <= limit + 1000:  # more text saved than one entry takes
+            batch = await world.read(session.id, seen)
+            seen += len(batch)
+            saved += sum(len(e.data["text"]) for e in batch if e.kind == "text")
+            await asyncio.sleep(0.01)
+        await session.stop("enough")
+        with pytest.raises(TurnStopped) as stopped:
+            await asyncio.wait_for(asyncio.ensure_future(turn.result()), LIVE)
+    finally:
+        agent.stop()
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await worker
+    assert stopped.value.reason == "enough"
+    kinds = [k for k, _ in await kinds_and_data(world, session.id)]
+    assert kinds[-1] == "turn.stopped" and "turn.failed" not in kinds
