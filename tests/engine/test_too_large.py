@@ -31,6 +31,10 @@ LIVE = 60.0
 """Seconds a turn may take on a loaded machine before the test fails as stuck."""
 
 
+class Report(pydantic.BaseModel):
+    body: str
+
+
 @pytest.fixture
 async def world(engine_world_url: str) -> AsyncIterator[World]:
     """A fresh world of the engine worlds, at its default entry limit."""
@@ -123,8 +127,10 @@ async def test_a_reply_too_large_ends_the_turn_naming_it(world: World) -> None:
     limit = limit_of(world)
     too_long = "r" * (limit + 1000)
     call = {"tool": "echo", "input": {"s": too_long}}
-    for what, reply in (("answer", too_long), ("reply", call)):  # text; a call's input
-        agent = Agent(ScriptedModel([reply]), tools=[echo], world=world)
+    typed = json.dumps({"body": too_long})
+    cases = [("answer", too_long, None), ("reply", call, None), ("answer", typed, Report)]
+    for what, reply, output_type in cases:  # its text; a call's input; a typed answer
+        agent = Agent(ScriptedModel([reply]), tools=[echo], world=world, output_type=output_type)
         turn = agent.session().prompt("Say it all.")
         sid = (await turn.accepted).session_id
         with pytest.raises(TurnFailed) as failed:
@@ -139,8 +145,36 @@ async def test_a_reply_too_large_ends_the_turn_naming_it(world: World) -> None:
         assert saved_text == any(k == "text.discarded" for k, _ in stored)  # left out
 
 
-class Report(pydantic.BaseModel):
-    body: str
+async def test_parallel_calls_keep_their_results_beside_one_too_large(world: World) -> None:
+    limit = limit_of(world)
+
+    @tool
+    async def small(n: int) -> str:
+        """A small result."""
+        return f"ok {n}"
+
+    @tool
+    async def big() -> str:
+        """A result over the limit."""
+        return "x" * (limit + 1)
+
+    calls = [
+        {"tool": "small", "input": {"n": 1}},
+        {"tool": "big", "input": {}},
+        {"tool": "small", "input": {"n": 2}},
+    ]
+    agent = Agent(ScriptedModel([calls, "done"]), tools=[small, big], world=world)
+    turn = agent.session().prompt("All three.")
+    sid = (await turn.accepted).session_id
+    assert await answered(agent, turn) == "done"
+    results = sorted(
+        (d["name"], d["is_error"], d["output"])
+        for k, d in await kinds_and_data(world, sid)
+        if k == "tool.finished"
+    )
+    assert [r[:2] for r in results] == [("big", True), ("small", False), ("small", False)]
+    assert f"limit of {limit} bytes" in results[0][2]
+    assert [r[2] for r in results[1:]] == ["ok 1", "ok 2"]
 
 
 async def test_a_typed_answer_of_over_half_the_limit_works_as_an_untyped_one(
