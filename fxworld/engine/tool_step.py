@@ -111,7 +111,7 @@ async def _save_refused(run: RunContext, finished: list[NewEntry], e: InvalidEnt
         for entry in finished:
             await _save_refused_one(run, entry)
     elif finished[0].kind == log.TOOL_FINISHED:
-        await run.writer.append([refused_result(finished[0], e)])
+        await _save_as_error(run, finished[0], e)
     else:
         raise e
 
@@ -122,7 +122,13 @@ async def _save_refused_one(run: RunContext, entry: NewEntry) -> None:
     except InvalidEntry as e:
         if entry.kind != log.TOOL_FINISHED:
             raise
-        await run.writer.append([refused_result(entry, e)])
+        await _save_as_error(run, entry, e)
+
+
+async def _save_as_error(run: RunContext, entry: NewEntry, e: InvalidEntry) -> None:
+    error = refused_result(entry, e)
+    logger.warning("session %s: %s", run.sid, error.data["output"])
+    await run.writer.append([error])
 
 
 async def _together(run: RunContext, runs: Sequence[Run]) -> None:
