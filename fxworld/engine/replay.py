@@ -125,6 +125,9 @@ class CallState:
     """The names of its durable steps with a ``step.started`` entry."""
     step_results: dict[str, Any] = field(default_factory=dict)
     """The saved result of each of its durable steps that finished."""
+    step_errors: dict[str, str] = field(default_factory=dict)
+    """Why the result of each of its steps that ran and whose result could not be
+    saved (``step.finished`` with ``error``) was not saved."""
     child: str | None = None
     """The child session a call of an agent tool runs in, once its ``child.started``
     is saved: the call then waits for the child's ``child.finished``."""
@@ -350,6 +353,8 @@ class Replay:
             name = str(e.data.get("step"))
             if e.kind == log.STEP_STARTED:
                 call.steps_started.add(name)
+            elif "error" in e.data and "result" not in e.data:
+                call.step_errors[name] = str(e.data["error"])
             else:
                 call.step_results[name] = e.data.get("result")
 

@@ -14,19 +14,25 @@ tool (it runs in a thread, where nothing can await) raises
 coroutine was never awaited when the tool returned makes the call fail with an
 error naming the step (:meth:`StepJournal.check`), instead of a success whose
 effect never ran.
+
+What the log cannot save is refused with :class:`~fxworld.errors.InvalidArgument`:
+a step name, before ``fn`` runs; a result (not JSON, a tuple, a key that is not a
+string, NaN, or over the world's entry limit) only once ``fn`` has run, so its
+``step.finished`` is saved with ``error`` instead of ``result``: the effect that ran
+is never lost, and a resume raises the same error without running it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Callable, Coroutine, Mapping, Set
 from typing import Any, Protocol
 
-from fxworld.errors import InvalidArgument, WorldError
+from fxworld.errors import InvalidArgument, InvalidEntry, WorldError
 
 from . import log
+from .unsaved import step_refused, why_refused
 
 __all__ = ["StepInterrupted", "StepJournal", "StepLog", "StepCall", "step_key"]
 
@@ -70,6 +76,11 @@ class StepCall(Protocol):
     @property
     def steps_started(self) -> Set[str]:
         """The steps whose ``step.started`` is in the log."""
+
+    @property
+    def step_errors(self) -> Mapping[str, str]:
+        """The steps that finished with a result the log could not keep, each with
+        the error saved in its place."""
 
 
 class StepJournal:
@@ -153,22 +164,29 @@ class StepJournal:
         key = step_key(c.execution_id, name)
         if name in c.step_results:  # finished before: its saved result, not run again
             return c.step_results[name]
+        if name in c.step_errors:  # ran before, its result refused: not run again
+            raise InvalidArgument(c.step_errors[name])
         if name in c.steps_started and not idempotent:
             raise StepInterrupted(name, key)
-        await self.writer.append(
-            [log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)]
-        )
-        result = await _call(fn, args, kwargs)
+        started = log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)
         try:
-            json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise InvalidArgument(
-                f"step {name!r} returned {type(result).__name__}, which is not JSON: {e}"
-            ) from e
-        await self.writer.append(
-            [log.entry(log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result)]
+            await self.writer.append([started])
+        except InvalidEntry as e:  # before the effect: nothing ran, nothing written
+            why = why_refused(e)
+            raise InvalidArgument(f"step name {name[:80]!r} cannot be saved: {why}") from None
+        result = await _call(fn, args, kwargs)
+        finished = log.entry(
+            log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result
         )
-        return result
+        try:
+            await self.writer.append([finished])
+            return result
+        except InvalidEntry as e:  # nothing of it was written (W15)
+            error = step_refused(name, type(result).__name__, e)
+        await self.writer.append(
+            [log.entry(log.STEP_FINISHED, execution_id=c.execution_id, step=name, error=error)]
+        )
+        raise InvalidArgument(error)
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -85,7 +85,7 @@ def _translate(exc: BaseException) -> HTTPError | None:
     if isinstance(exc, Conflict):  # only create appends with expect=
         return HTTPError(409, "session_exists", "a session with this id already exists")
     if isinstance(exc, EntryTooLarge):
-        return HTTPError(413, "too_large", "the prompt is too large")
+        return HTTPError(413, "too_large", f"the prompt is too large to save: {exc}")
     if isinstance(exc, InvalidCursor):
         return HTTPError(400, "invalid_cursor", str(exc))
     if isinstance(exc, InvalidSessionId):

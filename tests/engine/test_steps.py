@@ -96,7 +96,9 @@ async def test_a_step_result_that_is_not_json_is_refused() -> None:
     async def multi(ctx: ToolContext) -> Any:
         return await ctx.step("a", lambda: {1, 2})
 
-    assert "InvalidArgument: step 'a' returned set, which is not JSON" in await tool_output(multi)
+    output = await tool_output(multi)
+    assert "InvalidArgument: step 'a' ran, and its result (set) was not saved" in output
+    assert "is not JSON" in output
 
 
 async def test_a_step_returns_its_result_and_async_fns_are_awaited() -> None:

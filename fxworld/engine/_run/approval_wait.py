@@ -23,7 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 
+from fxworld.errors import InvalidEntry
 from fxworld.types import NewEntry
 
 from .. import clock, log
@@ -86,17 +88,11 @@ async def stop_turn(run: RunState, step: StopTurn) -> None:
     cur = run.state.current
     assert cur is not None
     await stop_children(run, step.reason)
-    await run.writer.append(
-        [
-            log.entry(
-                log.TURN_STOPPED,
-                prompt=cur.prompt,
-                turn=cur.turn,
-                text=step.text,
-                reason=step.reason,
-            )
-        ]
-    )
+    stopped = partial(log.entry, log.TURN_STOPPED, prompt=cur.prompt, turn=cur.turn)
+    try:
+        await run.writer.append([stopped(text=step.text, reason=step.reason)])
+    except InvalidEntry:  # its text so far, too large to save again: its chunks hold it
+        await run.writer.append([stopped(text="", reason=step.reason)])
     logger.info("session %s: turn stopped", run.sid)
 
 

@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from fxworld.errors import Conflict, InvalidArgument
+from fxworld.errors import Conflict, InvalidArgument, InvalidEntry
 from fxworld.types import Entry, NewEntry
 
 from .. import log
@@ -62,6 +62,7 @@ from ..limits import depth_refusal
 from ..replay import CallState, Replay
 from ..subagents import child_key, child_session_id, open_children
 from ..telemetry import trace_context
+from ..unsaved import why_refused
 from .faults import crash_point
 from .state import RunState
 
@@ -196,18 +197,27 @@ async def report_to_parent(run: RunState) -> None:
         return
     xid = str(parent.get("execution_id"))
     output, is_error = _answer(end)
-    entry = log.entry(
-        log.CHILD_FINISHED,
-        execution_id=xid,
-        call_id=parent.get("call_id"),
-        name=parent.get("name"),
-        session=run.sid,
-        outcome=end.kind.removeprefix("turn."),
-        output=output,
-        is_error=is_error,
-    )
-    world, target = run.writer.world, str(parent.get("session"))
-    at = _at(parent) or 1
+    fields = {
+        "execution_id": xid,
+        "call_id": parent.get("call_id"),
+        "name": parent.get("name"),
+        "session": run.sid,
+        "outcome": end.kind.removeprefix("turn."),
+    }
+    entry = log.entry(log.CHILD_FINISHED, **fields, output=output, is_error=is_error)
+    target = str(parent.get("session"))
+    try:
+        await _report(run, target, entry, xid, _at(parent) or 1)
+    except InvalidEntry as e:  # (too large for the parent's world): an error it hears
+        output = f"the agent's answer was not passed on: {why_refused(e)}"
+        entry = log.entry(log.CHILD_FINISHED, **fields, output=output, is_error=True)
+        await _report(run, target, entry, xid, _at(parent) or 1)
+
+
+async def _report(run: RunState, target: str, entry: NewEntry, xid: str, at: int) -> None:
+    """Append the report where the parent's log stands at ``at`` or after; nothing
+    to a parent whose log is shorter (it was deleted)."""
+    world = run.writer.world
     last = at + 1  # a guess: the parent's call, then its child.started
     while True:
         append = partial(world.append, target, [entry], key=child_key(xid), wake=0.0, expect=last)

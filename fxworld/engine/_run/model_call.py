@@ -15,6 +15,11 @@ conversation leaves it out): a model error (retried with backoff up to
 ``model_retries`` times when it is retryable, else the turn fails), an adapter
 that raises, or a handover (SIGTERM: the next worker makes the call again). A
 stop cuts the stream and keeps its saved text: ``turn.stopped`` carries it.
+
+A reply the world refuses to save (its text or a call's input over the world's
+entry limit: :mod:`fxworld.engine.unsaved`) ends the turn: its saved text is
+discarded and ``turn.failed`` names the reply (or the answer), its size and the
+limit.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from fxworld.errors import BackendUnavailable, Fenced
+from fxworld.errors import BackendUnavailable, Fenced, InvalidEntry
 from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
 from fxworld.scrub import scrub
 from fxworld.types import NewEntry
@@ -34,6 +39,7 @@ from .. import log
 from ..limits import model_calls_spent
 from ..replay import CallModel, CallState
 from ..telemetry import Call
+from ..unsaved import reply_refused
 from .approval_wait import approval_entries
 from .faults import crash_point
 from .fenced import StopRun
@@ -78,6 +84,9 @@ async def _attempt(run: RunState, request: ModelRequest, attempt: int) -> bool:
         return False  # a stop keeps the saved text; the step loop ends the turn
     except ModelError as e:
         return await _model_error(run, call, attempt, e)
+    except InvalidEntry as e:  # its text, as it streamed, refused: nothing of it written
+        await _refused(run, call, reply_refused(e, answer=False))
+        return False
     except (Fenced, StopRun, BackendUnavailable):
         raise
     except Exception as e:  # an adapter bug must not crash-loop the session
@@ -119,6 +128,13 @@ async def _model_error(run: RunState, call: str, attempt: int, e: ModelError) ->
     return False
 
 
+async def _refused(run: RunState, call: str, error: str) -> None:
+    """The model's reply was refused by the world: the turn fails, naming it."""
+    logger.warning("session %s: %s", run.sid, error)
+    await _discard(run, call, "not saved")
+    await _fail_turn(run, error)
+
+
 async def _adapter_failed(run: RunState, call: str, e: Exception) -> None:
     logger.exception("session %s: model call raised", run.sid)
     await _discard(run, call, "model error")
@@ -158,7 +174,11 @@ async def _stream(run: RunState, request: ModelRequest, call: str, span: Call) -
     crash_point("before-message")
     entries = text.rest()
     runs, wake = reply_entries(run, call, response, entries)
-    await run.writer.append(entries, wake=wake)
+    try:
+        await run.writer.append(entries, wake=wake)
+    except InvalidEntry as e:  # nothing of the reply was written (W15)
+        await _refused(run, call, reply_refused(e, answer=not response.tool_calls))
+        return []
     crash_point("after-message")
     asked = sum(e.kind == log.APPROVAL_REQUESTED for e in entries)
     if asked:

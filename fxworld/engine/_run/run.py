@@ -20,7 +20,10 @@ before it finishes the wake (a run that dies in between leaves the report to the
 next delivery).
 
 ``Fenced`` means another worker replaced this one: the run stops at once, with no
-further write and no further side effect. A wake that finds nothing to do (e.g.
+further write and no further side effect. An entry the world refuses
+(``InvalidEntry``, ``EntryTooLarge``) where no step turned it into an outcome of
+its own (:mod:`fxworld.engine.unsaved`) fails the running turn at once: a turn is
+never left to stall and be delivered again. A wake that finds nothing to do (e.g.
 the one a stop or a decision left behind, due again once the run it reached
 finished: W13), or only calls still waiting for a decision, is finished without
 taking the session, so it writes no ``fence``; a request that lands meanwhile
@@ -33,11 +36,11 @@ import asyncio
 import contextlib
 import logging
 
-from fxworld.errors import Fenced
+from fxworld.errors import Fenced, InvalidEntry
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 
-from .. import clock
+from .. import clock, log
 from ..log_fields import LogFields, set_fields
 from ..replay import (
     CallModel,
@@ -55,6 +58,7 @@ from ..replay import (
     WaitForChild,
 )
 from ..subagents import AgentParts, agent_for, no_agent
+from ..unsaved import turn_refused
 from .approval_wait import (
     request_approval,
     stop_turn,
@@ -128,6 +132,8 @@ class SessionRun:
         except Fenced:
             logger.info("session %s: replaced by another worker; stopping", self.sid)
             outcome = "replaced by another worker"
+        except InvalidEntry as e:
+            outcome = await self._refused(e)
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
             outcome = "run failed"
@@ -136,6 +142,23 @@ class SessionRun:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
+
+    async def _refused(self, e: InvalidEntry) -> str:
+        """The world refused an entry of the running turn: the turn fails, naming
+        it, and the wake is finished (another one comes for prompts that wait)."""
+        logger.exception("session %s: an entry was refused", self.sid)
+        cur = self.run.state.current
+        if cur is None:  # nothing to fail: its lease will expire and retry
+            return "run failed"
+        error = turn_refused(e)
+        try:
+            failed = log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=error)
+            await self.writer.append([failed], wake=0.0)
+            await self.writer.finish_wake()
+        except Exception:
+            logger.exception("session %s: its turn could not be failed", self.sid)
+            return "run failed"
+        return f"turn failed: {error}"
 
     async def _go(self) -> None:
         if await self._nothing_to_do():

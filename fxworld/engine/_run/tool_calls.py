@@ -10,6 +10,11 @@ finished is handled on its own: an idempotent one runs again (attempt + 1, the
 same ``execution_id``), any other becomes ``tool.interrupted`` and the model
 hears that it may have partly run.
 
+A result the world refuses to save (too large for one entry, or not valid
+Unicode) is saved as an error the model hears, naming its size and the world's
+limit (:mod:`fxworld.engine.unsaved`); the turn goes on and the tool is not run
+again.
+
 A stop cancels a running async tool (its call becomes ``tool.interrupted``); a
 sync tool runs in a thread and is let finish, and its result is saved.
 
@@ -25,7 +30,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fxworld.errors import InvalidArgument
+from fxworld.errors import InvalidArgument, InvalidEntry
 from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
@@ -34,6 +39,7 @@ from ..context import own_copy
 from ..replay import CallState, RunTools, stopped_message
 from ..steps import StepJournal
 from ..tools import Tool, ToolContext, render_output
+from ..unsaved import refused_result
 from .children import start_child
 from .faults import crash_point
 from .signals import Cut
@@ -92,8 +98,38 @@ async def run_started(run: RunState, runs: Sequence[Run]) -> None:
 
 
 async def _save(run: RunState, finished: list[NewEntry]) -> None:
-    await run.writer.append(finished)
+    try:
+        await run.writer.append(finished)
+    except InvalidEntry as e:  # nothing of it was written (W15)
+        await _save_refused(run, finished, e)
     crash_point("after-tool-finished")
+
+
+async def _save_refused(run: RunState, finished: list[NewEntry], e: InvalidEntry) -> None:
+    """Save results the world refused: each refused one as an error the model
+    hears (one by one when several went together: only the refused ones)."""
+    if len(finished) > 1:
+        for entry in finished:
+            await _save_refused_one(run, entry)
+    elif finished[0].kind == log.TOOL_FINISHED:
+        await _save_as_error(run, finished[0], e)
+    else:
+        raise e
+
+
+async def _save_refused_one(run: RunState, entry: NewEntry) -> None:
+    try:
+        await run.writer.append([entry])
+    except InvalidEntry as e:
+        if entry.kind != log.TOOL_FINISHED:
+            raise
+        await _save_as_error(run, entry, e)
+
+
+async def _save_as_error(run: RunState, entry: NewEntry, e: InvalidEntry) -> None:
+    error = refused_result(entry, e)
+    logger.warning("session %s: %s", run.sid, error.data["output"])
+    await run.writer.append([error])
 
 
 async def _together(run: RunState, runs: Sequence[Run]) -> None:

@@ -9,7 +9,8 @@ open, finish it, give it up, or yield it to another worker.
   run again: ``tool.interrupted`` tells the model it may have partly run.
 - ``FinishTurn``: a reply saved without its ``turn.finished`` (logs of older versions).
 - The answer (:func:`answer_entries`): ``turn.finished``, its ``output`` validated
-  against the agent's ``output_type``; or ``output.invalid`` and the model answers
+  against the agent's ``output_type`` (then without ``text``: the answer's text is
+  its ``message``'s, not saved twice); or ``output.invalid`` and the model answers
   again; or, after ``output_retries`` of them, ``turn.failed``.
 - A turn of a session whose context does not fit the agent's ``context_type``
   fails at its start: no tool runs with it.
@@ -97,10 +98,8 @@ def answer_entries(run: RunState, call: str, text: str) -> list[NewEntry]:
     if output_type is None:
         return [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text)]
     output, error = check_output(output_type, text)
-    if output is not None:
-        return [
-            log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text, output=output)
-        ]
+    if output is not None:  # (its text is the message's, saved once: not again here)
+        return [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, output=output)]
     entries = [log.entry(log.OUTPUT_INVALID, call=call, error=error)]
     if cur.output_tries >= run.agent.output_retries:
         failed = (
