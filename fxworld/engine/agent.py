@@ -26,6 +26,7 @@ from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
 from .turn import prompts_in_flight
+from .typed_output import answer_model
 
 if TYPE_CHECKING:
     from fxworld.push.base import Push
@@ -76,12 +77,14 @@ class Agent(Generic[OutputT]):
     whether the model is told the context: ``False`` (the default), ``True`` (its
     JSON, after the instructions) or ``callable(context) -> str`` (that text).
 
-    ``output_type``: a Pydantic model that the turn's final answer must fit: the
-    model is asked for that JSON, the answer is validated, ``await turn`` returns
-    the model's instance, and the stream and the log carry the validated JSON
-    (``turn.finished``'s ``output``). An answer that does not validate is saved as
-    ``output.invalid`` and the model is asked again with the error, at most
-    ``output_retries`` times; then the turn fails.
+    ``output_type``: the type the turn's final answer must fit, any type Pydantic
+    validates (a Pydantic model, a dataclass, a ``TypedDict``, ``list[str]``,
+    ``int``, ...): the model is asked for that JSON (a type other than a Pydantic
+    model wrapped as ``{"response": ...}``), the answer is validated, ``await turn``
+    returns the value, and the stream and the log carry the validated JSON
+    (``turn.finished``'s ``output``; :mod:`fxworld.engine.typed_output`). An answer
+    that does not validate is saved as ``output.invalid`` and the model is asked
+    again with the error, at most ``output_retries`` times; then the turn fails.
 
     ``max_model_calls``: the model calls one turn may make (default 50; ``None``: no
     bound; a prompt may set its own: ``session.prompt(..., max_model_calls=)``).
@@ -141,9 +144,12 @@ class Agent(Generic[OutputT]):
         self.text_chunk_chars = text_chunk_chars
         self.text_chunk_interval = text_chunk_interval
         self._workers: set[Worker] = set()
-        for what, given in (("context_type", context_type), ("output_type", output_type)):
-            if given is not None and not _is_model(given):
-                raise ConfigurationError(f"{what} must be a Pydantic model class, not {given!r}")
+        if context_type is not None and not _is_model(context_type):
+            raise ConfigurationError(
+                f"context_type must be a Pydantic model class, not {context_type!r}"
+            )
+        if output_type is not None:
+            _check_output_type(output_type)
         if not (isinstance(show_context, bool) or callable(show_context)):
             raise ConfigurationError("show_context must be True, False or callable(context)")
         if isinstance(output_retries, bool) or not isinstance(output_retries, int):
@@ -302,6 +308,17 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def _describe(name: str) -> str:
     """An agent tool's default description."""
     return f"Ask the agent {name!r}: put the task in `input`; it answers in text."
+
+
+def _check_output_type(output_type: object) -> None:
+    """An ``output_type`` Pydantic can validate and describe, else ConfigurationError."""
+    try:
+        answer_model(output_type)
+    except Exception as e:  # pydantic's schema errors, a TypeError for a non-type
+        raise ConfigurationError(
+            f"output_type must be a type Pydantic validates (a model, a dataclass, "
+            f"list[str], int, ...), not {output_type!r}: {type(e).__name__}"
+        ) from None
 
 
 def _is_model(value: object) -> bool:

@@ -15,6 +15,7 @@ from fxworld.errors import WorldError
 from . import log
 from .cursor import encode_cursor
 from .events import StreamEvent
+from .typed_output import output_value
 
 __all__ = [
     "Accepted",
@@ -174,7 +175,7 @@ class Turn(Generic[OutputT]):
     def _answer(self, data: Any) -> OutputT:
         output_type = self.session.output_type
         if output_type is not None and isinstance(data.get("output"), dict):
-            return cast(OutputT, output_type.model_validate(data["output"]))
+            return cast(OutputT, output_value(output_type, data["output"]))
         return cast(OutputT, str(data.get("text", "")))
 
     def __await__(self) -> Generator[Any, None, OutputT]:

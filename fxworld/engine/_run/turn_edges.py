@@ -33,7 +33,7 @@ from fxworld.types import NewEntry
 from .. import log
 from ..context import short_errors
 from ..replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
-from ..typed_output import check_output
+from ..typed_output import check_output, type_name
 from .children import parent_moved_on
 from .faults import crash_point
 from .state import RunState, new_id
@@ -103,7 +103,7 @@ def answer_entries(run: RunState, call: str, text: str) -> list[NewEntry]:
     entries = [log.entry(log.OUTPUT_INVALID, call=call, error=error)]
     if cur.output_tries >= run.agent.output_retries:
         failed = (
-            f"the answer did not match {output_type.__name__} after "
+            f"the answer did not match {type_name(output_type)} after "
             f"{cur.output_tries + 1} tries: {error}"
         )
         entries.append(log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=failed))
