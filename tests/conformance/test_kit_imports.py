@@ -1,5 +1,5 @@
 """The kit loads the engine only when its engine tier runs: importing any of its
-doors (the package, the pytest plugin and suite, the CLI, the
+doors (the package, the pytest plugin and suite, the CLI, the table of checks, the
 engine tier's own table) loads no module of ``fxworld.engine``, nor does running
 the other tiers; and the kit reaches the engine only through its public names
 (``fxworld`` or ``fxworld.engine``), never through one of its modules."""
@@ -43,6 +43,7 @@ def _engine_modules_after(code: str) -> str:
         "fxworld_conformance.test_world",
         "fxworld_conformance.cli",
         "fxworld_conformance.runner",
+        "fxworld_conformance.checks",
         "fxworld_conformance.engine",
         "fxworld.commands.conformance",
     ],
