@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the time bound of every check: one that runs longer fails, saying what it "
         "waited for, and the others still run (default: the profile's bound for the "
-        "check's tier: 120 s for a scenario of the directed or engine tier)",
+        "check's tier: 120 s for a directed scenario, 60 s for an engine one)",
     )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")

@@ -64,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="the time bound of every check: one that runs longer fails, saying what it "
         "waited for, and the others still run (default: the profile's bound for the "
-        "check's tier, 120 s for a scenario)",
+        "check's tier: 120 s for a directed scenario, 60 s for an engine one)",
     )
     group.addoption(
         "--fxworld-seed",
