@@ -178,23 +178,7 @@ RULES: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
-PENDING = {
-    "the kit loads the engine lazily": "the kit's engine tier loads with suite.py today; "
-    "issue 48 (item 4, the kit's part) makes it load when the tier runs",
-}
-"""Rules the repository does not keep yet, each with what brings it: strict, so the
-day it holds the test fails until the entry goes."""
-
-
-@pytest.mark.parametrize(
-    "rule",
-    [
-        pytest.param(rule, marks=pytest.mark.xfail(strict=True, reason=PENDING[rule]))
-        if rule in PENDING
-        else rule
-        for rule in RULES
-    ],
-)
+@pytest.mark.parametrize("rule", list(RULES))
 def test_the_repository_keeps_the_layer_rule(rule: str) -> None:
     found = RULES[rule](REPO)
     assert not found, f"{rule}:\n" + "\n".join(found)
