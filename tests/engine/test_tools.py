@@ -213,6 +213,24 @@ async def test_a_sync_tool_past_its_timeout_is_said_to_run_on_and_its_late_resul
     assert late.data["part"] == "tool:refund" and "step" not in late.data
     assert late.data["output"] == "refunded A" and late.data["is_error"] is False
     assert (await world.read(sid, 0))[-1].kind == log.TOOL_LATE  # after the turn's end
+    page = await _inspect(world, sid)
+    assert "still running in its thread: tool:refund" in page
+    assert "ended in its thread after its call was cut: refunded A" in page
+
+
+async def _inspect(world: MemoryWorld, sid: str) -> str:
+    """The inspector's page of session ``sid``."""
+    import httpx
+
+    from fxworld.web import create_inspector
+
+    app = create_inspector(world, allow_anyone=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspect") as http:
+        page = await http.get(f"/sessions/{sid}")
+    await app.state.close()
+    assert page.status_code == 200
+    return page.text
 
 
 async def test_a_sync_step_past_its_async_tools_timeout_is_said_to_run_on_and_is_recorded(
