@@ -21,6 +21,7 @@ async def test_a_function_cut_before_its_thread_starts_never_runs() -> None:
     second = asyncio.create_task(threads.run("step:b", lambda: ran.append("b")))
     await asyncio.sleep(0)  # both submitted: b waits for the pool's only thread
     second.cancel()
+    await asyncio.gather(second, return_exceptions=True)  # the cut is through: then
     gate.set()
     assert await first is True
     await loop.run_in_executor(None, lambda: None)  # b's turn in the pool has passed
