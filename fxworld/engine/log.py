@@ -23,6 +23,7 @@ __all__ = [
     "TOOL_STARTED",
     "TOOL_FINISHED",
     "TOOL_INTERRUPTED",
+    "TOOL_LATE",
     "TURN_FINISHED",
     "TURN_FAILED",
     "TURN_YIELDED",
@@ -77,10 +78,22 @@ TOOL_STARTED: Final = "tool.started"
 "attempt"}`` (attempt 2, 3, ... when an idempotent call runs again)."""
 TOOL_FINISHED: Final = "tool.finished"
 """A tool returned or raised: ``{"execution_id", "call_id", "name", "output",
-"is_error"}``."""
+"is_error", "running"?}`` (``running``: what of the call still ran in a thread
+when it ended, e.g. past its timeout: ``"tool:<name>"``, ``"step:<name>"``; its
+outcome comes later as ``tool.late``)."""
 TOOL_INTERRUPTED: Final = "tool.interrupted"
-"""A non-idempotent call was found started but not finished; it is not run again
-and the model is told: ``{"execution_id", "call_id", "name", "message"}``."""
+"""A non-idempotent call was found started but not finished, or a stop cancelled
+it; it is not run again and the model is told: ``{"execution_id", "call_id",
+"name", "message", "running"?}`` (``running``: as ``tool.finished``'s)."""
+TOOL_LATE: Final = "tool.late"
+"""A sync function of a call (the tool's, or a step's) that its call's end left
+running in a thread (``running`` of ``tool.finished``/``tool.interrupted``) ended:
+``{"execution_id", "call_id", "name", "part", "step"?, "output", "is_error"}``
+(``part``: ``"tool:<name>"`` or ``"step:<name>"``; ``step``: the step's name;
+``output``: what it returned, as text (JSON unless a str), or ``"<Type>: <message>"``
+for what it raised). Fenced, by the worker that ran it, while its fence holds
+(else only logged). Informational: the model does not hear it, and a replay
+ignores it, so version 1."""
 TURN_FINISHED: Final = "turn.finished"
 """The turn answering prompt ``prompt`` ended with ``text``: ``{"prompt", "turn", "text",
 "output"?}`` (``output``: the answer validated against the agent's ``output_type``, as

@@ -24,6 +24,7 @@ from fxworld.models.base import Message, ToolCall
 from fxworld.types import Entry
 
 from . import clock, log
+from .cut_notes import steps_note
 from .typed_output import retry_message
 
 __all__ = [
@@ -58,12 +59,17 @@ class NewerLogVersion(WorldError):
     """The log holds an entry written by a newer fxworld than this one."""
 
 
-def interrupted_message(name: str, execution_id: str) -> str:
-    """What the model hears about a non-idempotent call that may have partly run."""
+def interrupted_message(
+    name: str, execution_id: str, finished: Sequence[str] = (), cut: Sequence[str] = ()
+) -> str:
+    """What the model hears about a non-idempotent call that may have partly run,
+    with its durable steps that ``finished`` and those ``cut`` (started, not finished)."""
+    steps = steps_note(finished, cut)
     return (
         f"The call to tool {name!r} (execution_id {execution_id}) was started, but the "
         "process running it stopped before it finished. It may have partly run, or not "
-        "at all. It was NOT run again: check its effect before retrying it, or ask the user."
+        f"at all. {steps + ' ' if steps else ''}It was NOT run again: check its effect "
+        "before retrying it, or ask the user."
     )
 
 
@@ -135,6 +141,11 @@ class CallState:
     @property
     def resolved(self) -> bool:
         return self.finished or self.interrupted or self.approval == "denied"
+
+    @property
+    def steps_cut(self) -> list[str]:
+        """Its durable steps started and not finished (they may have partly run), by name."""
+        return sorted(self.steps_started - self.step_results.keys())
 
     def expired(self, now: datetime) -> bool:
         """Whether the call waits for a decision past its ``expires_at``."""

@@ -6,7 +6,8 @@ returning it: ``step.started`` is appended (fenced) before ``fn`` runs and
 call is run again after a crash (same ``execution_id``), a step whose
 ``step.finished`` is saved returns that result without running; a step that
 started but did not finish runs again if it was marked ``idempotent=True``, and
-otherwise raises :class:`StepInterrupted`, which the tool may catch.
+otherwise raises :class:`StepInterrupted`, which the tool may catch; its message
+names the call's steps that finished.
 
 A step is awaited or it is an error, seen at once: ``ctx.step`` called from a sync
 tool (it runs in a thread, where nothing can await) raises
@@ -20,18 +21,26 @@ a step name, before ``fn`` runs; a result (not JSON, a tuple, a key that is not 
 string, NaN, or over the world's entry limit) only once ``fn`` has run, so its
 ``step.finished`` is saved with ``error`` instead of ``result``: the effect that ran
 is never lost, and a resume raises the same error without running it again.
+
+A sync ``fn`` runs in a thread, which nothing can stop: cut by its tool's timeout
+or by the user's stop while it runs, it runs on. The call's error then says the
+step was NOT stopped, and what ``fn`` returns or raises in the end is saved as a
+``tool.late`` entry (not ``step.finished``: the call is closed by then), see
+:mod:`fxworld.engine.threads`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, Mapping, Set
+from collections.abc import Callable, Coroutine, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from fxworld.errors import InvalidArgument, InvalidEntry, WorldError
 
 from . import log
+from .cut_notes import finished_note
+from .threads import CallThreads
 from .unsaved import step_refused, why_refused
 
 __all__ = ["StepInterrupted", "StepJournal", "StepLog", "StepCall", "step_key"]
@@ -39,15 +48,19 @@ __all__ = ["StepInterrupted", "StepJournal", "StepLog", "StepCall", "step_key"]
 
 class StepInterrupted(WorldError):
     """A non-idempotent step of this call was started before a crash and did not
-    finish: it may have partly run, so it is not run again."""
+    finish: it may have partly run, so it is not run again. The message also names
+    the call's steps that ``finished`` (their effects happened, once), so a model
+    that hears it knows what calling the tool again would repeat."""
 
-    def __init__(self, name: str, key: str) -> None:
+    def __init__(self, name: str, key: str, finished: Sequence[str] = ()) -> None:
         super().__init__(
             f"step {name!r} (key {key}) was started before a crash and did not finish; "
-            "it may have partly run, and is not run again (mark it idempotent=True to re-run)"
+            "it may have partly run, and is not run again (mark it idempotent=True to re-run). "
+            + (finished_note(finished) or "No other step of this call had finished.")
         )
         self.name = name
         self.key = key
+        self.finished = tuple(finished)
 
 
 def step_key(execution_id: str, name: str) -> str:
@@ -84,13 +97,15 @@ class StepCall(Protocol):
 
 
 class StepJournal:
-    """The steps of one running call: what the log already holds for it, and
-    which names this run used (a name is used once per call)."""
+    """The steps of one running call: what the log already holds for it, which
+    names this run used (a name is used once per call), and the call's threads
+    (a sync step's function runs in one: :mod:`fxworld.engine.threads`)."""
 
-    def __init__(self, writer: StepLog, call: StepCall) -> None:
+    def __init__(self, writer: StepLog, call: StepCall, threads: CallThreads | None = None) -> None:
         self.writer = writer
         self.call = call
         self.used: set[str] = set()
+        self.threads = threads if threads is not None else CallThreads()
         self.issued: list[tuple[str, Coroutine[Any, Any, Any]]] = []
         """Each ``ctx.step`` made, with its coroutine (awaited or not)."""
         self.misused: InvalidArgument | None = None
@@ -167,14 +182,14 @@ class StepJournal:
         if name in c.step_errors:  # ran before, its result refused: not run again
             raise InvalidArgument(c.step_errors[name])
         if name in c.steps_started and not idempotent:
-            raise StepInterrupted(name, key)
+            raise StepInterrupted(name, key, list(c.step_results))
         started = log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)
         try:
             await self.writer.append([started])
         except InvalidEntry as e:  # before the effect: nothing ran, nothing written
             why = why_refused(e)
             raise InvalidArgument(f"step name {name[:80]!r} cannot be saved: {why}") from None
-        result = await _call(fn, args, kwargs)
+        result = await _call(fn, args, kwargs, self.threads, name)
         finished = log.entry(
             log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result
         )
@@ -189,11 +204,17 @@ class StepJournal:
         raise InvalidArgument(error)
 
 
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Await an async ``fn``; run a sync one in a thread."""
+async def _call(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    threads: CallThreads,
+    name: str,
+) -> Any:
+    """Await an async ``fn``; run a sync one in a thread of the call's."""
     if inspect.iscoroutinefunction(fn):
         return await fn(*args, **kwargs)
-    result = await asyncio.to_thread(fn, *args, **kwargs)
+    result = await threads.run(f"step:{name}", fn, *args, **kwargs)
     if inspect.isawaitable(result):
         return await result
     return result

@@ -7,7 +7,8 @@ explicitly, each parameter described by its docstring's ``Args:`` section
 input: it receives a :class:`ToolContext` whose ``execution_id`` stays the same
 each time that call runs, so a tool can pass it to a service as an idempotency
 key. ``@tool(timeout=seconds)`` bounds a call: past it the call is cancelled and
-raises :class:`ToolTimedOut`, which the model reads as the call's error.
+raises :class:`ToolTimedOut`, which the model reads as the call's error (a sync
+function running in its thread is not stopped, and the error says so).
 docs/tools.md is the user's page of all this.
 """
 
@@ -17,7 +18,7 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
@@ -27,8 +28,10 @@ from fxworld.errors import InvalidArgument, WorldError
 from fxworld.models.base import ToolSpec
 
 from .context import short_errors
+from .cut_notes import running_note
 from .docstring import read_docstring
 from .steps import step_key
+from .threads import CallThreads
 
 if TYPE_CHECKING:
     from .steps import StepJournal
@@ -39,17 +42,26 @@ ContextT = TypeVar("ContextT", default=dict[str, Any])
 
 
 class ToolTimedOut(WorldError, TimeoutError):
-    """A call ran longer than its tool's ``timeout`` and was cancelled (a sync
-    tool's thread runs on: a thread cannot be stopped). The model reads it as
-    the call's error; it may have partly run."""
+    """A call ran longer than its tool's ``timeout``. An async tool is cancelled:
+    it no longer runs, but may have partly run. A sync function (the tool's, or a
+    step's) that was running in its thread is NOT stopped (a thread cannot be):
+    ``running`` names it (``"tool:<name>"``, ``"step:<name>"``), the message says
+    it may still complete, and its late outcome is saved as ``tool.late``. The
+    model reads the message as the call's error."""
 
-    def __init__(self, name: str, seconds: float) -> None:
-        super().__init__(
-            f"tool {name!r} did not finish within its timeout of {seconds:g} s and was "
-            "cancelled; it may have partly run"
-        )
+    def __init__(self, name: str, seconds: float, running: Sequence[str] = ()) -> None:
+        head = f"tool {name!r} did not finish within its timeout of {seconds:g} s"
+        note = running_note(running)
+        if not note:
+            text = f"{head} and was cancelled: it no longer runs, but it may have partly run"
+        elif any(p.startswith("tool:") for p in running):
+            text = f"{head}, and {note}"
+        else:
+            text = f"{head} and was cancelled, but {note}"
+        super().__init__(text)
         self.name = name
         self.seconds = seconds
+        self.running = tuple(running)
 
 
 @dataclass(frozen=True)
@@ -125,7 +137,8 @@ class Tool:
 
     ``timeout``: seconds a call may run (``None``: no bound); past them the call
     is cancelled and raises :class:`ToolTimedOut`. A sync tool's thread cannot be
-    stopped: it runs on, and what it returns or raises is dropped.
+    stopped: it runs on, the model is told so, and what it returns or raises is
+    saved as ``tool.late`` (:mod:`fxworld.engine.threads`).
 
     ``agent``: set by ``Agent.as_tool()``, the agent whose turn each call runs in a
     child session (:mod:`fxworld.engine.subagents`); ``fn`` is then not called.
@@ -166,18 +179,19 @@ class Tool:
     async def call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
         """Validate ``input`` and run the function (a sync function runs in a
         thread), within ``timeout`` (else :class:`ToolTimedOut`)."""
+        threads = ctx.journal.threads if ctx.journal is not None else CallThreads()
         if self.timeout is None:
-            return await self._call(input, ctx)
+            return await self._call(input, ctx, threads)
         bound = asyncio.timeout(self.timeout)
         try:
             async with bound:
-                return await self._call(input, ctx)
+                return await self._call(input, ctx, threads)
         except TimeoutError:
             if bound.expired():  # (else: the tool's own TimeoutError, passed on as is)
-                raise ToolTimedOut(self.name, self.timeout) from None
+                raise ToolTimedOut(self.name, self.timeout, threads.left_running) from None
             raise
 
-    async def _call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
+    async def _call(self, input: dict[str, Any], ctx: ToolContext, threads: CallThreads) -> Any:
         kwargs: dict[str, Any]
         if self._model is not None:
             import pydantic  # loaded already: the model was built with it
@@ -197,7 +211,7 @@ class Tool:
             if self.is_async:
                 result = await self.fn(**kwargs)
             else:
-                result = await asyncio.to_thread(self.fn, **kwargs)
+                result = await threads.run(f"tool:{self.name}", self.fn, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
         except BaseException:

@@ -391,6 +391,10 @@ def _tool_card(started: Shown, since: str, end: Shown) -> str:
         if end.kind == log.CHILD_FINISHED:
             child = session_link(end.data.get("session"), "child")
             result = f"its child session {child} answered{_json(end.data.get('output'))}"
+    running = end.data.get("running")
+    if isinstance(running, list) and running:  # a thread of it was not stopped
+        what = ", ".join(str(p) for p in running)
+        note += f' <span class="badge warn">still running in its thread: {esc(what)}</span>'
     again, started_note = _tool_started(d)
     kinds = f"{esc(started.kind)} → {esc(end.kind)}"
     end_class = esc(end.kind.replace(".", "-"))
@@ -451,6 +455,7 @@ _SHORT: dict[str, tuple[str, str]] = {
     log.TURN_STOPPED: ("the turn was stopped", "reason"),
     log.TURN_YIELDED: ("handed on to another worker", "reason"),
     log.OUTPUT_INVALID: ("the answer did not match the output type", "error"),
+    log.TOOL_LATE: ("ended in its thread after its call was cut", "output"),
 }
 _BADGE: dict[str, tuple[str, str]] = {
     # kind: (badge class, word): a word other than the kind, which the card shows once
@@ -459,6 +464,7 @@ _BADGE: dict[str, tuple[str, str]] = {
     log.TURN_FAILED: ("bad", "failed"),
     log.TURN_STOPPED: ("warn", "stopped"),
     log.OUTPUT_INVALID: ("bad", "refused"),
+    log.TOOL_LATE: ("warn", "late"),
 }
 
 

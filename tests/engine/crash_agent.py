@@ -22,6 +22,14 @@ Configured by environment, so every process builds the same agent:
   steps charge then email (each effect a line of ``effects.jsonl``); crash points
   ``in-tool:pay`` (between the steps) and ``in-step:charge`` (after the charge's
   effect, before its result is saved).
+- ``ENGINE_TEST_SCRIPT=settle`` (``settle_once``): the model calls ``settle``
+  (``resumable``; ``settle_once``: neither resumable nor idempotent), whose durable
+  steps refund then notify, each an effect; a ``StepInterrupted`` is not caught.
+- ``ENGINE_TEST_SCRIPT=ghost``: the model calls ``refund_sync``, a sync tool with a
+  timeout of :data:`GHOST_TIMEOUT` s that waits for a file named ``go`` in
+  ``ENGINE_TEST_DIR`` (recording ``started`` first), then refunds (an effect);
+  ``ghost_step``: the model calls ``refund_steps`` (async), whose sync step
+  ``refund`` does the same after a quick step ``reserve``.
 - ``ENGINE_TEST_OTEL=1``: OpenTelemetry's SDK as the global providers, spans and
   metrics written to files (:mod:`otel_setup`).
 
@@ -67,6 +75,15 @@ LONG_AFTER = "A short answer this time."
 
 PAY_FINAL = "Paid, and the receipt is on its way."
 STEPS = [{"tool": "pay", "input": {"id": "A", "cents": 1250}}, PAY_FINAL]
+
+SETTLE_FINAL = "I will check the notification before anything else."
+SETTLE = [{"tool": "settle", "input": {"id": "A"}}, SETTLE_FINAL]
+SETTLE_ONCE = [{"tool": "settle_once", "input": {"id": "A"}}, SETTLE_FINAL]
+
+GHOST_TIMEOUT = 0.5
+GHOST_FINAL = "The refund did not answer in time; I will check before trying again."
+GHOST = [{"tool": "refund_sync", "input": {"id": "A"}}, GHOST_FINAL]
+GHOST_STEP = [{"tool": "refund_steps", "input": {"id": "A"}}, GHOST_FINAL]
 
 MODE = os.environ.get("ENGINE_TEST_SCRIPT", "")
 PARALLEL_MODE = MODE == "parallel"
@@ -155,6 +172,42 @@ async def pay(id: str, cents: int, ctx: ToolContext) -> str:
     return f"charged {charged}, emailed {sent}"
 
 
+async def _settle(id: str, ctx: ToolContext) -> str:
+    _record(ctx.tool_name, ctx)
+    await ctx.step("refund", _effect, "refund", ctx.step_key("refund"))
+    await ctx.step("notify", _effect, "notify", ctx.step_key("notify"))
+    return f"refunded and notified {id}"
+
+
+settle = tool(name="settle", resumable=True)(_settle)
+settle_once = tool(name="settle_once")(_settle)
+
+
+def _gated_refund(id: str, name: str) -> str:
+    """Record that it started, wait for ``go``, then refund (the effect)."""
+    with open(DIR / "runs.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"tool": name, "started": True, "pid": os.getpid()}) + "\n")
+    for _ in range(6000):
+        if (DIR / "go").exists():
+            break
+        time.sleep(0.01)
+    _effect("refund", id)
+    return f"refunded {id}"
+
+
+@tool(timeout=GHOST_TIMEOUT)
+def refund_sync(id: str) -> str:
+    """Refund an order (sync; it may outlast its timeout)."""
+    return _gated_refund(id, "refund_sync")
+
+
+@tool
+async def refund_steps(id: str, ctx: ToolContext) -> str:
+    """Reserve, then refund an order (a sync step that may outlast a stop)."""
+    await ctx.step("reserve", lambda: f"reserved {id}")
+    return str(await ctx.step("refund", _gated_refund, id, "step:refund"))
+
+
 TEXT_DELAY = 0.05
 
 
@@ -168,6 +221,12 @@ class Scripted(ScriptedModel):
             yield event
 
 
+MORE_TOOLS = {  # only where their script calls them: other tests hear the same tools
+    "settle": [settle],
+    "settle_once": [settle_once],
+    "ghost": [refund_sync],
+    "ghost_step": [refund_steps],
+}
 OTHER_APPROVAL = [close_account] if os.environ.get("ENGINE_TEST_OTHER_APPROVAL") == "1" else []
 
 agent = Agent(
@@ -177,12 +236,16 @@ agent = Agent(
             "approval": APPROVAL,
             "long": [LONG, LONG_AFTER],
             "steps": STEPS,
+            "settle": SETTLE,
+            "settle_once": SETTLE_ONCE,
+            "ghost": GHOST,
+            "ghost_step": GHOST_STEP,
         }.get(MODE, SCRIPT),
         record_to=DIR / "model.jsonl",
         pieces=80 if MODE == "long" else 5,
         delay=float(os.environ.get("ENGINE_TEST_TEXT_DELAY", TEXT_DELAY)),
     ),
-    tools=[lookup, charge, refund, pay, *OTHER_APPROVAL],
+    tools=[lookup, charge, refund, pay, *OTHER_APPROVAL, *MORE_TOOLS.get(MODE, [])],
     instructions="You handle orders.",
     text_chunk_interval=0.0,  # every streamed piece is saved as its own chunk
 )

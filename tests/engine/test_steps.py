@@ -20,13 +20,15 @@ pytestmark = pytest.mark.timeout(120)
 STEPS = {"ENGINE_TEST_SCRIPT": "steps"}
 
 
-async def crash_then_resume(engine_world_url: str, start_worker: Any, point: str) -> Any:
+async def crash_then_resume(
+    engine_world_url: str, start_worker: Any, point: str, script: dict[str, str] = STEPS
+) -> Any:
     agent = client(engine_world_url)
     turn = agent.session().prompt("Pay order A.")
     sid = (await turn.accepted).session_id
-    first = start_worker(env={**STEPS, "FXWORLD_TEST_CRASH_AT": point})
+    first = start_worker(env={**script, "FXWORLD_TEST_CRASH_AT": point})
     assert await first.wait() == -signal.SIGKILL, first.text()
-    second = start_worker(lease=SURVIVOR_LEASE, env=STEPS)
+    second = start_worker(lease=SURVIVOR_LEASE, env=script)
     final = await asyncio.wait_for(turn, 60)
     second.signal(signal.SIGTERM)
     assert await second.wait() == 0, second.text()
@@ -65,6 +67,55 @@ async def test_a_step_killed_mid_run_is_not_run_again_and_the_tool_hears_it(
     result = next(e for e in stored if e.kind == "tool.finished")
     assert result.data["output"] == "the charge of order A may have partly run; no receipt sent"
     assert not any(e.kind == "step.finished" for e in stored)
+
+
+FINISHED_REFUND = (
+    "Its step 'refund' finished: its effect happened, once, and calling the tool again "
+    "would repeat it."
+)
+
+
+async def test_a_step_cut_by_a_crash_is_heard_with_the_steps_that_finished_before_it(
+    engine_world_url: str, start_worker: Any, tmp_path: Path
+) -> None:
+    script = {"ENGINE_TEST_SCRIPT": "settle"}  # resumable; StepInterrupted not caught
+    final, stored = await crash_then_resume(
+        engine_world_url, start_worker, "in-step:notify", script
+    )
+    assert final == crash_agent.SETTLE_FINAL
+    assert [e["effect"] for e in read_jsonl(tmp_path / "effects.jsonl")] == ["refund", "notify"]
+    result = next(e for e in stored if e.kind == "tool.finished")
+    xid = result.data["execution_id"]
+    expected = (
+        f"StepInterrupted: step 'notify' (key {xid}:notify) was started before a crash and "
+        "did not finish; it may have partly run, and is not run again (mark it "
+        f"idempotent=True to re-run). {FINISHED_REFUND}"
+    )
+    assert result.data["is_error"] is True and result.data["output"] == expected
+    heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"][-1]
+    assert heard["role"] == "tool" and heard["text"] == expected
+
+
+async def test_an_interrupted_call_is_heard_with_its_finished_and_its_cut_steps(
+    engine_world_url: str, start_worker: Any, tmp_path: Path
+) -> None:
+    script = {"ENGINE_TEST_SCRIPT": "settle_once"}  # neither resumable nor idempotent
+    final, stored = await crash_then_resume(
+        engine_world_url, start_worker, "in-step:notify", script
+    )
+    assert final == crash_agent.SETTLE_FINAL
+    assert [e["effect"] for e in read_jsonl(tmp_path / "effects.jsonl")] == ["refund", "notify"]
+    [cut] = [e for e in stored if e.kind == "tool.interrupted"]
+    xid = cut.data["execution_id"]
+    expected = (
+        f"The call to tool 'settle_once' (execution_id {xid}) was started, but the process "
+        "running it stopped before it finished. It may have partly run, or not at all. "
+        f"{FINISHED_REFUND} Its step 'notify' was started and did not finish: it may have "
+        "partly run. It was NOT run again: check its effect before retrying it, or ask the user."
+    )
+    assert cut.data["message"] == expected
+    heard = read_jsonl(tmp_path / "model.jsonl")[-1]["messages"][-1]
+    assert heard["role"] == "tool" and heard["text"] == expected
 
 
 def steps_agent(fn: Any) -> Agent:

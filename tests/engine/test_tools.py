@@ -18,7 +18,7 @@ from fxworld.engine import ToolTimedOut, log
 from fxworld.errors import InvalidArgument
 from fxworld.testing import ScriptedModel, read_recording
 from fxworld.types import Entry, WakeLease
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -145,37 +145,136 @@ async def test_an_async_tool_past_its_timeout_is_cancelled_and_the_model_hears_i
     assert cancelled.is_set() and runs == [1]  # timed out: finished, not run again
     expected = (
         "ToolTimedOut: tool 'hang' did not finish within its timeout of 0.05 s and was "
-        "cancelled; it may have partly run"
+        "cancelled: it no longer runs, but it may have partly run"
     )
     [done] = await _finished(world, (await turn.accepted).session_id)
     assert done.data["is_error"] is True and done.data["output"] == expected
+    assert "running" not in done.data  # cancelled: nothing of it runs on
     heard = read_recording(tmp_path / "heard.jsonl")[1]["messages"][-1]
     assert heard["role"] == "tool" and heard["is_error"] is True and heard["text"] == expected
 
 
-async def test_a_sync_tool_past_its_timeout_runs_on_in_its_thread_and_its_result_is_dropped() -> (
-    None
-):
-    release, returned = threading.Event(), threading.Event()
+async def _late(world: MemoryWorld, sid: str) -> Entry:
+    """The session's ``tool.late`` entry, once it landed."""
+    late: list[Entry] = []
+
+    async def landed() -> bool:
+        late[:] = [e for e in await world.read(sid, 0) if e.kind == log.TOOL_LATE]
+        return bool(late)
+
+    await wait_until_async(landed, 30)
+    [entry] = late
+    return entry
+
+
+RUNS_ON = (
+    "NOT stopped: a sync function runs in a thread, which cannot be stopped, so it may still "
+    "complete and its effects may still happen. Check whether they did before calling"
+)
+
+
+async def test_a_sync_tool_past_its_timeout_is_said_to_run_on_and_its_late_result_is_saved(
+    tmp_path: Path,
+) -> None:
+    release = threading.Event()
+    effects = tmp_path / "effects.txt"
 
     @tool(timeout=0.05)
-    def block() -> str:
-        release.wait(30)
-        returned.set()
-        return "too late"
+    def refund(order_id: str) -> str:
+        release.wait(30)  # past its timeout: its thread is not stopped
+        with open(effects, "a") as f:
+            f.write(f"refunded {order_id}\n")
+        return f"refunded {order_id}"
 
     world = MemoryWorld()
-    agent = _agent(world, block)
+    replies: list[Any] = [{"tool": "refund", "input": {"order_id": "A"}}, "noted"]
+    agent = Agent(ScriptedModel(replies, record_to=tmp_path / "heard.jsonl"), tools=[refund],
+                  world=world)  # fmt: skip
     turn = agent.session().prompt("go")
     await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
     assert await turn == "noted"  # the turn went on while the thread still blocks
-    assert not returned.is_set()
-    release.set()
-    await asyncio.to_thread(returned.wait, 30)
     sid = (await turn.accepted).session_id
     [done] = await _finished(world, sid)
-    assert done.data["is_error"] is True and "ToolTimedOut" in done.data["output"]
-    assert "too late" not in str([e.data for e in await world.read(sid, 0)])
+    expected = (
+        "ToolTimedOut: tool 'refund' did not finish within its timeout of 0.05 s, and it was "
+        f"{RUNS_ON} it again"
+    )
+    assert done.data["output"] == expected and done.data["is_error"] is True
+    assert done.data["running"] == ["tool:refund"]
+    heard = read_recording(tmp_path / "heard.jsonl")[1]["messages"][-1]
+    assert heard["text"] == expected and heard["is_error"] is True
+    assert not effects.exists()
+
+    release.set()  # the thread ends: its refund happens, and its result is saved
+    late = await _late(world, sid)
+    assert effects.read_text() == "refunded A\n"
+    assert late.data["execution_id"] == done.data["execution_id"]
+    assert late.data["call_id"] == done.data["call_id"] and late.data["name"] == "refund"
+    assert late.data["part"] == "tool:refund" and "step" not in late.data
+    assert late.data["output"] == "refunded A" and late.data["is_error"] is False
+    assert (await world.read(sid, 0))[-1].kind == log.TOOL_LATE  # after the turn's end
+    page = await _inspect(world, sid)
+    assert "still running in its thread: tool:refund" in page
+    assert "ended in its thread after its call was cut: refunded A" in page
+
+
+async def _inspect(world: MemoryWorld, sid: str) -> str:
+    """The inspector's page of session ``sid``."""
+    import httpx
+
+    from fxworld.web import create_inspector
+
+    app = create_inspector(world, allow_anyone=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspect") as http:
+        page = await http.get(f"/sessions/{sid}")
+    await app.state.close()
+    assert page.status_code == 200
+    return page.text
+
+
+async def test_a_sync_step_past_its_async_tools_timeout_is_said_to_run_on_and_is_recorded(
+    tmp_path: Path,
+) -> None:
+    release = threading.Event()
+
+    def slow_refund(order_id: str) -> str:
+        release.wait(30)
+        raise ConnectionError(f"the bank refused {order_id}")
+
+    @tool(timeout=0.2)
+    async def settle(order_id: str, ctx: ToolContext) -> str:
+        await ctx.step("reserve", lambda: "r-1")
+        return str(await ctx.step("refund", slow_refund, order_id))
+
+    world = MemoryWorld()
+    replies: list[Any] = [{"tool": "settle", "input": {"order_id": "A"}}, "noted"]
+    agent = Agent(ScriptedModel(replies, record_to=tmp_path / "heard.jsonl"), tools=[settle],
+                  world=world)  # fmt: skip
+    turn = agent.session().prompt("go")
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    assert await turn == "noted"
+    sid = (await turn.accepted).session_id
+    [done] = await _finished(world, sid)
+    expected = (
+        "ToolTimedOut: tool 'settle' did not finish within its timeout of 0.2 s and was "
+        f"cancelled, but its step 'refund' was {RUNS_ON} the tool again"
+    )
+    assert done.data["output"] == expected and done.data["running"] == ["step:refund"]
+    assert read_recording(tmp_path / "heard.jsonl")[1]["messages"][-1]["text"] == expected
+
+    release.set()
+    late = await _late(world, sid)
+    assert late.data["part"] == "step:refund" and late.data["step"] == "refund"
+    assert late.data["output"] == "ConnectionError: the bank refused A"
+    assert late.data["is_error"] is True
+    steps = [(e.kind, e.data["step"]) for e in await world.read(sid, 0) if "step" in e.data]
+    assert steps == [  # the call is closed: the late outcome is tool.late, not step.finished
+        ("step.started", "reserve"),
+        ("step.finished", "reserve"),
+        ("step.started", "refund"),
+        ("tool.late", "refund"),
+    ]
 
 
 async def test_a_tools_own_timeout_error_is_not_taken_for_its_timeout() -> None:

@@ -17,6 +17,11 @@ Its rules, so that nothing is lost or doubled:
   W8), any such entry there means it landed.
 - ``Fenced`` is never caught here: the run was replaced, and stops at once with no
   further write and no further side effect.
+- Its appends and reads of the log take turns (one lock): the run's steps, the
+  steps of parallel calls, and a call's late outcome (``tool.late``, saved from
+  the end of a thread whenever it comes: :mod:`fxworld.engine.threads`) never
+  interleave, so the state applies each entry once and an unknown outcome is
+  checked with no other append of this fence in flight.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class FencedWriter:
         self.on_news: Callable[[], None] = _nothing
         self.last_read: Entry | None = None
         """The newest entry a read brought in."""
+        self._turn = asyncio.Lock()
 
     async def retry(self, op: Callable[[], Awaitable[T]]) -> T:
         """``op()``, again with backoff while the world is unavailable; an
@@ -91,6 +97,10 @@ class FencedWriter:
 
     async def catch_up(self) -> None:
         """Read what the log holds past the state, in order, and apply it."""
+        async with self._turn:
+            await self._catch_up()
+
+    async def _catch_up(self) -> None:
         while True:
             batch = await self.retry(partial(self.world.read, self.sid, self.state.last_seq))
             if not batch:
@@ -106,6 +116,10 @@ class FencedWriter:
     async def append(self, entries: Sequence[NewEntry], *, wake: float | None = None) -> int:
         """Append with this run's fence (W2; ``wake``: W7) and apply what landed to
         the state; the seq of the last entry."""
+        async with self._turn:
+            return await self._append(entries, wake)
+
+    async def _append(self, entries: Sequence[NewEntry], wake: float | None) -> int:
         fence = self.fence
         assert fence is not None, "append before acquire"
         started = time.monotonic()
@@ -118,13 +132,13 @@ class FencedWriter:
                 logger.warning("session %s: append failed (%s); checking and retrying", self.sid, e)
                 delay = await self._back_off(started, delay, e)
                 if await self._landed(fence):
-                    await self.catch_up()
+                    await self._catch_up()
                     self.on_news()
                     return self.state.last_seq
         if seq - len(entries) == self.state.last_seq:
             self._apply(seq, entries, fence)
         else:  # prompts (or a stop) landed in between: read them in order
-            await self.catch_up()
+            await self._catch_up()
             self.on_news()
         return seq
 
@@ -147,8 +161,9 @@ class FencedWriter:
         entry that stands under the key is this one or an earlier writer's."""
         fence = self.fence
         assert fence is not None, "append before acquire"
-        await self.retry(lambda: self.world.append(self.sid, [entry], fence=fence, key=key))
-        await self.catch_up()
+        async with self._turn:
+            await self.retry(lambda: self.world.append(self.sid, [entry], fence=fence, key=key))
+            await self._catch_up()
 
     async def wake_again(self, delay: float) -> None:
         """Ask for a wake of this session in ``delay`` seconds (W11)."""

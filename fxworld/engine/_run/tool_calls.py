@@ -16,7 +16,12 @@ limit (:mod:`fxworld.engine.unsaved`); the turn goes on and the tool is not run
 again.
 
 A stop cancels a running async tool (its call becomes ``tool.interrupted``); a
-sync tool runs in a thread and is let finish, and its result is saved.
+sync tool runs in a thread and is let finish, and its result is saved. A sync
+function still running in its thread when its call ends (a sync tool past its
+timeout; a sync step of an async tool past the tool's timeout, or at a stop) is
+not stopped: the entry that ends the call names it in ``running``, the model hears
+that it may still complete, and its outcome lands later as ``tool.late``
+(:mod:`fxworld.engine._run.late`).
 
 A call of an agent tool (``agent.as_tool()``) makes its child session and ends
 with ``child.started`` instead: it waits for the child's answer
@@ -36,12 +41,14 @@ from fxworld.types import NewEntry
 
 from .. import log
 from ..context import own_copy
-from ..replay import CallState, RunTools, stopped_message
+from ..replay import CallState, RunTools
 from ..steps import StepJournal
+from ..threads import CallThreads
 from ..tools import Tool, ToolContext, render_output
 from ..unsaved import refused_result
 from .children import start_child
 from .faults import crash_point
+from .late import cancelled_entry, late_saver, running_fields
 from .signals import Cut
 from .state import RunState
 
@@ -184,7 +191,8 @@ async def _run_call(run: RunState, c: CallState, attempt: int) -> NewEntry:
             return await start_child(run, c)
         except InvalidArgument as e:  # (storage errors are the run's, not the call's)
             return tool_entry(log.TOOL_FINISHED, c, output=error_text(e), is_error=True)
-    journal = StepJournal(run.writer, c)
+    threads = CallThreads(on_late=late_saver(run, c))
+    journal = StepJournal(run.writer, c, threads)
     try:
         ctx = ToolContext(
             c.execution_id, run.sid, c.id, c.name, attempt, own_copy(run.context), journal=journal
@@ -194,10 +202,13 @@ async def _run_call(run: RunState, c: CallState, attempt: int) -> NewEntry:
                 value = await tool.call(c.input, ctx)
         else:  # in a thread: let finish
             value = await tool.call(c.input, ctx)
-        return tool_entry(log.TOOL_FINISHED, c, output=render_output(value), is_error=False)
+        output, is_error = render_output(value), False
     except Cut:
-        return tool_entry(log.TOOL_INTERRUPTED, c, message=stopped_message(c.name))
+        return cancelled_entry(run, c, threads)
     except Exception as e:
         logger.info("session %s: tool %s raised", run.sid, c.name, exc_info=True)
         # scrubbed: the log is streamed to clients
-        return tool_entry(log.TOOL_FINISHED, c, output=error_text(e), is_error=True)
+        output, is_error = error_text(e), True
+    return tool_entry(
+        log.TOOL_FINISHED, c, output=output, is_error=is_error, **running_fields(threads)
+    )

@@ -116,7 +116,7 @@ async def discard_text(run: RunState, step: DiscardText) -> None:
 
 async def interrupt_tool(run: RunState, step: InterruptTool) -> None:
     c = step.call
-    message = interrupted_message(c.name, c.execution_id)
+    message = interrupted_message(c.name, c.execution_id, list(c.step_results), c.steps_cut)
     await run.writer.append([tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
 
 

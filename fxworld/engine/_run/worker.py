@@ -30,7 +30,9 @@ How the engine keeps a turn durable, part by part:
   finish, then appends ``turn.yielded`` with a wake and releases the lease, so
   another worker continues at once. A ``stop.requested`` cuts the model stream
   (its saved text stays), starts no new tool, cancels an async tool, and
-  ``turn.stopped`` ends the turn.
+  ``turn.stopped`` ends the turn. A sync function a cut left running in its
+  thread (:mod:`fxworld.engine.threads`) runs on; a stopping worker waits for it,
+  so its late outcome (``tool.late``) is saved before the world is closed.
 - **A deadline** (:mod:`fxworld.engine._run.deadline`): before a step that could
   outrun it, the turn yields with a wake, and the next invocation continues it.
 """
@@ -51,6 +53,7 @@ from fxworld.validate import MAX_WAKE_BATCH
 from fxworld.wakes import take_wakes
 
 from ..subagents import AgentParts
+from ..threads import settle_left_running
 from .deadline import Deadline
 from .run import SessionRun
 from .signals import Signals
@@ -62,6 +65,15 @@ logger = logging.getLogger("fxworld.worker")
 _FIRST_WAIT = 0.01
 """Seconds of the first pause after a look found nothing due (doubled up to the
 poll interval while nothing is)."""
+
+
+async def _settle() -> None:
+    """A stopping worker waits for the threads that cut calls left running (a
+    thread cannot be stopped, and the process waits for them anyway), so their
+    late outcomes are saved while its world is open; a second signal leaves now."""
+    waited = await settle_left_running()
+    if waited:
+        logger.info("the %d thread(s) left running have ended", waited)
 
 
 class Worker:
@@ -116,6 +128,8 @@ class Worker:
             finally:
                 if self._running:
                     await asyncio.gather(*self._running, return_exceptions=True)
+                if self.stopping.is_set():
+                    await _settle()
 
     async def _loop(self, world: World) -> None:
         wait = _FIRST_WAIT
