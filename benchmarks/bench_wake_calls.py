@@ -1,7 +1,7 @@
 """World calls per serverless turn, by method: one turn driven through the wake route
 and through ``fxworld.aws.lambda_handler``; prints.
 
-    python benchmarks/bench_wake_calls.py [--world sqlite|memory]
+    python benchmarks/bench_wake_calls.py [--world sqlite|memory] [--repeat 5]
 
 The agent's world is wrapped in a counting world (tests/support/world_calls.py),
 under its push (a recorder: what a queue would be sent), so every call the route
@@ -12,6 +12,9 @@ after it returned (what the consumer reads to answer). Two turns each:
 - ``yield``: a turn of two 0.6 s tool steps with 1.1 s per invocation: the first
   invocation yields, and its push continues the turn (the message is settled:
   yielded). Counted: that first invocation.
+
+Each is repeated ``--repeat`` times and the calls are averaged: the worker's looks
+for due wakes while a run is under way depend on timing.
 """
 
 from __future__ import annotations
@@ -136,26 +139,34 @@ async def through_lambda(kind: str, world_kind: str, tmp: Path) -> tuple[Countin
     return counting, answer["batchItemFailures"]
 
 
-def show(title: str, counting: CountingWorld, answer: Any) -> None:
-    total = len([c for c in counting.calls if c[1] != "setup"])
-    print(f"{title}: {total} world calls (answer {json.dumps(answer)})")
+def show(title: str, runs: list[tuple[CountingWorld, Any]]) -> None:
+    n = len(runs)
+    answers = sorted({json.dumps(answer) for _, answer in runs})
+    total = sum(len([c for c in counting.calls if c[1] != "setup"]) for counting, _ in runs)
+    print(f"{title}: {total / n:.1f} world calls per turn (answers {', '.join(answers)})")
     for phase in ("before", "run", "after"):
-        calls: Counter[str] = counting.by_method(phase)
+        calls: Counter[str] = Counter()
+        for counting, _ in runs:
+            calls.update(counting.by_method(phase))
         calls.pop("setup", None)
-        listed = ", ".join(f"{m} {n}" for m, n in sorted(calls.items()))
-        print(f"  {phase:6} {sum(calls.values()):3}  {listed}")
+        listed = ", ".join(f"{m} {k / n:.1f}" for m, k in sorted(calls.items()))
+        print(f"  {phase:6} {sum(calls.values()) / n:5.1f}  {listed}")
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--world", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("hello", "yield"):
-            counting, answer = await through_route(kind, args.world, Path(tmp))
-            show(f"wake route, {kind}, {args.world}", counting, answer)
-            counting, answer = await through_lambda(kind, args.world, Path(tmp))
-            show(f"lambda_handler, {kind}, {args.world}", counting, answer)
+            for title, drive in (("wake route", through_route), ("lambda_handler", through_lambda)):
+                runs = []
+                for i in range(args.repeat):
+                    where = Path(tmp) / f"{title[0]}{kind}{i}"
+                    where.mkdir()
+                    runs.append(await drive(kind, args.world, where))
+                show(f"{title}, {kind}, {args.world}", runs)
 
 
 if __name__ == "__main__":

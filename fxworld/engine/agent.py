@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
@@ -16,6 +16,7 @@ from fxworld.models.base import Model
 from fxworld.protocol import World
 
 from ._run.worker import Worker
+from .replay import RunEnd
 from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
@@ -24,7 +25,7 @@ from .turn import prompts_in_flight
 if TYPE_CHECKING:
     from fxworld.push.base import Push
 
-__all__ = ["Agent", "WorkResult"]
+__all__ = ["Agent", "WorkResult", "RunEnd"]
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -39,6 +40,18 @@ class WorkResult:
     hit_deadline: bool
     """A turn yielded to the ``deadline`` (or the budget ran out before a step):
     work is left for the next invocation."""
+
+    ended: Mapping[str, RunEnd] = field(default_factory=dict)
+    """How each session this ``work()`` ran ended (its latest run, when it ran one
+    twice), decided by the run from the state it held, with no further read:
+    ``"done"`` (no turn runs and no prompt waits), ``"waiting"`` (its turn waits
+    for a person's decision or for its child sessions), ``"yielded"`` (its turn
+    yielded and the world pushed the wake it left, with no push failed: that
+    message continues it) or ``"pending"`` (work is left that nothing pushed: a
+    yield without a push or with a failed one, a run stopped, replaced or
+    failed). A session it did not run is not in it. Kept by a ``work()`` that
+    returns by itself (``until_idle`` or a ``deadline``); empty otherwise. What a
+    queue consumer answers (:mod:`fxworld.consume`)."""
 
 
 class Agent(Generic[OutputT]):
@@ -240,7 +253,8 @@ class Agent(Generic[OutputT]):
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
-        missed because its append had not run yet. Returns a :class:`WorkResult`.
+        missed because its append had not run yet. Returns a :class:`WorkResult`:
+        whether the deadline was hit, and how each session it ran ended.
         """
         worker = Worker(
             self,
@@ -258,7 +272,7 @@ class Agent(Generic[OutputT]):
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
-        return WorkResult(hit_deadline=worker.hit_deadline)
+        return WorkResult(hit_deadline=worker.hit_deadline, ended=dict(worker.ended))
 
     def stop(self) -> None:
         """Ask every ``work()`` of this agent in this process to stop: running
