@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fxworld.consume import ended
+from fxworld.consume import Handoffs
 from fxworld.engine import WorkResult
 from fxworld.push.base import session_of
 
@@ -75,13 +75,14 @@ async def _invoke(
             continue
         named[str(record["messageId"])] = sid
     worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
+    handoffs = await Handoffs.before(agent, named.values())
     if budget > 0:
         worked = await agent.work(
             deadline=budget, until_idle=True, lease=lease, concurrency=concurrency
         )
     failures = []
     for message_id, sid in named.items():
-        if await ended(agent, worked, sid) != "pending":
+        if await handoffs.ended(worked, sid) != "pending":
             continue  # over, waiting, or a new message continues it: deleted
         failures.append({"itemIdentifier": message_id})  # work left: deliver it again
     return {"batchItemFailures": failures}

@@ -14,43 +14,80 @@ delivered again as well (which would double every continuation's deliveries).
 Only work that nothing pushed (a crashed run whose lease has not run out, a
 session the deadline left untouched, a push that failed) keeps its delivery.
 
-The run says how it ended (``WorkResult.ended``): the consumer reads nothing
-after it for a session it ran. Only a session the run did not take (another
-worker holds it, the deadline came first, its work was over already) is looked
-at in the log: its latest turn, replayed (:mod:`fxworld.engine.tail`).
+The run says how it ended (``WorkResult.ended``): for a session it ran, the
+consumer reads nothing after it. A session the run did not take (another worker
+held it, the deadline came first, its work was over already) is looked at in the
+log: its latest turn, replayed (:mod:`fxworld.engine.tail`); and, on a pushing
+world, whether another worker's run yielded it meanwhile (then that yield's own
+message continues it), which is why :meth:`Handoffs.before` notes where each named
+log ends before the run: one call per session (``last_entry``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from fxworld.engine.agent import WorkResult
+from fxworld.engine.log import TURN_YIELDED
 from fxworld.engine.replay import RunEnd, end_of, next_step
 from fxworld.engine.tail import replay_latest_turn
 from fxworld.engine.tools import Tool
+from fxworld.logends import last_seq
 from fxworld.protocol import World
+from fxworld.push.world import PushingWorld
+from fxworld.types import Entry
 
-__all__ = ["ended"]
+__all__ = ["Handoffs"]
 
 
 class Consumer(Protocol):
-    """What :func:`ended` needs of an agent (an Agent has it)."""
+    """What :class:`Handoffs` needs of an agent (an Agent has it)."""
 
     tools: dict[str, Tool]
 
     async def ready(self) -> World: ...
 
 
-async def ended(agent: Consumer, worked: WorkResult, session_id: str) -> RunEnd:
-    """How session ``session_id`` ended: as the run that ``worked`` reports said,
-    when it ran the session; else, from its latest turn, ``"done"`` (no turn runs
-    and no prompt waits, or it is empty), ``"waiting"`` (its turn only waits for a
-    person's decision or for its child sessions) or ``"pending"`` (work is left)."""
-    said = worked.ended.get(session_id)
-    if said is not None:
-        return said
-    state = await replay_latest_turn(await agent.ready(), session_id)
-    tools = agent.tools
-    idempotent = {name: t.reruns for name, t in tools.items()}
-    timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
-    return end_of(next_step(state, idempotent, timeouts))
+class Handoffs:
+    """How the named sessions ended: make one before the run (``await
+    Handoffs.before(agent, session_ids)``), ask :meth:`ended` after it."""
+
+    def __init__(self, agent: Consumer, world: World, ends: dict[str, int]) -> None:
+        self.agent = agent
+        self.world = world
+        self._ends = ends
+
+    @classmethod
+    async def before(cls, agent: Consumer, session_ids: Iterable[str]) -> Handoffs:
+        """Notes where each named log ends, on a pushing world (elsewhere nothing is
+        pushed, so nothing is handed on)."""
+        world = await agent.ready()
+        if not isinstance(world, PushingWorld):
+            return cls(agent, world, {})
+        return cls(agent, world, {sid: await last_seq(world, sid) for sid in set(session_ids)})
+
+    async def ended(self, worked: WorkResult, session_id: str) -> RunEnd:
+        """How session ``session_id`` ended: as ``worked`` (what ``agent.work()``
+        returned) says, when the run took it, with no read. Else from its latest
+        turn: ``"done"`` (no turn runs and no prompt waits, or it is empty),
+        ``"waiting"`` (its turn only waits for a person's decision or for its
+        child sessions), ``"yielded"`` (work is left, and a ``turn.yielded``
+        landed since :meth:`before`: that yield's push continues it) or
+        ``"pending"``."""
+        said = worked.ended.get(session_id)
+        if said is not None:
+            return said
+        after = self._ends.get(session_id)
+        yielded = False
+
+        def watch(e: Entry) -> None:
+            nonlocal yielded
+            yielded = yielded or (after is not None and e.seq > after and e.kind == TURN_YIELDED)
+
+        state = await replay_latest_turn(self.world, session_id, watch=watch)
+        tools = self.agent.tools
+        idempotent = {name: t.reruns for name, t in tools.items()}
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
+        end = end_of(next_step(state, idempotent, timeouts))
+        return "yielded" if end == "pending" and yielded else end

@@ -102,7 +102,8 @@ class WakeHandler:
       :mod:`fxworld.consume`).
     - The named session's status is how the run that took it ended
       (``WorkResult.ended``: nothing is read after it); a session the run did not
-      take is looked at in the log (:mod:`fxworld.consume`).
+      take is looked at in the log (:mod:`fxworld.consume`): ``yielded`` when
+      another worker's run yielded it meanwhile.
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
       session still has work that nothing pushed (its turn yielded at the
       deadline with no push configured, or one failed; the deadline came before
@@ -235,12 +236,13 @@ class WakeHandler:
         return response
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
-        from fxworld.consume import ended
+        from fxworld.consume import Handoffs
         from fxworld.engine import WorkResult
 
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
         worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
+        handoffs = await Handoffs.before(self.agent, [session_id] if session_id else [])
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
@@ -254,7 +256,7 @@ class WakeHandler:
         status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
-        end = await ended(self.agent, worked, session_id)  # as the run said, if it ran it
+        end = await handoffs.ended(worked, session_id)  # as the run said, if it ran it
         if end != "pending":  # over, waiting, or its yield's own message continues it
             return JSONResponse({"status": end, "ran": round(ran, 3)})
         # The named session still has work that nothing pushed (the deadline came

@@ -1,6 +1,7 @@
 """The wake route and the Lambda handler answer a message from how the run ended
-(``WorkResult.ended``): for a session the run took, they read nothing of the log,
-before the run or after it; only the run reads."""
+(``WorkResult.ended``): for a session the run took, they read nothing of the log
+after the run; before it, only where the named log ends (one ``last_entry``, on a
+pushing world: another worker may yield the session meanwhile)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ async def slow_step(n: int) -> str:
 
 
 def counted_agent(script: list[Any]) -> tuple[Agent, CountingWorld, Recorder]:
-    """An agent whose world counts its calls, labelled "route" outside ``work()``
-    and "run" inside it."""
+    """An agent whose world counts its calls, labelled "before", "run" (inside
+    ``work()``) and "after"."""
     counting = CountingWorld(MemoryWorld())
     push = Recorder()
     agent = Agent(ScriptedModel(script), tools=[slow_step], world=counting, push=push)  # type: ignore[arg-type]
@@ -58,15 +59,15 @@ def counted_agent(script: list[Any]) -> tuple[Agent, CountingWorld, Recorder]:
         try:
             return await real(**kwargs)
         finally:
-            counting.phase = "route"
+            counting.phase = "after"
 
     agent.work = work  # type: ignore[method-assign]
-    counting.phase = "route"
+    counting.phase = "before"
     return agent, counting, push
 
 
-def route_reads(counting: CountingWorld) -> dict[str, int]:
-    return {m: n for m, n in counting.by_method("route").items() if m in READS}
+def reads(counting: CountingWorld, phase: str) -> dict[str, int]:
+    return {m: n for m, n in counting.by_method(phase).items() if m in READS}
 
 
 TWO_STEPS: list[Any] = [{"tool": "slow_step", "input": {"n": n}} for n in (1, 2)] + ["Done."]
@@ -75,9 +76,7 @@ TWO_STEPS: list[Any] = [{"tool": "slow_step", "input": {"n": n}} for n in (1, 2)
 @pytest.mark.parametrize(
     ("script", "status"), [(["Hello."], "done"), (TWO_STEPS, "yielded")], ids=["done", "yielded"]
 )
-async def test_the_wake_route_reads_nothing_but_what_the_run_reads(
-    script: list[Any], status: str
-) -> None:
+async def test_the_wake_route_reads_nothing_after_the_run(script: list[Any], status: str) -> None:
     agent, counting, _ = counted_agent(script)
     sid = (await agent.session().create("Go")).session_id
     counting.calls.clear()
@@ -89,7 +88,8 @@ async def test_the_wake_route_reads_nothing_but_what_the_run_reads(
         r = await client.post("/", content=body, headers=signed_headers(SECRET, body))
     assert (r.status_code, r.json()["status"]) == (200, status)
     assert counting.by_method("run")["read"] > 0  # the run read the log
-    assert route_reads(counting) == {}  # the route did not, before it or after
+    assert reads(counting, "after") == {}  # the route did not, after it
+    assert reads(counting, "before") == {"last_entry": 1}  # where the log ended
 
 
 class Context:
@@ -104,7 +104,7 @@ def function() -> Iterator[ThreadPoolExecutor]:
 
 
 @pytest.mark.parametrize("script", [["Hello."], TWO_STEPS], ids=["done", "yielded"])
-async def test_the_lambda_handler_reads_nothing_but_what_the_run_reads(
+async def test_the_lambda_handler_reads_nothing_after_the_run(
     script: list[Any], function: ThreadPoolExecutor
 ) -> None:
     agent, counting, _ = counted_agent(script)
@@ -116,4 +116,5 @@ async def test_the_lambda_handler_reads_nothing_but_what_the_run_reads(
     answer = await loop.run_in_executor(function, handler, event, Context())
     assert answer == {"batchItemFailures": []}  # over, or continued by its own push
     assert counting.by_method("run")["read"] > 0
-    assert route_reads(counting) == {}
+    assert reads(counting, "after") == {}
+    assert reads(counting, "before") == {"last_entry": 1}
