@@ -11,10 +11,11 @@ message that continues it, at once. It answers with a partial batch response
 push handed on (a crashed run's lease has not run out; a push failed) are
 delivered again after the queue's visibility timeout (set it to the lease); the
 others are deleted, so a turn costs one message per invocation it needs
-(:mod:`fxworld.consume`). A function that crashes answers nothing, so the whole
-batch comes back after the visibility timeout, by which time the dead run's lease
-has run out, and the turn continues from the log (the tool that was running is
-not run again unless idempotent; the model is told).
+(:mod:`fxworld.consume`). How a session ended is what the run that took it says
+(``WorkResult.ended``): nothing is read after it. A function that crashes answers
+nothing, so the whole batch comes back after the visibility timeout, by which
+time the dead run's lease has run out, and the turn continues from the log (the
+tool that was running is not run again unless idempotent; the model is told).
 
 A Lambda function is invoked only by its event source mapping, so the handler
 checks no signature. A message that names no valid session is dropped.
@@ -27,7 +28,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fxworld.consume import Handoffs, settled
+from fxworld.consume import Handoffs
+from fxworld.engine import WorkResult
 from fxworld.push.base import session_of
 
 if TYPE_CHECKING:
@@ -72,12 +74,15 @@ async def _invoke(
             logger.warning("message %s names no valid session: dropped", record.get("messageId"))
             continue
         named[str(record["messageId"])] = sid
+    worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
     handoffs = await Handoffs.before(agent, named.values())
     if budget > 0:
-        await agent.work(deadline=budget, until_idle=True, lease=lease, concurrency=concurrency)
+        worked = await agent.work(
+            deadline=budget, until_idle=True, lease=lease, concurrency=concurrency
+        )
     failures = []
     for message_id, sid in named.items():
-        if await settled(agent, sid) is not None or await handoffs.pushed(sid):
-            continue  # over, waiting for a person, or a new message continues it: deleted
+        if await handoffs.ended(worked, sid) != "pending":
+            continue  # over, waiting, or a new message continues it: deleted
         failures.append({"itemIdentifier": message_id})  # work left: deliver it again
     return {"batchItemFailures": failures}

@@ -1,10 +1,10 @@
-"""What a queue consumer asks after a run: is the session's work over, and if not,
-is a message already on its way for it?
+"""What a queue consumer answers for a message after a run: how the session it
+names ended (:data:`~fxworld.engine.replay.RunEnd`).
 
 Shared by the wake route (:mod:`fxworld.web`) and the Lambda handler
 (:mod:`fxworld.aws`): a message whose session still has work must be delivered
 again, unless that work was handed on with a push of its own; one whose session
-is over, or waits for a person, must not.
+is over, or waits for a person or for its child sessions, must not.
 
 One message per continuation: a turn that yields at the deadline appends
 ``turn.yielded`` with a wake, and a pushing world sends a message for that wake
@@ -13,84 +13,81 @@ continues the turn, at once; so the delivery that started the run is settled, no
 delivered again as well (which would double every continuation's deliveries).
 Only work that nothing pushed (a crashed run whose lease has not run out, a
 session the deadline left untouched, a push that failed) keeps its delivery.
+
+The run says how it ended (``WorkResult.ended``): for a session it ran, the
+consumer reads nothing after it. A session the run did not take (another worker
+held it, the deadline came first, its work was over already) is looked at in the
+log: its latest turn, replayed (:mod:`fxworld.engine.tail`); and, on a pushing
+world, whether another worker's run yielded it meanwhile (then that yield's own
+message continues it), which is why :meth:`Handoffs.before` notes where each named
+log ends before the run: one call per session (``last_entry``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from typing import Protocol
 
+from fxworld.engine.agent import WorkResult
 from fxworld.engine.log import TURN_YIELDED
-from fxworld.engine.replay import Idle, WaitForApproval, WaitForChild, next_step
+from fxworld.engine.replay import RunEnd, end_of, next_step
 from fxworld.engine.tail import replay_latest_turn
 from fxworld.engine.tools import Tool
 from fxworld.logends import last_seq
 from fxworld.protocol import World
 from fxworld.push.world import PushingWorld
+from fxworld.types import Entry
 
-__all__ = ["settled", "Handoffs"]
-
-_PAGE = 100
-"""Entries read at once while looking for a yield in what a run appended."""
+__all__ = ["Handoffs"]
 
 
 class Consumer(Protocol):
-    """What :func:`settled` needs of an agent (an Agent has it)."""
+    """What :class:`Handoffs` needs of an agent (an Agent has it)."""
 
     tools: dict[str, Tool]
 
     async def ready(self) -> World: ...
 
 
-async def settled(agent: Consumer, session_id: str) -> Literal["done", "waiting"] | None:
-    """``"done"`` when the session runs no turn and no prompt waits (or it is
-    empty), ``"waiting"`` when its turn only waits for a person's decision or
-    for its child sessions (nothing to run until one comes), else ``None``: work
-    is left. Reads only the
-    latest turn (:mod:`fxworld.engine.tail`)."""
-    state = await replay_latest_turn(await agent.ready(), session_id)
-    tools = agent.tools
-    idempotent = {name: t.reruns for name, t in tools.items()}
-    timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
-    step = next_step(state, idempotent, timeouts)
-    if isinstance(step, Idle):
-        return "done"
-    return "waiting" if isinstance(step, WaitForApproval | WaitForChild) else None
-
-
 class Handoffs:
-    """Which of the named sessions a run handed on with a push: make one before
-    the run (``await Handoffs.before(agent, session_ids)``: it notes where each
-    log ends), ask :meth:`pushed` after it."""
+    """How the named sessions ended: make one before the run (``await
+    Handoffs.before(agent, session_ids)``), ask :meth:`ended` after it."""
 
-    def __init__(self, world: World, failed: int | None, ends: dict[str, int]) -> None:
+    def __init__(self, agent: Consumer, world: World, ends: dict[str, int]) -> None:
+        self.agent = agent
         self.world = world
-        self._failed = failed
         self._ends = ends
 
     @classmethod
     async def before(cls, agent: Consumer, session_ids: Iterable[str]) -> Handoffs:
+        """Notes where each named log ends, on a pushing world (elsewhere nothing is
+        pushed, so nothing is handed on)."""
         world = await agent.ready()
-        if not isinstance(world, PushingWorld):  # nothing is pushed: nothing handed on
-            return cls(world, None, {})
-        ends = {sid: await last_seq(world, sid) for sid in set(session_ids)}
-        return cls(world, world.stats.failed, ends)
+        if not isinstance(world, PushingWorld):
+            return cls(agent, world, {})
+        return cls(agent, world, {sid: await last_seq(world, sid) for sid in set(session_ids)})
 
-    async def pushed(self, session_id: str) -> bool:
-        """Whether the session's work left goes on through a message already sent:
-        a ``turn.yielded`` was appended since :meth:`before` (a yield makes a wake
-        durable, and the world pushes every such wake), and no push failed
-        meanwhile (then the queue's own redelivery is kept, rather than wait for
-        the tick). The log is read from where it ended, not at its end: the pushed
-        message may already have started the next run."""
-        world = self.world
+    async def ended(self, worked: WorkResult, session_id: str) -> RunEnd:
+        """How session ``session_id`` ended: as ``worked`` (what ``agent.work()``
+        returned) says, when the run took it, with no read. Else from its latest
+        turn: ``"done"`` (no turn runs and no prompt waits, or it is empty),
+        ``"waiting"`` (its turn only waits for a person's decision or for its
+        child sessions), ``"yielded"`` (work is left, and a ``turn.yielded``
+        landed since :meth:`before`: that yield's push continues it) or
+        ``"pending"``."""
+        said = worked.ended.get(session_id)
+        if said is not None:
+            return said
         after = self._ends.get(session_id)
-        if after is None or not isinstance(world, PushingWorld):
-            return False
-        if world.stats.failed != self._failed:
-            return False
-        while page := await world.read(session_id, after, limit=_PAGE):
-            if any(e.kind == TURN_YIELDED for e in page):
-                return True
-            after = page[-1].seq
-        return False
+        yielded = False
+
+        def watch(e: Entry) -> None:
+            nonlocal yielded
+            yielded = yielded or (after is not None and e.seq > after and e.kind == TURN_YIELDED)
+
+        state = await replay_latest_turn(self.world, session_id, watch=watch)
+        tools = self.agent.tools
+        idempotent = {name: t.reruns for name, t in tools.items()}
+        timeouts = {name: t.approval_timeout for name, t in tools.items() if t.needs_approval}
+        end = end_of(next_step(state, idempotent, timeouts))
+        return "yielded" if end == "pending" and yielded else end

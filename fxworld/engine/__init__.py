@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from .approvals import Approval
     from .cursor import decode_cursor, encode_cursor
     from .events import StreamEvent
-    from .replay import conversation
+    from .replay import RunEnd, conversation
     from .retention import PruneReport, prune
     from .session import Session
     from .steps import StepInterrupted
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
 __all__ = [
     "Agent",
     "WorkResult",
+    "RunEnd",
     "Session",
     "StreamEvent",
     "Turn",
@@ -60,6 +61,7 @@ _LAZY = {
     "encode_cursor": "cursor",
     "StreamEvent": "events",
     "conversation": "replay",
+    "RunEnd": "replay",
     "PruneReport": "retention",
     "prune": "retention",
     "Session": "session",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
@@ -22,6 +22,7 @@ from .limits import (
     check_max_depth,
     check_max_model_calls,
 )
+from .replay import RunEnd
 from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
@@ -31,7 +32,7 @@ from .typed_output import answer_model
 if TYPE_CHECKING:
     from fxworld.push.base import Push
 
-__all__ = ["Agent", "WorkResult"]
+__all__ = ["Agent", "WorkResult", "RunEnd"]
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -46,6 +47,18 @@ class WorkResult:
     hit_deadline: bool
     """A turn yielded to the ``deadline`` (or the budget ran out before a step):
     work is left for the next invocation."""
+
+    ended: Mapping[str, RunEnd] = field(default_factory=dict)
+    """How each session this ``work()`` ran ended (its latest run, when it ran one
+    twice), decided by the run from the state it held, with no further read:
+    ``"done"`` (no turn runs and no prompt waits), ``"waiting"`` (its turn waits
+    for a person's decision or for its child sessions), ``"yielded"`` (its turn
+    yielded and the world pushed the wake it left, with no push failed: that
+    message continues it) or ``"pending"`` (work is left that nothing pushed: a
+    yield without a push or with a failed one, a run stopped, replaced or
+    failed). A session it did not run is not in it. Kept by a ``work()`` that
+    returns by itself (``until_idle`` or a ``deadline``); empty otherwise. What a
+    queue consumer answers (:mod:`fxworld.consume`)."""
 
 
 class Agent(Generic[OutputT]):
@@ -272,7 +285,8 @@ class Agent(Generic[OutputT]):
         missed because its append had not run yet. Before it returns, it waits for
         the pushes its world still sends (:meth:`fxworld.push.PushingWorld.drain`,
         each bounded by the push timeout), so a serverless invocation does not end
-        before the messages its run made. Returns a :class:`WorkResult`.
+        before the messages its run made. Returns a :class:`WorkResult`: whether the
+        deadline was hit, and how each session it ran ended.
         """
         worker = Worker(
             self,
@@ -293,7 +307,7 @@ class Agent(Generic[OutputT]):
             drain = getattr(self.world, "drain", None)  # a pushing world's pushes in flight
             if drain is not None:
                 await drain()
-        return WorkResult(hit_deadline=worker.hit_deadline)
+        return WorkResult(hit_deadline=worker.hit_deadline, ended=dict(worker.ended))
 
     def stop(self) -> None:
         """Ask every ``work()`` of this agent in this process to stop: running

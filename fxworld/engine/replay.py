@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from fxworld.errors import WorldError
 from fxworld.models.base import Message, ToolCall
@@ -47,6 +47,8 @@ __all__ = [
     "WaitForChild",
     "StopTurn",
     "Step",
+    "RunEnd",
+    "end_of",
     "interrupted_message",
     "denied_message",
     "stopped_message",
@@ -575,6 +577,22 @@ Step = (
     | WaitForChild
     | StopTurn
 )
+
+
+RunEnd = Literal["done", "waiting", "yielded", "pending"]
+"""How a session's run ended, as a queue consumer needs it: ``"done"`` (no turn runs
+and no prompt waits), ``"waiting"`` (its turn waits for a person's decision or for
+its child sessions: nothing runs until one comes), ``"yielded"`` (its turn yielded
+and the wake it left was pushed, with no push failed: a message of its own
+continues it) or ``"pending"`` (anything else: work is left that nothing pushed)."""
+
+
+def end_of(step: Step) -> RunEnd:
+    """What a session whose next step is ``step`` ended as (never ``"yielded"``:
+    only a run knows that it pushed)."""
+    if isinstance(step, Idle):
+        return "done"
+    return "waiting" if isinstance(step, WaitForApproval | WaitForChild) else "pending"
 
 
 def next_step(

@@ -21,14 +21,15 @@ The request's headers are the ``vercel.headers`` context while it is handled (as
 the SDK's ``accept_and_handle`` does), so the queue calls and the model's OIDC
 token (:mod:`fxworld.models.resolve`) use this request's token.
 
-After the run: a session whose work is over (or waits for a person), or whose
-turn yielded and was pushed again (that new message continues it), has its
-delivery acknowledged (200); one with work left that nothing pushed asks for
-redelivery (``retry_after``) when the route's ``Retry-After`` says: a second
-after a deadline that came before it ran, the lease while another run holds it
-(a crashed run's lease must run out first; a live one yields or ends, and pushes
-if it yields), and is answered 200 too, as the SDK answers a handler that raised
-``RetryAfter``.
+After the run (the route's own, which answers from how the run said the session
+ended, ``WorkResult.ended``, reading nothing after it): a session whose work is
+over (or waits for a person), or whose turn yielded and was pushed again (that
+new message continues it), has its delivery acknowledged (200); one with work
+left that nothing pushed asks for redelivery (``retry_after``) when the route's
+``Retry-After`` says: a second after a deadline that came before it ran, the
+lease while another run holds it (a crashed run's lease must run out first; a
+live one yields or ends, and pushes if it yields), and is answered 200 too, as
+the SDK answers a handler that raised ``RetryAfter``.
 """
 
 from __future__ import annotations

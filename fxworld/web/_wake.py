@@ -101,6 +101,10 @@ class WakeHandler:
       agent's push (``Agent(push=...)``, ``$FXWORLD_PUSH``) sent the message that
       continues it; this one is done (one message per continuation, see
       :mod:`fxworld.consume`).
+    - The named session's status is how the run that took it ended
+      (``WorkResult.ended``: nothing is read after it); a session the run did not
+      take is looked at in the log (:mod:`fxworld.consume`): ``yielded`` when
+      another worker's run yielded it meanwhile.
     - 503 ``{"status": "deadline" | "pending"}`` with ``Retry-After``: the named
       session still has work that nothing pushed (its turn yielded at the
       deadline with no push configured, or one failed; the deadline came before
@@ -233,11 +237,12 @@ class WakeHandler:
         return response
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
-        from fxworld.consume import Handoffs, settled
+        from fxworld.consume import Handoffs
+        from fxworld.engine import WorkResult
 
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
-        hit_deadline = budget <= 0
+        worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
         handoffs = await Handoffs.before(self.agent, [session_id] if session_id else [])
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
@@ -246,17 +251,15 @@ class WakeHandler:
                 deadline=budget, until_idle=True, lease=self.lease, concurrency=self.concurrency
             )
             ran = time.monotonic() - began
-            hit_deadline = worked.hit_deadline or ran >= budget - 0.01
+        hit_deadline = worked.hit_deadline or ran >= budget - 0.01
         # "deadline": a turn stopped for the time limit (or the budget ran out), and
         # goes on at the next invocation.
         status = "deadline" if hit_deadline else "idle"
         if session_id is None:  # a cron tick: whatever was due ran
             return JSONResponse({"status": status, "ran": round(ran, 3)})
-        done = await settled(self.agent, session_id)
-        if done is not None:  # over, or waiting for a person: nothing to run
-            return JSONResponse({"status": done, "ran": round(ran, 3)})
-        if await handoffs.pushed(session_id):  # its yield's own message continues it
-            return JSONResponse({"status": "yielded", "ran": round(ran, 3)})
+        end = await handoffs.ended(worked, session_id)  # as the run said, if it ran it
+        if end != "pending":  # over, waiting, or its yield's own message continues it
+            return JSONResponse({"status": end, "ran": round(ran, 3)})
         # The named session still has work that nothing pushed (the deadline came
         # before it ran, or a crashed worker's lease has not run out yet): a
         # retryable status, so that a push queue delivers the message again.

@@ -19,6 +19,12 @@ once its first turn has ended, the run reports the answer to the parent's log
 before it finishes the wake (a run that dies in between leaves the report to the
 next delivery).
 
+How the run ended (:attr:`SessionRun.ended`, a
+:data:`~fxworld.engine.replay.RunEnd`) is decided from the state it holds, with no
+further read: ``"done"`` or ``"waiting"`` from the step it stopped at, ``"yielded"``
+when its yield's wake was pushed, else ``"pending"`` (a yield nothing pushed, a
+run stopped, replaced or failed); :meth:`fxworld.Agent.work` returns it.
+
 ``Fenced`` means another worker replaced this one: the run stops at once, with no
 further write and no further side effect. An entry the world refuses
 (``InvalidEntry``, ``EntryTooLarge``) where no step turned it into an outcome of
@@ -49,6 +55,7 @@ from ..replay import (
     Idle,
     InterruptTool,
     RequestApproval,
+    RunEnd,
     RunTools,
     StartTurn,
     Step,
@@ -56,6 +63,7 @@ from ..replay import (
     TimeOutApproval,
     WaitForApproval,
     WaitForChild,
+    end_of,
 )
 from ..subagents import AgentParts, agent_for, no_agent
 from ..unsaved import turn_refused
@@ -112,6 +120,8 @@ class SessionRun:
         self.sid = wake.session_id
         self.writer.on_news = self._note_stop
         self.telemetry = self.run.telemetry = for_run(getattr(agent, "name", "agent"), wake)
+        self.ended: RunEnd = "pending"
+        """How the run ended (see the module); ``"pending"`` until it has."""
 
     def _note_stop(self) -> None:
         """After an append read entries of other writers: a stop among them is seen."""
@@ -125,7 +135,7 @@ class SessionRun:
         renewer = asyncio.create_task(self.writer.renew())
         outcome = "run ended"
         try:
-            await self._go()
+            self.ended = await self._go()
         except StopRun as e:
             logger.info("session %s: stopped: %s", self.sid, e)
             outcome = f"stopped: {e}"
@@ -160,9 +170,10 @@ class SessionRun:
             return "run failed"
         return f"turn failed: {error}"
 
-    async def _go(self) -> None:
-        if await self._nothing_to_do():
-            return
+    async def _go(self) -> RunEnd:
+        nothing = await self._nothing_to_do()
+        if nothing is not None:
+            return nothing
         last = self.writer.last_read
         fence = await self.writer.acquire()
         await self.writer.catch_up()
@@ -176,17 +187,20 @@ class SessionRun:
         self.telemetry.taken(fence, self.run.state, last)
         await give_up_if_redelivered(self.run)
         await fail_refused(self.run)
-        if await self._steps():
+        ended = await self._steps()
+        if ended in ("done", "waiting"):  # a yield finished its wake itself
             await report_to_parent(self.run)
             await self.writer.finish_wake()
+        return ended
 
-    async def _nothing_to_do(self) -> bool:
-        """Finish a wake with nothing to do without taking the session (see the module)."""
+    async def _nothing_to_do(self) -> RunEnd | None:
+        """Finish a wake with nothing to do without taking the session (see the
+        module): how the run ended then, else ``None``."""
         await self.writer.catch_up()
         self._bind_agent()
         step = self.run.next_step()
         if self.run.refusal and not isinstance(step, Idle):
-            return False  # its turn fails (fail_refused)
+            return None  # its turn fails (fail_refused)
         if isinstance(step, WaitForApproval):
             await wait_for_approval(self.run, step)
         elif isinstance(step, WaitForChild):
@@ -195,9 +209,9 @@ class SessionRun:
             await report_to_parent(self.run)
             logger.info("session %s: nothing to do; wake finished", self.sid)
         else:
-            return False
+            return None
         await self.writer.finish_wake()
-        return True
+        return end_of(step)
 
     def _bind_agent(self) -> None:
         """A child session (or a fork of one) runs with the child's agent, found
@@ -214,8 +228,10 @@ class SessionRun:
         name = getattr(self.run.agent, "name", "agent")
         self.telemetry = self.run.telemetry = for_run(name, self.writer.wake)
 
-    async def _steps(self) -> bool:
-        """The steps, until none is left (True) or the turn yielded (False)."""
+    async def _steps(self) -> RunEnd:
+        """The steps, until none is left (``"done"``), the turn waits
+        (``"waiting"``) or it yielded (``"yielded"`` when its wake was pushed, else
+        ``"pending"``)."""
         run = self.run
         while True:
             if self.writer.lease_lost:
@@ -225,18 +241,17 @@ class SessionRun:
                 await self.writer.catch_up()
             step = run.next_step()
             if isinstance(step, Idle):
-                return True
+                return "done"
             if isinstance(step, WaitForApproval):
                 await wait_for_approval(run, step)
-                return True
+                return "waiting"
             if isinstance(step, WaitForChild):
                 await wait_for_child(run, step)
-                return True
+                return "waiting"
             reason = self._must_yield(step)
             if reason is not None:
                 self.deadline.hit = self.deadline.hit or reason == "deadline"
-                await yield_turn(run, reason)
-                return False
+                return "yielded" if await yield_turn(run, reason) else "pending"
             await self._do(step)
             # Take turns with the rest of the loop at each boundary, also on a world
             # that answers without waiting (MemoryWorld): a stop can land meanwhile.

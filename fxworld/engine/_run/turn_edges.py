@@ -16,7 +16,9 @@ open, finish it, give it up, or yield it to another worker.
   fails at its start: no tool runs with it.
 - The yield: at a handover (SIGTERM) or before a step that would outrun the
   deadline, ``turn.yielded`` lands with a wake (W7), so another worker, or the
-  next invocation, continues the turn at once.
+  next invocation, continues the turn at once; on a pushing world
+  (:class:`~fxworld.push.PushingWorld`) that wake is pushed once the lease is
+  finished, and the yield says whether it was (the run then ended ``"yielded"``).
 - A turn delivered more than ``max_deliveries`` times (each worker died or hung
   on it) ends with ``turn.failed`` instead of crashing workers forever.
 - A turn of a child session whose agent the worker does not find (a deploy
@@ -28,6 +30,7 @@ open, finish it, give it up, or yield it to another worker.
 
 from __future__ import annotations
 
+from fxworld.push.world import PushingWorld
 from fxworld.types import NewEntry
 
 from .. import log
@@ -127,16 +130,23 @@ async def finish_turn(run: RunState, step: FinishTurn) -> None:
     await run.writer.append(answer_entries(run, cur.last_call, step.text))
 
 
-async def yield_turn(run: RunState, reason: str) -> None:
+async def yield_turn(run: RunState, reason: str) -> bool:
     """Hand the session on (``reason``: ``"handover"`` or ``"deadline"``) and finish
-    the wake: the new wake lands with ``turn.yielded`` (W7)."""
+    the wake: the new wake lands with ``turn.yielded`` (W7; before a turn started,
+    alone: W11). Whether that wake was pushed: the world pushes (a
+    :class:`~fxworld.push.PushingWorld`) and no push of it failed meanwhile (a
+    failure of another session's push in this process counts too: then the
+    consumer keeps its delivery, which is harmless)."""
+    world = run.writer.world
+    failed = world.stats.failed if isinstance(world, PushingWorld) else None
     cur = run.state.current
     if cur is not None:
         entry = log.entry(log.TURN_YIELDED, prompt=cur.prompt, turn=cur.turn, reason=reason)
         await run.writer.append([entry], wake=0.0)
     else:
         await run.writer.wake_again(0.0)
-    await run.writer.finish_wake()
+    await run.writer.finish_wake()  # a pushing world sends the wake's message now
+    return isinstance(world, PushingWorld) and world.stats.failed == failed
 
 
 async def give_up_if_redelivered(run: RunState) -> None:

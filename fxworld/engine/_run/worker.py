@@ -52,6 +52,7 @@ from fxworld.types import WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
 from fxworld.wakes import take_wakes
 
+from ..replay import RunEnd
 from ..subagents import AgentParts
 from ..threads import settle_left_running
 from .deadline import Deadline
@@ -101,6 +102,11 @@ class Worker:
         self.poll_interval = poll_interval
         self.stopping = asyncio.Event()
         self._running: dict[asyncio.Task[None], Signals] = {}
+        self.ended: dict[str, RunEnd] = {}
+        """How each session's latest run here ended, for a worker that returns by
+        itself (``until_idle`` or a deadline); a worker that runs until stopped
+        keeps none (it would keep one per session it ever ran)."""
+        self._keep_ends = until_idle or deadline is not None
 
     @property
     def hit_deadline(self) -> bool:
@@ -165,9 +171,14 @@ class Worker:
         run = SessionRun(
             self.agent, world, wake, lease=self.lease, deadline=self.deadline, signals=signals
         )
-        task = asyncio.create_task(run.go(), name=f"fxworld:{wake.session_id}")
+        task = asyncio.create_task(self._go(run), name=f"fxworld:{wake.session_id}")
         self._running[task] = signals
         task.add_done_callback(self._running.pop)
+
+    async def _go(self, run: SessionRun) -> None:
+        await run.go()  # it never raises
+        if self._keep_ends:
+            self.ended[run.sid] = run.ended
 
     @contextlib.contextmanager
     def _signal_handlers(self, install: bool) -> Iterator[None]:
