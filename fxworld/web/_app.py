@@ -28,7 +28,8 @@ with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
 routes added here get the same protection by calling them.
 
 A new session's context comes from the server's own ``context(request)`` hook
-(e.g. the tenant of the authenticated user); a body's ``"context"`` is refused
+(e.g. the tenant of the authenticated user), run after ``authorize`` let the
+caller in; a body's ``"context"`` is refused
 unless the app sets ``client_context=True``. An ``authorize`` that takes a
 ``context`` keyword receives it: the new session's on ``"create"``, the saved one
 of the session otherwise (``None``: it has none, or no such session).
@@ -44,7 +45,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from starlette.applications import Starlette
@@ -85,16 +86,21 @@ class _Routes:
     # -- helpers every route uses ---------------------------------------------------
 
     async def _check(
-        self, request: Request, session_id: str, action: str, *, new: Any = None
+        self,
+        request: Request,
+        session_id: str,
+        action: str,
+        *,
+        new: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         """Refuse the request unless :func:`check_request` passes and ``authorize``
         answers ``True`` (:func:`ask_authorize`). Reads no byte of the body. Its
-        ``context``: on ``"create"``, ``new`` (the new session's); otherwise the
-        session's saved one."""
+        ``context``: on ``"create"``, ``await new()`` (the new session's); otherwise
+        the session's saved one."""
 
         async def context() -> Any:
             if action == "create":
-                return new
+                return None if new is None else await new()
             return await self.agent.session(session_id).saved_context()
 
         check_request(request, self.options.allowed_origins)
@@ -181,10 +187,20 @@ class _Routes:
     # -- routes -----------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
-        # Only the server's hook sets the context, unless the app lets the body give it.
-        context = await self._new_context(request)
-        session = self.agent.session(context=context)  # a random id, unless the body
-        await self._check(request, session.id, "create", new=session.context)  # names one
+        # Only the server's hook sets the context, unless the app lets the body give it;
+        # it runs once authorize let the caller in (or when an authorize that takes the
+        # context asks for it), so an unknown caller gets authorize's refusal.
+        sid = self.agent.session().id  # a random id, unless the body names one
+        made: list[Session] = []
+
+        async def new_context() -> Any:
+            if not made:
+                made.append(self.agent.session(sid, context=await self._new_context(request)))
+            return made[0].context
+
+        await self._check(request, sid, "create", new=new_context)
+        await new_context()
+        session = made[0]
         text, key, body = await self._prompt_body(request)
         if body.get("context") is not None:
             if not self.options.client_context:
@@ -192,13 +208,13 @@ class _Routes:
                     400, "invalid_request", "a session's context is set by the server, not the body"
                 )
             session = self.agent.session(session.id, context=body["context"])  # 400 if invalid
-            await self._check(request, session.id, "create", new=session.context)
+            await self._check(request, session.id, "create", new=_constant(session.context))
         # A client may choose the new session's id (so that retrying the request with
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
             session = self.agent.session(validate.session_id(chosen), context=session.context)
-            await self._check(request, session.id, "create", new=session.context)
+            await self._check(request, session.id, "create", new=_constant(session.context))
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
         accepted = await session.create(text, key=key)
@@ -309,6 +325,15 @@ class _Routes:
             logger.exception("stream of session %r failed", session.id)
         finally:
             await events.aclose()
+
+
+def _constant(value: Any) -> Callable[[], Awaitable[Any]]:
+    """``value``, as :meth:`_Routes._check`'s ``new`` gives a new session's context."""
+
+    async def get() -> Any:
+        return value
+
+    return get
 
 
 def routes(agent: Agent, **options: Unpack[RouteOptionArgs]) -> list[BaseRoute]:

@@ -54,12 +54,20 @@ An ``authorize`` with a ``context`` keyword parameter (``authorize(request,
 session_id, action, *, context)``) is also given the session's context: on
 ``"create"`` the one the new session will be saved with, otherwise the one it was
 saved with (``None``: it has none, or there is no such session), read only for
-such an ``authorize``."""
+such an ``authorize``.
+
+On ``"create"``, ``authorize`` is asked before the ``context`` hook runs, so the
+hook only ever sees callers ``authorize`` let in (an unknown caller gets
+``authorize``'s refusal, not the hook's error). An ``authorize`` that takes
+``context`` decides on the context the hook makes, so there the hook runs first:
+let it refuse a caller it cannot place by raising :class:`HTTPError` (401, 403),
+which is answered with its status."""
 
 ContextHook = Callable[[Request], Any]
 """``context(request)``: the context of the session this request creates, derived
 from the request by the server (e.g. from its login): a dict or a Pydantic model,
-or ``None`` for none (may be async)."""
+or ``None`` for none (may be async). Run after ``authorize`` allowed the create
+(see :data:`Authorize` for an ``authorize`` that takes ``context``)."""
 
 Visible = Callable[[Request, "StreamEvent"], "StreamEvent | Awaitable[StreamEvent | None] | None"]
 """``visible(request, event)``: the event as this client may see it (a changed
