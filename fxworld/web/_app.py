@@ -34,6 +34,10 @@ unless the app sets ``client_context=True``. An ``authorize`` that takes a
 ``context`` keyword receives it: the new session's on ``"create"``, the saved one
 of the session otherwise (``None``: it has none, or no such session).
 
+A decision or a stop records its actor, who ``authorize`` allowed
+(:func:`~fxworld.web._requests.ask_authorize`: the str it returned, ``"authorized"``
+for ``True``, ``"local"`` without ``authorize``).
+
 The options of :func:`routes` and :func:`create_app` are one frozen
 :class:`RouteOptions` (``_options.py``), checked once when it is made and passed
 whole; the request checks and body readers are in ``_requests.py``.
@@ -92,11 +96,11 @@ class _Routes:
         action: str,
         *,
         new: Callable[[], Awaitable[Any]] | None = None,
-    ) -> None:
+    ) -> str:
         """Refuse the request unless :func:`check_request` passes and ``authorize``
-        answers ``True`` (:func:`ask_authorize`). Reads no byte of the body. Its
-        ``context``: on ``"create"``, ``await new()`` (the new session's); otherwise
-        the session's saved one."""
+        allows it (:func:`ask_authorize`); the actor it allows. Reads no byte of the
+        body. Its ``context``: on ``"create"``, ``await new()`` (the new session's);
+        otherwise the session's saved one."""
 
         async def context() -> Any:
             if action == "create":
@@ -104,7 +108,7 @@ class _Routes:
             return await self.agent.session(session_id).saved_context()
 
         check_request(request, self.options.allowed_origins)
-        await ask_authorize(self.options.authorize, request, session_id, action, context)
+        return await ask_authorize(self.options.authorize, request, session_id, action, context)
 
     async def _new_context(self, request: Request) -> Any:
         """The context the server's ``context`` hook derives from ``request``, if any."""
@@ -138,15 +142,16 @@ class _Routes:
             raise HTTPError(400, "invalid_request", "the body must be a JSON object")
         return body
 
-    async def _allowed(self, request: Request, action: Action) -> str:
-        """The path's session id, checked (400), then :meth:`_check` for ``action``."""
+    async def _allowed(self, request: Request, action: Action) -> tuple[str, str]:
+        """The path's session id, checked (400), then :meth:`_check` for ``action``;
+        and the actor ``authorize`` allowed."""
         session_id: str = validate.session_id(request.path_params["session_id"])
-        await self._check(request, session_id, action)
-        return session_id
+        return session_id, await self._check(request, session_id, action)
 
-    async def _session(self, request: Request, action: Action) -> Session:
+    async def _session(self, request: Request, action: Action) -> tuple[Session, str]:
         """:meth:`_allowed`, then the path's session, which must exist (404)."""
-        return await self._existing(await self._allowed(request, action))
+        session_id, actor = await self._allowed(request, action)
+        return await self._existing(session_id), actor
 
     async def _existing(self, session_id: str) -> Session:
         session = self.agent.session(validate.session_id(session_id))
@@ -221,12 +226,12 @@ class _Routes:
         return self._accepted(request, session.id, accepted.cursor)
 
     async def prompt(self, request: Request) -> Response:
-        session = await self._session(request, "prompt")
+        session, _ = await self._session(request, "prompt")
         text, key, _ = await self._prompt_body(request)
         return await self._send(request, session, text, key)
 
     async def stream(self, request: Request) -> Response:
-        session_id = await self._allowed(request, "stream")
+        session_id, _ = await self._allowed(request, "stream")
         until_arg = request.query_params.get("until")
         if until_arg not in (None, "", "turn"):
             raise HTTPError(400, "invalid_request", "until must be 'turn' or absent")
@@ -247,7 +252,7 @@ class _Routes:
     # -- approvals and stop -------------------------------------------------------
 
     async def approvals(self, request: Request) -> Response:
-        session = await self._session(request, "approve")
+        session, _ = await self._session(request, "approve")
         waiting = []
         for a in await session.pending_approvals():
             # as the stream shows the call's approval.requested event, or not at all
@@ -269,25 +274,25 @@ class _Routes:
 
     async def decide(self, request: Request) -> Response:
         execution_id: str = request.path_params["execution_id"]
-        session = await self._session(request, "approve")
+        session, actor = await self._session(request, "approve")
         body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
         if approve:
-            await session.approve(execution_id, note=body.get("note"))
+            await session.approve(execution_id, note=body.get("note"), actor=actor)
         else:
-            await session.deny(execution_id, reason=body.get("reason"))
+            await session.deny(execution_id, reason=body.get("reason"), actor=actor)
         return JSONResponse({"execution_id": execution_id, "approved": approve})
 
     async def stop(self, request: Request) -> Response:
-        session = await self._session(request, "stop")
+        session, actor = await self._session(request, "stop")
         body = await small_body(request)
-        await session.stop(reason=body.get("reason"))
+        await session.stop(reason=body.get("reason"), actor=actor)
         return JSONResponse({"session_id": session.id}, status_code=202)
 
     async def fork(self, request: Request) -> Response:
-        session = await self._session(request, "fork")
+        session, _ = await self._session(request, "fork")
         body = await small_body(request)
         at, new_id = body.get("at"), body.get("session_id")
         if at is not None and not isinstance(at, str):

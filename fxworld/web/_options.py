@@ -31,14 +31,19 @@ __all__ = [
 ]
 
 Action = Literal["create", "prompt", "stream", "approve", "stop", "fork"]
-Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
-"""``authorize(request, session_id, action)``: ``True`` to allow (may be async).
+Authorize = Callable[[Request, str, Action], "bool | str | Awaitable[bool | str]"]
+"""``authorize(request, session_id, action)``: ``True``, or a str naming the caller,
+to allow (may be async).
 
-Only ``True`` allows. ``False`` answers 403; any other answer (``None``, a
-string, a ``Response``, a function that was not called) is a configuration
-error: logged, answered 500, never a grant. Raising :class:`HTTPError` (or a
-Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
-missing login).
+Only ``True`` and a str allow. The str (1..200 printable characters, not blank:
+``"alice@example.com"``) is the caller's identity: the ``actor`` that approvals,
+denials and stops record in the log. ``True`` allows with actor ``"authorized"``
+(someone ``authorize`` let in, not named); without ``authorize``
+(``allow_anyone=True``) the actor is ``"local"``. ``False`` answers 403; any
+other answer (``None``, an empty or blank string, a ``Response``, a function
+that was not called) is a configuration error: logged, answered 500, never a
+grant. Raising :class:`HTTPError` (or a Starlette/FastAPI ``HTTPException``)
+answers with its status (e.g. 401 for a missing login).
 
 ``action`` is ``"create"``, ``"prompt"``, ``"stream"``, ``"approve"`` (list the
 calls waiting for a decision, decide one), ``"stop"`` or ``"fork"`` (asked with the

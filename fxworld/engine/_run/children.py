@@ -95,7 +95,8 @@ async def report_to_parent(run: RunState) -> None:
 
 async def stop_children(run: RunState, reason: str | None) -> None:
     """Pass a stop of the current turn on to the child sessions of its open calls
-    (a call of an agent tool that started may have made its child already)."""
+    (a call of an agent tool that started may have made its child already); its
+    actor is ``session:<this session's id>``."""
     cur = run.state.current
     if cur is None:
         return
@@ -106,4 +107,5 @@ async def stop_children(run: RunState, reason: str | None) -> None:
         if c.resolved or (c.child is None and not agent_call):
             continue
         sid = c.child or child_session_id(c.execution_id)
-        await run.writer.retry(partial(request_stop, run.writer.world, sid, why))
+        stop = partial(request_stop, run.writer.world, sid, why, actor=f"session:{run.sid}")
+        await run.writer.retry(stop)
