@@ -12,9 +12,10 @@ On a loopback address (the default, 127.0.0.1) it runs without ``--authorize``:
 the machine is the user's own, and requests must name a loopback host (a web
 page elsewhere cannot reach it through DNS rebinding). Any other address needs
 ``--authorize module:function`` (``authorize(request, session_id, action)`` ->
-bool, action ``list``, ``view``, ``approve``, ``stop`` or ``retry``), or it refuses to
-start. Once it listens it prints one line on stderr: the address and the world
-(credentials masked). SIGTERM or Ctrl-C stops it.
+bool, or the caller's name, recorded as the actor of Approve, Deny, Stop and Retry;
+action ``list``, ``view``, ``approve``, ``stop`` or ``retry``), or it refuses to
+start. Without it, decisions record the actor ``local``. Once it listens it prints
+one line on stderr: the address and the world (credentials masked). SIGTERM or Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def register(sub: Any) -> None:
         "--authorize",
         metavar="module:function",
         default=None,
-        help="authorize(request, session_id, action) -> bool (may be async); "
-        "needed on any address but loopback",
+        help="authorize(request, session_id, action) -> bool or the caller's name "
+        "(may be async); needed on any address but loopback",
     )
     parser.set_defaults(func=_run)
 

@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
         "--authorize",
         metavar="module:callable",
         default=None,
-        help="authorize(request, session_id, action) -> bool (may be async)",
+        help="authorize(request, session_id, action) -> bool or the caller's name (may be async)",
     )
     parser.add_argument(
         "--static", metavar="DIR", default=None, help="serve DIR at / (no dotfiles)"

@@ -11,9 +11,11 @@ printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
 the tokens each turn used (the sum of its model calls' usage), when the log has
 any. ``approvals ID`` lists the calls waiting for a person's decision;
 ``approve ID EXECUTION_ID`` and ``deny ID EXECUTION_ID`` decide one; ``stop ID``
-stops the running turn. ``fork ID [--at CURSOR] [--id NEW]`` makes a new session
-holding ID's conversation up to CURSOR (a turn boundary; by default the end of
-its last finished turn) and prints its id. ``prune --idle-for DURATION
+stops the running turn; each records its actor, ``cli:<your OS user name>`` unless
+``--actor NAME`` says who (``show`` prints it, and the note or reason, first).
+``fork ID [--at CURSOR] [--id NEW]`` makes a new session holding ID's
+conversation up to CURSOR (a turn boundary; by default the end of its last
+finished turn) and prints its id. ``prune --idle-for DURATION
 [--dry-run]`` deletes whole sessions whose last entry is older than DURATION
 (``30d``, ``12h``, ``90s``), keeping any with a running turn, a held lease, a
 pending wake or a waiting approval.
@@ -40,7 +42,7 @@ from fxworld.engine.summary import STATES, summarize
 if TYPE_CHECKING:
     from fxworld.protocol import SessionLister
 
-__all__ = ["register", "format_entry", "HEADER", "turn_tokens"]
+__all__ = ["register", "format_entry", "HEADER", "turn_tokens", "cli_actor"]
 
 _TURN_ENDS = ("turn.finished", "turn.failed", "turn.stopped")
 _TOKEN_KINDS = frozenset({"turn.started", "message", *_TURN_ENDS})
@@ -93,11 +95,13 @@ def register(sub: Any) -> None:
         decide.add_argument("session_id", metavar="ID", help="the session id")
         decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the call's execution id")
         decide.add_argument(flag, dest="text", default=None, metavar="TEXT", help=what)
+        _add_actor_option(decide)
         add_world_option(decide)
         decide.set_defaults(func=_decide, approve=name == "approve")
     stop = actions.add_parser("stop", help="stop the session's running turn")
     stop.add_argument("session_id", metavar="ID", help="the session id")
     stop.add_argument("--reason", default=None, metavar="TEXT", help="why (saved in the log)")
+    _add_actor_option(stop)
     add_world_option(stop)
     stop.set_defaults(func=_stop)
     fork = actions.add_parser("fork", help="a new session with this one's conversation")
@@ -118,9 +122,40 @@ def register(sub: Any) -> None:
     prune.set_defaults(func=_prune)
 
 
+def _add_actor_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--actor",
+        default=None,
+        metavar="NAME",
+        help="who decides, saved in the log (default: cli:<your OS user name>)",
+    )
+
+
+def cli_actor(given: str | None) -> str:
+    """The actor a decision or stop from the command line records: ``given``
+    (``--actor``), else ``cli:`` and the OS user name (``cli`` when there is none)."""
+    if given is not None:
+        return given
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no user name in the environment or the password database
+        return "cli"
+
+
+_SAID_FIRST = ("actor", "note", "reason")  # who decided, and what they said
+
+
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
-    """One log line: seq, time, kind, epoch, compact data (cut at ``width`` chars)."""
-    data = json.dumps(entry.data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    """One log line: seq, time, kind, epoch, compact data (cut at ``width`` chars).
+    An entry that records its actor (a decision, a stop, a retried prompt) shows
+    the actor and its note or reason first, so a cut line still says who decided."""
+    shown = entry.data
+    if "actor" in shown:
+        first = {k: shown[k] for k in _SAID_FIRST if k in shown}
+        shown = {**first, **{k: v for k, v in shown.items() if k not in first}}
+    data = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
     if width is not None and len(data) > width:
         data = data[: width - 1] + "…"
     at = entry.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -309,15 +344,18 @@ async def _approvals(args: argparse.Namespace) -> int:
 
 
 async def _decide(args: argparse.Namespace) -> int:
-    from fxworld.engine.approvals import decide
+    from fxworld.engine.approvals import check_actor, decide
     from fxworld.errors import ApprovalExpired
 
+    actor = check_actor(cli_actor(args.actor))  # a bad --actor: one line, exit 2
     world = open_world_for(args, "write")
     try:
         if not await _found(world, args):
             return 1
-        await decide(world, args.session_id, args.execution_id, args.approve, args.text)
-        print(f"{'approved' if args.approve else 'denied'} {args.execution_id}")
+        await decide(
+            world, args.session_id, args.execution_id, args.approve, args.text, actor=actor
+        )
+        print(f"{'approved' if args.approve else 'denied'} {args.execution_id} as {actor}")
         return 0
     except ApprovalExpired:
         print(
@@ -331,14 +369,15 @@ async def _decide(args: argparse.Namespace) -> int:
 
 
 async def _stop(args: argparse.Namespace) -> int:
-    from fxworld.engine.approvals import request_stop
+    from fxworld.engine.approvals import check_actor, request_stop
 
+    actor = check_actor(cli_actor(args.actor))
     world = open_world_for(args, "write")
     try:
         if not await _found(world, args):
             return 1
-        if await request_stop(world, args.session_id, args.reason):
-            print(f"stop requested for session {args.session_id}")
+        if await request_stop(world, args.session_id, args.reason, actor=actor):
+            print(f"stop requested for session {args.session_id} as {actor}")
         else:
             print(f"session {args.session_id} runs no turn: nothing to stop")
         return 0

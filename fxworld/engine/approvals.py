@@ -18,6 +18,12 @@ the log. Each write is an unfenced append with an idempotency key and a wake
   whoever wrote it.
 - a stop is ``stop.requested`` keyed ``stop:<prompt>`` for the turn answering that
   prompt, so stopping twice writes once and a late stop never ends a later turn.
+
+Each decision and stop records its ``actor``, who asked for it (:func:`check_actor`:
+``"local"`` when the caller names no one), and a decision its ``note``: the
+note of an approval, the reason of a denial (which is also its ``reason``, the
+field readers before ``note`` know). The timeout's denial has no actor: no one
+decided it.
 """
 
 from __future__ import annotations
@@ -45,7 +51,32 @@ __all__ = [
     "stop_key",
     "expired_decision",
     "requested_entry",
+    "check_actor",
+    "LOCAL_ACTOR",
+    "MAX_ACTOR_CHARS",
 ]
+
+LOCAL_ACTOR = "local"
+"""The actor of a decision or stop whose caller names no one (a Python call without
+``actor``, the inspector or the session routes without an ``authorize`` hook)."""
+MAX_ACTOR_CHARS = 200
+"""The longest actor, in characters."""
+
+
+def check_actor(actor: object) -> str:
+    """``actor`` as it is recorded (``None``: :data:`LOCAL_ACTOR`); anything but a str
+    of 1..:data:`MAX_ACTOR_CHARS` printable characters, not all blank, raises
+    :class:`~fxworld.errors.InvalidArgument`."""
+    if actor is None:
+        return LOCAL_ACTOR
+    if not isinstance(actor, str):
+        raise InvalidArgument(f"actor must be a str, not {type(actor).__name__}")
+    if not (1 <= len(actor) <= MAX_ACTOR_CHARS) or not actor.strip() or not actor.isprintable():
+        shown = repr(actor) if len(actor) <= 40 else repr(actor[:37]) + "..."
+        raise InvalidArgument(
+            f"actor {shown} is not 1..{MAX_ACTOR_CHARS} printable characters (not all blank)"
+        )
+    return actor
 
 
 @dataclass(frozen=True)
@@ -141,13 +172,22 @@ async def pending_approvals(world: World, sid: str) -> list[Approval]:
 
 
 async def decide(
-    world: World, sid: str, execution_id: str, approved: bool, text: str | None
+    world: World,
+    sid: str,
+    execution_id: str,
+    approved: bool,
+    text: str | None,
+    *,
+    actor: str | None = None,
 ) -> None:
-    """Append the decision on ``execution_id`` unless one stands; see the module."""
+    """Append the decision on ``execution_id`` unless one stands; see the module.
+    ``text``: the approval's note or the denial's reason; ``actor``: who decides
+    (:func:`check_actor`)."""
     if not isinstance(execution_id, str) or not execution_id:
         raise InvalidArgument(f"execution_id must be a non-empty str, not {execution_id!r}")
     if text is not None and not isinstance(text, str):
         raise InvalidArgument(f"a note or reason must be a str, not {type(text).__name__}")
+    who = check_actor(actor)
     stands: list[Entry] = []
 
     def watch(e: Entry) -> None:
@@ -164,9 +204,9 @@ async def decide(
     if call.expired(clock.now()):
         decision = expired_decision(execution_id, expiry_reason(call.timeout))
     else:
-        field = "note" if approved else "reason"
+        said = {"note": text} if approved else {"reason": text, "note": text}
         decision = log.entry(
-            log.APPROVAL_DECIDED, execution_id=execution_id, approved=approved, **{field: text}
+            log.APPROVAL_DECIDED, execution_id=execution_id, approved=approved, actor=who, **said
         )
     seq = await world.append(sid, [decision], key=decision_key(execution_id), wake=0.0)
     approvals_waiting(-1)  # (a worker's timeout racing it may count once more)
@@ -182,18 +222,22 @@ def _check_same(sid: str, execution_id: str, approved: bool, decided: Entry) -> 
         raise AlreadyDecided(sid, execution_id, decided.data.get("approved") is True)
 
 
-async def request_stop(world: World, sid: str, reason: str | None) -> bool:
+async def request_stop(
+    world: World, sid: str, reason: str | None, *, actor: str | None = None
+) -> bool:
     """Append ``stop.requested`` for the running turn (or the next prompt's, not
-    started yet); nothing when no turn runs or waits (then ``False``)."""
+    started yet); nothing when no turn runs or waits (then ``False``). ``actor``:
+    who stops it (:func:`check_actor`)."""
     if reason is not None and not isinstance(reason, str):
         raise InvalidArgument(f"reason must be a str, not {type(reason).__name__}")
+    who = check_actor(actor)
     state = await replay_latest_turn(world, sid)
     target = state.current.prompt if state.current is not None else state.pending_prompt()
     if target is None:
         return False
     await world.append(
         sid,
-        [log.entry(log.STOP_REQUESTED, prompt=target, reason=reason)],
+        [log.entry(log.STOP_REQUESTED, prompt=target, reason=reason, actor=who)],
         key=stop_key(target),
         wake=0.0,
     )

@@ -53,10 +53,11 @@ the child with the parent's agent, or take a call waiting for its child as cut).
 
 PROMPT: Final = "prompt"
 """A user prompt, appended unfenced by ``Session.prompt``:
-``{"text", "key", "trace"?, "context"?, "parent"?}`` (``trace``: the caller's W3C trace
+``{"text", "key", "trace"?, "context"?, "actor"?, "parent"?}`` (``trace``: the caller's W3C trace
 context, when it prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`;
 ``context``: the session's context, a JSON object, only on the first entry of a
-log: :mod:`fxworld.engine.context`; ``parent``: only on the first entry of
+log: :mod:`fxworld.engine.context`; ``actor``: on a prompt sent again by the
+inspector's Retry, who retried; ``parent``: only on the first entry of
 a child session, the call of the parent that made it, ``{"session",
 "execution_id", "call_id", "name", "path"}``, version 4:
 :mod:`fxworld.engine.subagents`)."""
@@ -118,11 +119,15 @@ APPROVAL_DECIDED: Final = "approval.decided"
 once ``expires_at`` passed, the timeout's denial with ``"expired": true``, by a
 worker or by the process whose decision came too late), keyed
 ``approval:<execution_id>`` so the first decision wins: ``{"execution_id",
-"approved", "note" | "reason", "expired"?}``. A call with ``approval.requested``
-runs only after an approving decision, whatever the tools say now."""
+"approved", "actor"?, "note"?, "reason"?, "expired"?}``: ``actor``, who decided
+(a person's decision; not on the timeout's); ``note``, the approval's note or the
+denial's reason, which a denial also gives as ``reason``. A call with
+``approval.requested`` runs only after an approving decision, whatever the tools say now.
+``actor`` and a denial's ``note`` were added within version 2 (older entries lack them)."""
 STOP_REQUESTED: Final = "stop.requested"
 """``Session.stop()`` asked the turn answering prompt ``prompt`` to end, unfenced,
-keyed ``stop:<prompt>``: ``{"prompt", "reason"}``."""
+keyed ``stop:<prompt>``: ``{"prompt", "reason", "actor"?}`` (``actor``: who
+stopped it; added within version 2)."""
 TURN_STOPPED: Final = "turn.stopped"
 """The turn answering prompt ``prompt`` was stopped; ``text`` is the text of its
 last model call saved so far (cut or whole): ``{"prompt", "turn", "text", "reason"}``."""

@@ -218,31 +218,43 @@ class Session(Generic[OutputT]):
 
     # -- approvals and stop (see fxworld.engine.approvals) -------------------------------
 
-    async def approve(self, execution_id: str, note: str | None = None) -> None:
+    async def approve(
+        self, execution_id: str, note: str | None = None, *, actor: str | None = None
+    ) -> None:
         """Approve the waiting call ``execution_id``; returns once saved, and the
-        call then runs. The first decision wins: approving again does nothing;
+        call then runs. ``note`` and ``actor`` (who approves: a str of 1..200
+        characters; ``None``: ``"local"``) are saved with the decision. The first
+        decision wins: approving again does nothing;
         approving a denied call raises :class:`~fxworld.errors.AlreadyDecided`;
         past the call's ``approval_timeout``, :class:`~fxworld.errors.ApprovalExpired`
         (the timeout denied it: its denial is saved, if no worker saved it yet); a
         call that does not wait in the session's latest turn raises
-        :class:`~fxworld.errors.UnknownCall`."""
-        await approvals.decide(await self.agent.ready(), self.id, execution_id, True, note)
+        :class:`~fxworld.errors.UnknownCall`; a bad ``actor`` or ``note``,
+        :class:`~fxworld.errors.InvalidArgument` (nothing is written)."""
+        w = await self.agent.ready()
+        await approvals.decide(w, self.id, execution_id, True, note, actor=actor)
 
-    async def deny(self, execution_id: str, reason: str | None = None) -> None:
+    async def deny(
+        self, execution_id: str, reason: str | None = None, *, actor: str | None = None
+    ) -> None:
         """Deny the waiting call ``execution_id``: the model hears the denial (with
-        ``reason``) as the call's result. Same rules as :meth:`approve`."""
-        await approvals.decide(await self.agent.ready(), self.id, execution_id, False, reason)
+        ``reason``, saved as the decision's ``reason`` and ``note``) as the call's
+        result. Same rules as :meth:`approve`."""
+        w = await self.agent.ready()
+        await approvals.decide(w, self.id, execution_id, False, reason, actor=actor)
 
     async def pending_approvals(self) -> list[approvals.Approval]:
         """The calls of the running turn that wait for a decision (not those past
         their ``expires_at``). Reads only the latest turn, however long the log."""
         return await approvals.pending_approvals(await self.agent.ready(), self.id)
 
-    async def stop(self, reason: str | None = None) -> None:
-        """Stop the running turn; returns once ``stop.requested`` is saved. The
+    async def stop(self, reason: str | None = None, *, actor: str | None = None) -> None:
+        """Stop the running turn; returns once ``stop.requested`` is saved, with
+        ``reason`` and ``actor`` (who stops it, as for :meth:`approve`). The
         turn ends with ``turn.stopped`` (``await turn`` raises
         :class:`~fxworld.engine.turn.TurnStopped`). Does nothing when no turn runs."""
-        await approvals.request_stop(await self.agent.ready(), self.id, reason)
+        w = await self.agent.ready()
+        await approvals.request_stop(w, self.id, reason, actor=actor)
 
     async def fork(self, *, at: str | None = None, id: str | None = None) -> Session[OutputT]:
         """A new session whose log holds this one's conversation up to ``at``, a

@@ -145,7 +145,9 @@ async def delete_session(world: World, sid: str) -> None:
     children = open_children(state.current, None)
     await world.delete(sid)
     for child in children:
-        await request_stop(world, child, f"its parent session {sid} was deleted")
+        await request_stop(
+            world, child, f"its parent session {sid} was deleted", actor=f"session:{sid}"
+        )
 
 
 def _not_called(**_: Any) -> Any:

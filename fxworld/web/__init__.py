@@ -41,7 +41,7 @@ from fxworld.signing import (
 )
 
 from ._app import create_app, routes
-from ._inspector import InspectAction, InspectorOptions, create_inspector
+from ._inspector import InspectAction, InspectAuthorize, InspectorOptions, create_inspector
 from ._options import MAX_PROMPT_BYTES, STREAM_LIFETIME, Action, Authorize, Visible
 from ._refusals import HTTPError
 from ._sse import HEARTBEAT
@@ -52,6 +52,7 @@ __all__ = [
     "create_app",
     "create_inspector",
     "InspectAction",
+    "InspectAuthorize",
     "InspectorOptions",
     "routes",
     "Authorize",

@@ -28,10 +28,15 @@ with :meth:`_Routes._json_body` (a strict ``Content-Length``, a byte limit):
 routes added here get the same protection by calling them.
 
 A new session's context comes from the server's own ``context(request)`` hook
-(e.g. the tenant of the authenticated user); a body's ``"context"`` is refused
+(e.g. the tenant of the authenticated user), run after ``authorize`` let the
+caller in; a body's ``"context"`` is refused
 unless the app sets ``client_context=True``. An ``authorize`` that takes a
 ``context`` keyword receives it: the new session's on ``"create"``, the saved one
 of the session otherwise (``None``: it has none, or no such session).
+
+A decision or a stop records its actor, who ``authorize`` allowed
+(:func:`~fxworld.web._requests.ask_authorize`: the str it returned, ``"authorized"``
+for ``True``, ``"local"`` without ``authorize``).
 
 The options of :func:`routes` and :func:`create_app` are one frozen
 :class:`RouteOptions` (``_options.py``), checked once when it is made and passed
@@ -44,7 +49,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from starlette.applications import Starlette
@@ -86,20 +91,25 @@ class _Routes:
     # -- helpers every route uses ---------------------------------------------------
 
     async def _check(
-        self, request: Request, session_id: str, action: str, *, new: Any = None
-    ) -> None:
+        self,
+        request: Request,
+        session_id: str,
+        action: str,
+        *,
+        new: Callable[[], Awaitable[Any]] | None = None,
+    ) -> str:
         """Refuse the request unless :func:`check_request` passes and ``authorize``
-        answers ``True`` (:func:`ask_authorize`). Reads no byte of the body. Its
-        ``context``: on ``"create"``, ``new`` (the new session's); otherwise the
-        session's saved one."""
+        allows it (:func:`ask_authorize`); the actor it allows. Reads no byte of the
+        body. Its ``context``: on ``"create"``, ``await new()`` (the new session's);
+        otherwise the session's saved one."""
 
         async def context() -> Any:
             if action == "create":
-                return new
+                return None if new is None else await new()
             return await self.agent.session(session_id).saved_context()
 
         check_request(request, self.options.allowed_origins)
-        await ask_authorize(self.options.authorize, request, session_id, action, context)
+        return await ask_authorize(self.options.authorize, request, session_id, action, context)
 
     async def _new_context(self, request: Request) -> Any:
         """The context the server's ``context`` hook derives from ``request``, if any."""
@@ -133,15 +143,16 @@ class _Routes:
             raise HTTPError(400, "invalid_request", "the body must be a JSON object")
         return body
 
-    async def _allowed(self, request: Request, action: Action) -> str:
-        """The path's session id, checked (400), then :meth:`_check` for ``action``."""
+    async def _allowed(self, request: Request, action: Action) -> tuple[str, str]:
+        """The path's session id, checked (400), then :meth:`_check` for ``action``;
+        and the actor ``authorize`` allowed."""
         session_id: str = validate.session_id(request.path_params["session_id"])
-        await self._check(request, session_id, action)
-        return session_id
+        return session_id, await self._check(request, session_id, action)
 
-    async def _session(self, request: Request, action: Action) -> Session:
+    async def _session(self, request: Request, action: Action) -> tuple[Session, str]:
         """:meth:`_allowed`, then the path's session, which must exist (404)."""
-        return await self._existing(await self._allowed(request, action))
+        session_id, actor = await self._allowed(request, action)
+        return await self._existing(session_id), actor
 
     async def _existing(self, session_id: str) -> Session:
         session = self.agent.session(validate.session_id(session_id))
@@ -182,10 +193,20 @@ class _Routes:
     # -- routes -----------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
-        # Only the server's hook sets the context, unless the app lets the body give it.
-        context = await self._new_context(request)
-        session = self.agent.session(context=context)  # a random id, unless the body
-        await self._check(request, session.id, "create", new=session.context)  # names one
+        # Only the server's hook sets the context, unless the app lets the body give it;
+        # it runs once authorize let the caller in (or when an authorize that takes the
+        # context asks for it), so an unknown caller gets authorize's refusal.
+        sid = self.agent.session().id  # a random id, unless the body names one
+        made: list[Session] = []
+
+        async def new_context() -> Any:
+            if not made:
+                made.append(self.agent.session(sid, context=await self._new_context(request)))
+            return made[0].context
+
+        await self._check(request, sid, "create", new=new_context)
+        await new_context()
+        session = made[0]
         text, key, body = await self._prompt_body(request)
         if body.get("context") is not None:
             if not self.options.client_context:
@@ -193,25 +214,25 @@ class _Routes:
                     400, "invalid_request", "a session's context is set by the server, not the body"
                 )
             session = self.agent.session(session.id, context=body["context"])  # 400 if invalid
-            await self._check(request, session.id, "create", new=session.context)
+            await self._check(request, session.id, "create", new=_constant(session.context))
         # A client may choose the new session's id (so that retrying the request with
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
             session = self.agent.session(_not_reserved(chosen), context=session.context)
-            await self._check(request, session.id, "create", new=session.context)
+            await self._check(request, session.id, "create", new=_constant(session.context))
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
         accepted = await session.create(text, key=key)
         return self._accepted(request, session.id, accepted.cursor)
 
     async def prompt(self, request: Request) -> Response:
-        session = await self._session(request, "prompt")
+        session, _ = await self._session(request, "prompt")
         text, key, _ = await self._prompt_body(request)
         return await self._send(request, session, text, key)
 
     async def stream(self, request: Request) -> Response:
-        session_id = await self._allowed(request, "stream")
+        session_id, _ = await self._allowed(request, "stream")
         until_arg = request.query_params.get("until")
         if until_arg not in (None, "", "turn"):
             raise HTTPError(400, "invalid_request", "until must be 'turn' or absent")
@@ -232,7 +253,7 @@ class _Routes:
     # -- approvals and stop -------------------------------------------------------
 
     async def approvals(self, request: Request) -> Response:
-        session = await self._session(request, "approve")
+        session, _ = await self._session(request, "approve")
         waiting = []
         for a in await session.pending_approvals():
             # as the stream shows the call's approval.requested event, or not at all
@@ -254,25 +275,25 @@ class _Routes:
 
     async def decide(self, request: Request) -> Response:
         execution_id: str = request.path_params["execution_id"]
-        session = await self._session(request, "approve")
+        session, actor = await self._session(request, "approve")
         body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
         if approve:
-            await session.approve(execution_id, note=body.get("note"))
+            await session.approve(execution_id, note=body.get("note"), actor=actor)
         else:
-            await session.deny(execution_id, reason=body.get("reason"))
+            await session.deny(execution_id, reason=body.get("reason"), actor=actor)
         return JSONResponse({"execution_id": execution_id, "approved": approve})
 
     async def stop(self, request: Request) -> Response:
-        session = await self._session(request, "stop")
+        session, actor = await self._session(request, "stop")
         body = await small_body(request)
-        await session.stop(reason=body.get("reason"))
+        await session.stop(reason=body.get("reason"), actor=actor)
         return JSONResponse({"session_id": session.id}, status_code=202)
 
     async def fork(self, request: Request) -> Response:
-        session = await self._session(request, "fork")
+        session, _ = await self._session(request, "fork")
         body = await small_body(request)
         at, new_id = body.get("at"), body.get("session_id")
         if at is not None and not isinstance(at, str):
@@ -310,6 +331,15 @@ class _Routes:
             logger.exception("stream of session %r failed", session.id)
         finally:
             await events.aclose()
+
+
+def _constant(value: Any) -> Callable[[], Awaitable[Any]]:
+    """``value``, as :meth:`_Routes._check`'s ``new`` gives a new session's context."""
+
+    async def get() -> Any:
+        return value
+
+    return get
 
 
 def routes(agent: Agent, **options: Unpack[RouteOptionArgs]) -> list[BaseRoute]:

@@ -16,7 +16,9 @@ only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
 ``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
 and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``
 or ``"retry"``. Decisions and stops are the engine's own calls
-(:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``).
+(:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``); each records
+its actor, who ``authorize`` allowed (:data:`InspectAuthorize`), as a Retry's
+prompt does.
 
 What a page shows of an entry passes ``visible`` first: the timeline, a turn's
 header, the calls waiting for a decision and the first prompt on the sessions page.
@@ -58,6 +60,7 @@ from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
 
 __all__ = [
     "InspectAction",
+    "InspectAuthorize",
     "InspectorOptions",
     "InspectorOptionArgs",
     "create_inspector",
@@ -65,6 +68,13 @@ __all__ = [
 ]
 
 InspectAction = Literal["list", "view", "approve", "stop", "retry"]
+InspectAuthorize = Callable[[Request, str, InspectAction], "bool | str | Awaitable[bool | str]"]
+"""``authorize(request, session_id, action)``: ``True``, or a str naming the caller
+(1..200 printable characters), to allow; ``False``: 403; anything else: 500, never a
+grant (as the session routes' :data:`~fxworld.web.Authorize`). The str is the
+``actor`` that Approve, Deny, Stop and Retry record; ``True`` records
+``"authorized"``, and an inspector without ``authorize`` (``fxworld inspect`` on a
+loopback address) ``"local"``."""
 ASSETS = Path(__file__).with_name("assets")
 """The inspector's stylesheet and script, shipped in the package."""
 
@@ -77,8 +87,9 @@ _TURN_LOOKBACK = 1000  # entries read back from a page's first one for the turn 
 class InspectorOptions:
     """The options of :func:`create_inspector`, checked when made."""
 
-    authorize: Callable[[Request, str, InspectAction], bool | Awaitable[bool]] | None = None
-    """``authorize(request, session_id, action)`` -> ``True`` to allow (may be async)."""
+    authorize: InspectAuthorize | None = None
+    """``authorize(request, session_id, action)`` -> ``True``, or a str naming the
+    caller, to allow (may be async): see :data:`InspectAuthorize`."""
     allow_anyone: bool = False
     """Without ``authorize`` the inspector refuses to be built unless this is ``True``."""
     visible: Callable[[Request, StreamEvent], Any] | None = None
@@ -141,10 +152,12 @@ class _Inspector:
         self.namespace = str(getattr(world, "namespace", "-"))
         self.closing = asyncio.Event()
 
-    async def _check(self, request: Request, session_id: str, action: InspectAction) -> None:
+    async def _check(self, request: Request, session_id: str, action: InspectAction) -> str:
+        """Refuse the request unless its origin and ``authorize`` allow it; the actor
+        it allows (:func:`~fxworld.web._requests.ask_authorize`)."""
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
         check_request(request, {own, *(self.options.allowed_origins or ())})
-        await ask_authorize(
+        return await ask_authorize(
             self.options.authorize, request, session_id, action, self._context(session_id)
         )
 
@@ -158,9 +171,13 @@ class _Inspector:
         return saved
 
     async def _session(self, request: Request, action: InspectAction) -> str:
-        sid: str = validate.session_id(request.path_params["session_id"])
-        await self._check(request, sid, action)
+        sid, _ = await self._acting(request, action)
         return sid
+
+    async def _acting(self, request: Request, action: InspectAction) -> tuple[str, str]:
+        """The path's session id, checked, and the actor ``authorize`` allowed."""
+        sid: str = validate.session_id(request.path_params["session_id"])
+        return sid, await self._check(request, sid, action)
 
     async def _shown(self, request: Request, sid: str, entries: list[Any]) -> list[Shown]:
         visible = self.options.visible
@@ -398,26 +415,26 @@ class _Inspector:
     # -- actions ---------------------------------------------------------------------
 
     async def decide(self, request: Request) -> Response:
-        sid = await self._session(request, "approve")
+        sid, actor = await self._acting(request, "approve")
         execution_id: str = request.path_params["execution_id"]
         body = await small_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             raise HTTPError(400, "invalid_request", 'the body must be {"approve": true|false, ...}')
         text = body.get("note" if approve else "reason")
-        await approvals.decide(self.world, sid, execution_id, approve, text)
+        await approvals.decide(self.world, sid, execution_id, approve, text, actor=actor)
         return JSONResponse({"execution_id": execution_id, "approved": approve})
 
     async def stop(self, request: Request) -> Response:
-        sid = await self._session(request, "stop")
+        sid, actor = await self._acting(request, "stop")
         body = await small_body(request)
-        stopped = await approvals.request_stop(self.world, sid, body.get("reason"))
+        stopped = await approvals.request_stop(self.world, sid, body.get("reason"), actor=actor)
         return JSONResponse({"session_id": sid, "stopped": stopped}, status_code=202)
 
     async def retry(self, request: Request) -> Response:
-        sid = await self._session(request, "retry")
+        sid, actor = await self._acting(request, "retry")
         await small_body(request)
-        failed, prompt = await retry_failed_turn(self.world, sid)
+        failed, prompt = await retry_failed_turn(self.world, sid, actor=actor)
         answer = {"session_id": sid, "retried": failed, "prompt": prompt}
         return JSONResponse(answer, status_code=202)
 
@@ -446,7 +463,7 @@ def _after(value: str | None) -> int:
 def create_inspector(
     world: World,
     *,
-    authorize: Callable[[Request, str, InspectAction], bool | Awaitable[bool]] | None = None,
+    authorize: InspectAuthorize | None = None,
     allow_anyone: bool = False,
     **options: Unpack[InspectorOptionArgs],
 ) -> Starlette:

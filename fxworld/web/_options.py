@@ -31,14 +31,19 @@ __all__ = [
 ]
 
 Action = Literal["create", "prompt", "stream", "approve", "stop", "fork"]
-Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
-"""``authorize(request, session_id, action)``: ``True`` to allow (may be async).
+Authorize = Callable[[Request, str, Action], "bool | str | Awaitable[bool | str]"]
+"""``authorize(request, session_id, action)``: ``True``, or a str naming the caller,
+to allow (may be async).
 
-Only ``True`` allows. ``False`` answers 403; any other answer (``None``, a
-string, a ``Response``, a function that was not called) is a configuration
-error: logged, answered 500, never a grant. Raising :class:`HTTPError` (or a
-Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
-missing login).
+Only ``True`` and a str allow. The str (1..200 printable characters, not blank:
+``"alice@example.com"``) is the caller's identity: the ``actor`` that approvals,
+denials and stops record in the log. ``True`` allows with actor ``"authorized"``
+(someone ``authorize`` let in, not named); without ``authorize``
+(``allow_anyone=True``) the actor is ``"local"``. ``False`` answers 403; any
+other answer (``None``, an empty or blank string, a ``Response``, a function
+that was not called) is a configuration error: logged, answered 500, never a
+grant. Raising :class:`HTTPError` (or a Starlette/FastAPI ``HTTPException``)
+answers with its status (e.g. 401 for a missing login).
 
 ``action`` is ``"create"``, ``"prompt"``, ``"stream"``, ``"approve"`` (list the
 calls waiting for a decision, decide one), ``"stop"`` or ``"fork"`` (asked with the
@@ -54,12 +59,20 @@ An ``authorize`` with a ``context`` keyword parameter (``authorize(request,
 session_id, action, *, context)``) is also given the session's context: on
 ``"create"`` the one the new session will be saved with, otherwise the one it was
 saved with (``None``: it has none, or there is no such session), read only for
-such an ``authorize``."""
+such an ``authorize``.
+
+On ``"create"``, ``authorize`` is asked before the ``context`` hook runs, so the
+hook only ever sees callers ``authorize`` let in (an unknown caller gets
+``authorize``'s refusal, not the hook's error). An ``authorize`` that takes
+``context`` decides on the context the hook makes, so there the hook runs first:
+let it refuse a caller it cannot place by raising :class:`HTTPError` (401, 403),
+which is answered with its status."""
 
 ContextHook = Callable[[Request], Any]
 """``context(request)``: the context of the session this request creates, derived
 from the request by the server (e.g. from its login): a dict or a Pydantic model,
-or ``None`` for none (may be async)."""
+or ``None`` for none (may be async). Run after ``authorize`` allowed the create
+(see :data:`Authorize` for an ``authorize`` that takes ``context``)."""
 
 Visible = Callable[[Request, "StreamEvent"], "StreamEvent | Awaitable[StreamEvent | None] | None"]
 """``visible(request, event)``: the event as this client may see it (a changed

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from fxworld.engine.summary import STATES, Summary
 from fxworld.types import WakeState
 
-from ._timeline import Row, assemble, clock, esc, seconds
+from ._timeline import Row, assemble, clock, decide_box, esc, seconds
 
 __all__ = [
     "PREVIEW_SHOWN",
@@ -153,9 +153,7 @@ def session_body(
     newer = "" if live else f'<a href="{r}/sessions/{sid}">latest entries →</a>'
     stop = "" if summary.state in ("running", "waiting for approval") else " hidden"
     boxes = "".join(
-        f'<div class="decide" data-eid="{esc(e)}"><b>{esc(n)}</b> <code>{esc(e)}</code> '
-        '<button class="approve">Approve</button> <button class="deny">Deny</button></div>'
-        for e, n in waiting.items()
+        decide_box(e, f"<b>{esc(n)}</b> <code>{esc(e)}</code> ") for e, n in waiting.items()
     )
     takeovers = (
         "a worker died or lost its lease in the middle of a turn, and another one took the"
@@ -170,7 +168,11 @@ def session_body(
         f' · <span title="{takeovers}">worker takeovers: <b id="takeovers">'
         f"{summary.takeovers}</b></span>"
         f' · next wake: <span id="wake" title="as it was when the page loaded">{wake}</span>'
-        f' <button id="stop" class="stop"{stop}>Stop</button></div>'
+        f' <button id="stop" class="stop"{stop}>Stop…</button>'
+        '<span id="stop-confirm" class="confirm" hidden> Stop the running turn? '
+        '<input id="stop-reason" maxlength="2000" aria-label="reason for the stop"'
+        ' placeholder="reason, optional"> <button id="stop-yes" class="stop">Yes, stop it</button>'
+        ' <button id="stop-cancel" class="cancel">Cancel</button></span></div>'
         f'<div id="waiting">{boxes}</div><p id="flash" class="note" aria-live="polite"></p>'
         f'<p class="pager">{older} {newer}</p>'
         f'<ol class="timeline" id="timeline" data-sid="{sid}" data-last="{last}"'

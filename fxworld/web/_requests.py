@@ -1,5 +1,6 @@
 """What every web route checks of a request before it acts: the ``Origin`` and the
-JSON media type (:func:`check_request`), ``authorize`` (:func:`ask_authorize`), and a
+JSON media type (:func:`check_request`), ``authorize`` and who it allows
+(:func:`ask_authorize`), and a
 body read within a byte limit under a strict ``Content-Length`` (:func:`read_body`,
 :func:`small_body`). None of them reads a byte of a body it would refuse by its
 headers.
@@ -15,9 +16,13 @@ from typing import Any
 
 from starlette.requests import Request
 
+from fxworld.engine.approvals import LOCAL_ACTOR, check_actor
+from fxworld.errors import InvalidArgument
+
 from ._refusals import HTTPError
 
 __all__ = [
+    "AUTHORIZED_ACTOR",
     "ask_authorize",
     "check_request",
     "content_length",
@@ -27,6 +32,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("fxworld.web")
+
+AUTHORIZED_ACTOR = "authorized"
+"""The actor of a request ``authorize`` allowed with ``True``, naming no one."""
 
 _MAX_SMALL_BODY = 16 * 1024  # a decision or a stop: a note or a reason
 
@@ -103,14 +111,18 @@ async def ask_authorize(
     session_id: str,
     action: str,
     context: Callable[[], Awaitable[Any]] | None = None,
-) -> None:
-    """Refuse the request unless ``authorize(request, session_id, action)`` answers
-    ``True`` (``None``: no authorize, everyone is allowed). ``False`` is 403; any
-    other answer is a configuration error: logged, 500, never a grant. An
-    ``authorize`` that takes ``context`` (:func:`takes_context`) is also given
-    ``context=await context()``."""
+) -> str:
+    """Refuse the request unless ``authorize(request, session_id, action)`` allows
+    it, and return who is allowed: the actor its decisions and stops record.
+
+    ``None`` (no authorize: everyone is allowed) gives :data:`LOCAL_ACTOR`;
+    ``True`` gives :data:`AUTHORIZED_ACTOR`; a str of 1..200 printable characters
+    (:func:`~fxworld.engine.approvals.check_actor`) allows and is the actor.
+    ``False`` is 403; any other answer (an empty or blank str among them) is a
+    configuration error: logged, 500, never a grant. An ``authorize`` that takes
+    ``context`` (:func:`takes_context`) is also given ``context=await context()``."""
     if authorize is None:  # allow_anyone=True
-        return
+        return LOCAL_ACTOR
     allowed: Any
     if context is not None and takes_context(authorize):
         allowed = authorize(request, session_id, action, context=await context())
@@ -119,13 +131,26 @@ async def ask_authorize(
     if inspect.isawaitable(allowed):
         allowed = await allowed
     if allowed is True:
-        return
+        return AUTHORIZED_ACTOR
     if allowed is False:
         raise HTTPError(403, "forbidden", f"not allowed to {action} this session")
+    if isinstance(allowed, str):
+        try:
+            return check_actor(allowed)
+        except InvalidArgument as bad:
+            logger.error(
+                "authorize returned a str that cannot name the caller (%s): refusing %s %s"
+                " (a configuration error)",
+                bad,
+                request.method,
+                request.url.path,
+            )
+            raise HTTPError(500, "internal", "internal server error") from None
     if inspect.iscoroutine(allowed):
         allowed.close()  # never run: no "was never awaited" warning on top
     logger.error(
-        "authorize returned %s, not True or False: refusing %s %s (a configuration error)",
+        "authorize returned %s, not True, False or a str naming the caller: refusing %s %s"
+        " (a configuration error)",
         type(allowed).__name__,
         request.method,
         request.url.path,

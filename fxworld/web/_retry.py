@@ -1,10 +1,11 @@
 """Retry a failed turn, as the inspector's Retry button does.
 
 What a retry is, in the engine's terms: the prompt the failed turn answered, sent
-again as a new ``prompt`` entry (the same text), unfenced, with a wake, as
-``session.prompt`` sends one. A worker answers it as a new turn; the failed
-turn stays in the log and in the conversation (its prompt and what the model
-said before it failed), so the model hears the prompt again after it.
+again as a new ``prompt`` entry (the same text, and ``actor``: who retried, the
+identity ``authorize`` gave), unfenced, with a wake, as ``session.prompt`` sends
+one. A worker answers it as a new turn; the failed turn stays in the log and in
+the conversation (its prompt and what the model said before it failed), so the
+model hears the prompt again after it.
 
 The prompt's idempotency key is ``retry-<seq of the turn.failed>`` (appended
 under ``prompt:retry-<seq>``, as ``session.prompt`` keys its prompts), so Retry
@@ -33,9 +34,10 @@ def retry_key(failed_seq: int) -> str:
     return f"{RETRY_PREFIX}{failed_seq}"
 
 
-async def retry_failed_turn(world: World, sid: str) -> tuple[int, int]:
+async def retry_failed_turn(world: World, sid: str, *, actor: str) -> tuple[int, int]:
     """Send the prompt of session ``sid``'s failed latest turn again (see the
-    module): the seq of the ``turn.failed`` and of the new prompt."""
+    module), recording ``actor``, who retried: the seq of the ``turn.failed`` and of
+    the new prompt."""
     failed: list[Entry] = []
     prompts: dict[int, Entry] = {}
 
@@ -58,6 +60,9 @@ async def retry_failed_turn(world: World, sid: str) -> tuple[int, int]:
         raise HTTPError(409, "not_failed", "the failed turn's prompt is not in the log")
     text = str(answered.data.get("text", ""))
     seq = await world.append(
-        sid, [log.entry(log.PROMPT, text=text, key=key)], key=f"prompt:{key}", wake=0.0
+        sid,
+        [log.entry(log.PROMPT, text=text, key=key, actor=actor)],
+        key=f"prompt:{key}",
+        wake=0.0,
     )
     return end.seq, seq

@@ -43,6 +43,7 @@ __all__ = [
     "Timeline",
     "OpenTurn",
     "RETRY",
+    "decide_box",
     "assemble",
     "group_html",
     "as_int",
@@ -276,7 +277,10 @@ class Timeline:
         if kind == log.PROMPT:  # the first one may hold the session's context, a parent
             context = f"context{_json(d['context'])}" if "context" in d else ""
             parent = _parent(d["parent"]) if isinstance(d.get("parent"), dict) else ""
-            return f'<div class="text">{esc(d.get("text", ""))}</div>{parent}{context}', ""
+            again = f"Retry{_by(d)}: the failed turn's prompt, sent again"
+            retried = f'<div class="meta">{again}</div>' if "actor" in d else ""
+            text = f'<div class="text">{esc(d.get("text", ""))}</div>'
+            return f"{text}{retried}{parent}{context}", ""
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
         if kind == log.FENCE:
@@ -309,11 +313,7 @@ class Timeline:
             f'{_json(d.get("input"))}<div class="eid">execution {esc(eid)}</div>'
         )
         if eid in self.waiting:
-            body += (
-                f'<div class="decide" data-eid="{esc(eid)}">'
-                '<button class="approve">Approve</button> <button class="deny">Deny</button>'
-                "</div>"
-            )
+            body += decide_box(eid)
         return body
 
 
@@ -322,6 +322,22 @@ _CALL_ENDS = frozenset(
 )
 """The kinds that replace a call's card (its ``tool.started``'s): all but
 ``child.started`` end it."""
+
+
+def decide_box(eid: str, label: str = "") -> str:
+    """The controls that decide waiting call ``eid`` (``label``: HTML before them):
+    a note (an approval's note, a denial's reason), Approve, and Deny, which the
+    page's script asks to confirm before it is sent."""
+    e = esc(eid)
+    return (
+        f'<div class="decide" data-eid="{e}">{label}'
+        f'<input class="decision-note" maxlength="2000" aria-label="note or reason for {e}"'
+        ' placeholder="note or reason (optional)"> '
+        '<button class="approve">Approve</button> <button class="deny">Deny…</button>'
+        '<span class="confirm" hidden> Deny this call? The model hears the reason. '
+        '<button class="deny yes">Yes, deny</button> <button class="cancel">Cancel</button>'
+        "</span></div>"
+    )
 
 
 def _parent(parent: Mapping[str, Any]) -> str:
@@ -449,7 +465,6 @@ _SHORT: dict[str, tuple[str, str]] = {
     # kind: (what the row says, the field it shows)
     log.TEXT_DISCARDED: ("the call's streamed text was discarded", "reason"),
     log.TOOL_INTERRUPTED: ("started before a crash; not run again", "message"),
-    log.STOP_REQUESTED: ("stop requested", "reason"),
     log.TURN_FINISHED: ("the turn finished", ""),
     log.TURN_FAILED: ("the turn failed", "error"),
     log.TURN_STOPPED: ("the turn was stopped", "reason"),
@@ -468,14 +483,26 @@ _BADGE: dict[str, tuple[str, str]] = {
 }
 
 
+def _by(d: Mapping[str, Any]) -> str:
+    """`` by <actor>`` for an entry that records who asked for it (else nothing)."""
+    actor = d.get("actor")
+    return f' by <b class="actor">{esc(actor)}</b>' if actor is not None else ""
+
+
 def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     if kind == log.APPROVAL_DECIDED:
         ok = d.get("approved") is True
-        why = d.get("note") if ok else d.get("reason")
+        why = d.get("note") if ok or "note" in d else d.get("reason")
         badge = "ok" if ok else "bad"
         word = "approved" if ok else ("denied (expired)" if d.get("expired") else "denied")
-        text = f"execution {esc(d.get('execution_id'))}" + (f": {esc(why)}" if why else "")
-        return text, f' <span class="badge {badge}">{word}</span>'
+        said = "note" if ok else "reason"
+        note = f'<div class="said">{said}: <q>{esc(why)}</q></div>' if why else ""
+        text = f'{word}{_by(d)}<div class="eid">execution {esc(d.get("execution_id"))}</div>'
+        return f"{text}{note}", f' <span class="badge {badge}">{word}</span>'
+    if kind == log.STOP_REQUESTED:
+        why = d.get("reason")
+        tail = f'<div class="said">reason: <q>{esc(why)}</q></div>' if why else ""
+        return f'<div class="text">stop requested{_by(d)}</div>{tail}', ""
     if kind in _SHORT:
         what, name = _SHORT[kind]
         css, word = _BADGE.get(kind, ("", ""))

@@ -63,3 +63,53 @@ def test_the_comparison_finds_an_undocumented_kind_a_stale_row_and_a_wrong_versi
         "'gone' is documented but the engine has no such kind"
     ]
     assert differences({"prompt": 2}, {"prompt": 1}) == ["'prompt' is version 2, the doc says 1"]
+
+
+def _row(text: str, kind: str) -> str:
+    """The row of ``kind`` in the doc's table of entry kinds."""
+    table = text.split("## Entry kinds", 1)[1].split("\n## ", 1)[0]
+    [row] = [line for line in table.splitlines() if line.startswith(f"| `{kind}`")]
+    return row
+
+
+def _docstring(kind: str) -> str:
+    """The docstring of ``kind``'s constant in ``fxworld/engine/log.py``."""
+    source = (DOC.parents[1] / "fxworld" / "engine" / "log.py").read_text()
+    const = kind.upper().replace(".", "_")
+    return source.split(f'{const}: Final = "{kind}"', 1)[1].split(": Final = ", 1)[0]
+
+
+async def test_every_field_of_a_decision_and_a_stop_is_documented() -> None:
+    """The fields an approval, a denial and a stop are written with (``actor`` and
+    ``note`` among them) are each named in their kind's row and in ``log.py``."""
+    import asyncio
+
+    from fxworld import Agent, MemoryWorld, tool
+    from fxworld.testing import ScriptedModel
+
+    @tool(needs_approval=True)
+    def refund(id: str) -> str:
+        """Refund."""
+        return "ok"
+
+    fields: dict[str, set[str]] = {}
+    for act in ("approve", "deny"):
+        model = ScriptedModel([{"tool": "refund", "input": {"id": "A"}}])
+        agent = Agent(model, tools=[refund], world=MemoryWorld())
+        session = agent.session(act)
+        await session.prompt("Refund A.").accepted
+        await asyncio.wait_for(agent.work(until_idle=True), 30)
+        [waiting] = await session.pending_approvals()
+        await getattr(session, act)(waiting.execution_id, "said", actor="alice")
+        await session.stop("enough", actor="alice")
+        for e in await session.read():
+            if e.kind in (log.APPROVAL_DECIDED, log.STOP_REQUESTED):
+                fields.setdefault(e.kind, set()).update(set(e.data) - {"v"})
+    assert {"actor", "note", "reason"} <= fields[log.APPROVAL_DECIDED]
+    assert "actor" in fields[log.STOP_REQUESTED]
+    text = DOC.read_text()
+    for kind, names in fields.items():
+        row, docstring = _row(text, kind), _docstring(kind)
+        for name in names:
+            assert f"`{name}`" in row, f"{kind}'s row in log-format.md lacks {name!r}"
+            assert f'"{name}"' in docstring, f"{kind}'s docstring in log.py lacks {name!r}"

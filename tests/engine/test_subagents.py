@@ -187,6 +187,7 @@ async def test_a_stop_of_the_parent_stops_its_running_child() -> None:
     parent, child = await both_logs(desk, turn.session_id)
     (stop,) = [e.data for e in child if e.kind == log.STOP_REQUESTED]
     assert stop["reason"] == f"its parent session {turn.session_id} was stopped: enough"
+    assert stop["actor"] == f"session:{turn.session_id}"  # who stopped the child
     assert log.TOOL_INTERRUPTED in kinds(child)  # the async tool was cut
     # the child's answer, stopped, lands once; the parent's turn ended stopped once
     (answer,) = [e.data for e in parent if e.kind == log.CHILD_FINISHED]

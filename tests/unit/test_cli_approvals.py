@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
+import json
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,17 @@ def park(db: Path, sid: str, call: Reply | None = None, *tools: Tool) -> None:
     asyncio.run(go())
 
 
+def entries(db: Path, sid: str) -> list[tuple[str, dict[str, object]]]:
+    async def go() -> list[tuple[str, dict[str, object]]]:
+        world = SqliteWorld(db)
+        try:
+            return [(e.kind, dict(e.data)) for e in await world.read(sid, 0)]
+        finally:
+            await world.close()
+
+    return asyncio.run(go())
+
+
 def kinds(db: Path, sid: str) -> list[str]:
     async def go() -> list[str]:
         world = SqliteWorld(db)
@@ -67,7 +80,7 @@ def test_list_approve_deny_and_stop(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["sessions", "deny", "s1", "nope", *url]) == 2
     assert "UnknownCall" in capsys.readouterr().err
     assert main(["sessions", "approve", "s1", xid, "--note", "ok", *url]) == 0
-    assert capsys.readouterr().out.strip() == f"approved {xid}"
+    assert capsys.readouterr().out.strip() == f"approved {xid} as cli:{getpass.getuser()}"
     assert main(["sessions", "deny", "s1", xid, "--reason", "late", *url]) == 2
     assert "AlreadyDecided" in capsys.readouterr().err
     assert kinds(db, "s1").count("approval.decided") == 1
@@ -128,3 +141,41 @@ def test_a_turn_waiting_for_approval_reads_waiting_for_approval_in_the_cli(
     assert capsys.readouterr().err == "session 'parked': waiting for approval\n"
     assert main(["sessions", "list", *url]) == 0
     assert capsys.readouterr().out.split("  ")[:2] == ["parked", "waiting for approval"]
+
+
+def test_decisions_and_stops_record_who_ran_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The actor of a decision or a stop from the CLI: ``cli:<OS user>``, or
+    ``--actor``; a bad ``--actor`` is one line, exit 2, and writes nothing. ``show``
+    puts the actor and what was said first on the entry's line."""
+    db = tmp_path / "w.db"
+    url = ["--world", f"sqlite:///{db}"]
+    park(db, "s1")
+    park(db, "s2")
+    xid = next(d["execution_id"] for k, d in entries(db, "s1") if k == "approval.requested")
+    before = entries(db, "s1")
+    for bad in ("", "   ", "x" * 201, "ops\nforged"):
+        assert main(["sessions", "approve", "s1", xid, "--actor", bad, *url]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1 and "actor" in err, err
+        assert main(["sessions", "stop", "s1", "--actor", bad, *url]) == 2
+        capsys.readouterr()
+    assert entries(db, "s1") == before
+
+    assert main(["sessions", "deny", "s1", xid, "--reason", "not eligible", *url]) == 0
+    user = f"cli:{getpass.getuser()}"
+    assert capsys.readouterr().out.strip() == f"denied {xid} as {user}"
+    [(_, denied)] = [x for x in entries(db, "s1") if x[0] == "approval.decided"]
+    assert denied["actor"] == user and denied["reason"] == denied["note"] == "not eligible"
+    stop_s2 = ["sessions", "stop", "s2", "--reason", "enough", "--actor", "oncall:bob"]
+    assert main([*stop_s2, *url]) == 0
+    assert "as oncall:bob" in capsys.readouterr().out
+    [(_, stop)] = [x for x in entries(db, "s2") if x[0] == "stop.requested"]
+    assert (stop["actor"], stop["reason"]) == ("oncall:bob", "enough")
+
+    assert main(["sessions", "show", "s1", *url]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "approval.decided" in x]
+    shown = line.split("  ")[-1]
+    said = json.dumps({"actor": user, "note": "not eligible"}, separators=(",", ":"))
+    assert shown.startswith(said[:-1] + ",")  # who and what first, then the rest

@@ -3,11 +3,13 @@ chat example's tests): a real ``fxworld inspect`` process beside a real
 ``fxworld serve`` process whose worker runs the chat example's agent.
 
 - on SQLite: the sessions page shows a new session by itself; a session page
-  updates while its turn runs; Approve on a waiting call makes the tool run; Stop
-  ends a running turn;
+  updates while its turn runs; Approve on a waiting call, with a note, makes the
+  tool run; Stop, confirmed with a reason, ends a running turn;
 - a page over a 10,000-entry session loads in under 2 s (the one timed assertion
   the issue asks for; it takes a few hundred ms here);
-- the sessions page and a session page on SQLite, PostgreSQL and Redis.
+- the sessions page and a session page on SQLite, PostgreSQL and Redis;
+- Deny and Stop ask to be confirmed; a decision's card and a stop's say who decided
+  and why (the note typed beside the call), on SQLite and PostgreSQL.
 
 Screenshots are saved in ``artifacts/inspector/``. The refused non-loopback start
 is in ``test_inspector.py`` (it needs no browser).
@@ -91,18 +93,32 @@ def test_live_session_approve_and_stop_on_sqlite(tmp_path: Path, page: Any) -> N
         assert not turns.nth(0).evaluate("d => d.open")  # the finished turn folded live
         assert "waiting for approval" in page.text_content("#timeline > li.turn:last-child summary")
         _shot(page, "session-approval")
-        approve.click()
+        waiting = page.locator(".decide").first  # (its card's: it came live)
+        waiting.locator("input.decision-note").fill("customer is eligible")
+        waiting.locator("button.approve").click()
         refunded = page.locator(".k-tool-finished", has_text="refund_order")
         refunded.wait_for(timeout=WAIT)
         assert '"refund": "issued"' in refunded.text_content()
+        decided = page.locator(".k-approval-decided").text_content()
+        assert "approved by local" in decided and "customer is eligible" in decided
         page.wait_for_function("document.querySelectorAll('.k-turn-finished').length == 2")
 
         httpx.post(serve.base + "/sessions/live-1/prompts", json={"text": "And then?"})
         page.wait_for_function("document.querySelectorAll('#timeline > li.turn').length == 3")
         page.locator(".k-text").nth(2).wait_for(timeout=WAIT)  # its answer streams
+        page.click("#stop")  # Stop asks first
+        assert page.is_visible("#stop-confirm") and page.is_hidden("#stop")
+        page.click("#stop-cancel")  # and sends nothing when cancelled
+        assert page.is_hidden("#stop-confirm") and page.is_visible("#stop")
         page.click("#stop")
+        page.fill("#stop-reason", "wrong order")
+        _shot(page, "stop-confirm", full_page=False)
+        page.click("#stop-yes")
         page.wait_for_selector(".k-turn-stopped", timeout=WAIT)
         assert page.text_content("#state") == "stopped"
+        stop = page.locator(".k-stop-requested").text_content()
+        assert "stop requested by local" in stop and "wrong order" in stop
+        assert page.locator(".k-stop-requested").count() == 1  # the cancelled one sent nothing
         assert page.locator(".k-turn-finished").count() == 2
         _shot(page, "session-stopped")
     except BaseException:
@@ -242,5 +258,80 @@ def test_sessions_and_session_pages_on_each_backend(
         assert "seen-1" not in wakes  # its wake was finished
         assert "later-1" in wakes and "later" in wakes.replace("later-1", "")
         _shot(page, f"wakes-{backend}", full_page=False)
+    finally:
+        inspect.stop()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_deny_asks_first_and_records_who_and_why(
+    backend: str, tmp_path: Path, page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Deny turns into a confirmation (Yes, deny / Cancel) in place of Approve and
+    Deny; the note typed beside the call is the denial's reason; the decision's
+    card says who denied it (``local``: ``fxworld inspect`` on loopback) and why."""
+    from tests.web import _turns
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'world.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+
+    async def seed() -> None:
+        world = open_world(url)
+        await world.setup()
+        await _turns.finished_turn(world, "desk-1")
+        await _turns.waiting_turn(world, "desk-1")
+        await world.close()
+
+    _run(seed())
+    inspect = _inspect(url, tmp_path)
+    try:
+        page.goto(inspect.base + "/sessions/desk-1")
+        box = page.locator("#waiting .decide")
+        box.wait_for(timeout=WAIT)
+        box.locator("input.decision-note").fill("refunded twice already")
+        box.locator("button.deny:not(.yes)").click()
+        assert box.locator(".confirm").is_visible()
+        assert box.locator("button.approve").is_hidden()
+        assert "Deny this call?" in box.text_content()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        box.screenshot(path=str(ARTIFACTS / f"deny-confirm-{backend}.png"))
+        _shot(page, f"deny-confirm-page-{backend}", full_page=False)
+        box.locator("button.cancel").click()  # back, nothing sent
+        assert box.locator("button.approve").is_visible()
+        box.locator("button.deny:not(.yes)").click()
+        box.locator("button.yes").click()
+        card = page.locator(".k-approval-decided")
+        card.wait_for(timeout=WAIT)  # streamed live
+        text = card.text_content()
+        assert "denied by local" in text and "refunded twice already" in text
+        assert page.locator("#waiting .decide").count() == 0
+        _shot(page, f"deny-decided-{backend}")
+
+        async def decided() -> list[dict[str, Any]]:
+            world = open_world(url)
+            try:
+                entries = await world.read("desk-1", 0)
+            finally:
+                await world.close()
+            return [dict(e.data) for e in entries if e.kind == log.APPROVAL_DECIDED]
+
+        found: list[list[dict[str, Any]]] = []
+
+        async def read() -> None:
+            found.append(await decided())
+
+        _run(read())
+        [d] = found[0]
+        assert (d["approved"], d["actor"], d["reason"], d["note"]) == (
+            False,
+            "local",
+            "refunded twice already",
+            "refunded twice already",
+        )
+    except BaseException:
+        _shot(page, f"deny-failure-{backend}")
+        print(inspect.output())
+        raise
     finally:
         inspect.stop()

@@ -102,3 +102,59 @@ async def test_the_inspector_shows_the_context_the_refusal_and_the_typed_answer(
     assert "context" in page and "&quot;tenant&quot;: &quot;acme&quot;" in page
     assert "the answer did not match the output type" in page and "Invalid JSON" in page
     assert "answering" in page and "&quot;days&quot;: 3" in page
+
+
+TENANTS = {"alice": "acme"}  # the server's directory of callers
+
+
+async def test_authorize_runs_before_the_context_hook_on_create() -> None:
+    """Issue 47: the context hook looks the caller up, so an unknown caller made it
+    raise (a 500). Now ``authorize`` is asked first: an unknown caller gets its
+    refusal, and the hook only ever sees callers it let in."""
+    hooked: list[str] = []
+
+    def tenant_of_user(request: Request) -> dict[str, str]:
+        user = request.headers.get("x-user", "")
+        hooked.append(user)
+        return {"tenant": TENANTS[user]}  # KeyError for a caller it does not know
+
+    def known(request: Request, session_id: str, action: str) -> bool | str:
+        return request.headers.get("x-user", "") in TENANTS
+
+    world = MemoryWorld()
+    agent = Agent(ScriptedModel(["hi"]), world=world)
+    app = create_app(agent, authorize=known, context=tenant_of_user)
+    async with _client(app, "-") as client:
+        body = {"text": "hello", "session_id": "s-1"}
+        stranger = await client.post("/sessions", json=body, headers={"x-user": "mallory"})
+        assert stranger.status_code == 403 and stranger.json()["error"] == "forbidden"
+        assert hooked == []  # the hook never saw the stranger
+        made = await client.post("/sessions", json=body, headers={"x-user": "alice"})
+        assert made.status_code == 202
+    assert hooked == ["alice"]
+    assert await agent.session("s-1").saved_context() == {"tenant": "acme"}
+
+
+async def test_an_authorize_that_takes_the_context_gets_the_hooks_refusal() -> None:
+    """An ``authorize`` that decides on the new session's context needs the hook
+    first: a hook that refuses an unknown caller with ``HTTPError`` is answered
+    with its status, and nothing is written."""
+    from fxworld.web import HTTPError
+
+    def tenant_or_401(request: Request) -> dict[str, str]:
+        user = request.headers.get("x-user", "")
+        if user not in TENANTS:
+            raise HTTPError(401, "unauthorized", "log in first")
+        return {"tenant": TENANTS[user]}
+
+    app = create_app(
+        Agent(ScriptedModel(["hi"]), world=MemoryWorld()),
+        authorize=same_tenant,
+        context=tenant_or_401,
+    )
+    async with _client(app, "acme") as client:
+        body = {"text": "hello", "session_id": "s-1"}
+        stranger = await client.post("/sessions", json=body, headers={"x-user": "mallory"})
+        assert stranger.status_code == 401 and stranger.json()["message"] == "log in first"
+        made = await client.post("/sessions", json=body, headers={"x-user": "alice"})
+        assert made.status_code == 202, made.text

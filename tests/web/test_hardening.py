@@ -138,7 +138,9 @@ async def test_idempotency_key_reused_with_another_body_is_409() -> None:
         assert await prompts(agent, sid) == ["hi", "transfer $10"]
 
 
-# -- authorize grants only on True (finding 3) -----------------------------------------
+# -- authorize grants only on True or a str naming the caller (finding 3) ----------------
+# (A str that names the caller allows since issue 47: the actor of decisions and stops.
+# A str that cannot name anyone, empty or blank, is still a configuration error.)
 
 
 async def _never_called(request: Request, session_id: str, action: str) -> bool:
@@ -147,10 +149,12 @@ async def _never_called(request: Request, session_id: str, action: str) -> bool:
 
 @pytest.mark.parametrize(
     "answer",
-    ["false", "yes", 1, None, Response(status_code=401), _never_called],
-    ids=["str-false", "str-yes", "int", "none", "response", "uncalled-async"],
+    ["", "  ", 1, None, Response(status_code=401), _never_called],
+    ids=["str-empty", "str-blank", "int", "none", "response", "uncalled-async"],
 )
-async def test_authorize_grants_only_on_true(answer: Any, caplog: pytest.LogCaptureFixture) -> None:
+async def test_authorize_grants_only_on_true_or_a_name(
+    answer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     agent = make_agent()
     sid = (await agent.session("s-victim").prompt("secret").accepted).session_id
 

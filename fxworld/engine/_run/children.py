@@ -233,7 +233,9 @@ async def _report(run: RunState, target: str, entry: NewEntry, xid: str, at: int
 
 async def stop_children(run: RunState, reason: str | None) -> None:
     """Pass a stop of the current turn on to the child sessions of its open calls
-    (a call of an agent tool that started may have made its child already)."""
+    (a call of an agent tool that started may have made its child already); its
+    actor is ``session:<this session's id>``."""
     why = f"its parent session {run.sid} was stopped" + (f": {reason}" if reason else "")
     for sid in open_children(run.state.current, run.agent.tools):
-        await run.writer.retry(partial(request_stop, run.writer.world, sid, why))
+        stop = partial(request_stop, run.writer.world, sid, why, actor=f"session:{run.sid}")
+        await run.writer.retry(stop)

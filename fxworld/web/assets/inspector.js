@@ -1,6 +1,8 @@
 // The fxworld inspector's script: live rows, Approve / Deny / Stop. No framework,
 // nothing fetched from elsewhere. Every row's HTML comes escaped from the server;
-// streamed text is added as text (textContent), never as markup.
+// streamed text is added as text (textContent), never as markup. Deny and Stop ask
+// to be confirmed in place (a second button) before anything is sent; the note
+// typed beside a call goes with Approve (its note) or Deny (its reason).
 (function () {
   "use strict";
   var root = document.body.dataset.root || "";
@@ -52,10 +54,59 @@
   var sid = timeline.dataset.sid;
   var base = "/sessions/" + encodeURIComponent(sid);
   var stop = document.getElementById("stop");
+  var stopConfirm = document.getElementById("stop-confirm");
 
   function decided(eid) {
     document.querySelectorAll(".decide").forEach(function (box) {
       if (box.dataset.eid === eid) box.remove();
+    });
+  }
+
+  function confirming(box, on) { // Deny's second step, in place of Approve / Deny
+    box.querySelector(".confirm").hidden = !on;
+    box.querySelector("button.approve").hidden = on;
+    box.querySelector("button.deny:not(.yes)").hidden = on;
+    if (on) box.querySelector("button.yes").focus();
+  }
+
+  function decide(box, button) {
+    if (button.classList.contains("cancel")) return confirming(box, false);
+    if (button.classList.contains("deny") && !button.classList.contains("yes")) {
+      return confirming(box, true);
+    }
+    var approve = button.classList.contains("approve");
+    var note = box.querySelector("input.decision-note");
+    var body = { approve: approve };
+    if (note.value.trim()) body[approve ? "note" : "reason"] = note.value.trim();
+    var controls = box.querySelectorAll("button, input");
+    controls.forEach(function (b) { b.disabled = true; });
+    post(base + "/approvals/" + encodeURIComponent(box.dataset.eid), body)
+      .then(function () {
+        flash((approve ? "Approved " : "Denied ") + box.dataset.eid);
+        decided(box.dataset.eid);
+      }, function (error) {
+        flash(error.message, true);
+        controls.forEach(function (b) { b.disabled = false; });
+      });
+  }
+
+  function askStop(on) { // Stop's second step: a reason, then Yes or Cancel
+    stopConfirm.hidden = !on;
+    stop.hidden = on;
+    if (on) document.getElementById("stop-yes").focus();
+  }
+
+  function sendStop(yes) {
+    var reason = document.getElementById("stop-reason").value.trim();
+    yes.disabled = true;
+    post(base + "/stop", reason ? { reason: reason } : {}).then(function (answer) {
+      flash(answer.stopped ? "Stop requested." : "No turn runs: nothing to stop.");
+      yes.disabled = false;
+      askStop(false);
+      stop.disabled = true;
+    }, function (error) {
+      yes.disabled = false;
+      flash(error.message, true);
     });
   }
 
@@ -64,16 +115,7 @@
     if (!button) return;
     var box = button.closest(".decide");
     if (box) {
-      var approve = button.classList.contains("approve");
-      box.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
-      post(base + "/approvals/" + encodeURIComponent(box.dataset.eid), { approve: approve })
-        .then(function () {
-          flash((approve ? "Approved " : "Denied ") + box.dataset.eid);
-          decided(box.dataset.eid);
-        }, function (error) {
-          flash(error.message, true);
-          box.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
-        });
+      decide(box, button);
     } else if (button.classList.contains("retry")) {
       button.disabled = true;
       post(base + "/retry", {}).then(function (answer) {
@@ -83,13 +125,11 @@
         flash(error.message, true);
       });
     } else if (button === stop) {
-      stop.disabled = true;
-      post(base + "/stop", {}).then(function (answer) {
-        flash(answer.stopped ? "Stop requested." : "No turn runs: nothing to stop.");
-      }, function (error) {
-        stop.disabled = false;
-        flash(error.message, true);
-      });
+      askStop(true);
+    } else if (button.id === "stop-cancel") {
+      askStop(false);
+    } else if (button.id === "stop-yes") {
+      sendStop(button);
     }
   });
 
@@ -153,7 +193,8 @@
     document.getElementById("takeovers").textContent = d.takeovers;
     timeline.dataset.last = d.seq;
     var active = d.state === "running" || d.state === "waiting for approval";
-    stop.hidden = !active;
+    if (!active) stopConfirm.hidden = true;
+    stop.hidden = !active || !stopConfirm.hidden;
     if (active && d.kind === "turn.started") stop.disabled = false;
     if (nearEnd) window.scrollTo(0, document.body.scrollHeight);
   }
