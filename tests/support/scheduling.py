@@ -5,7 +5,8 @@
   ``--dist loadfile`` does, except the files in :data:`SPLIT`, whose tests go one by
   one to whichever process is free: they use only the session's servers, which every
   process starts anyway, and hold tests of a minute or more (the kit's state
-  machines and process tier) that would otherwise run one after another.
+  machines and process tier, the integrations' process tests) that would otherwise
+  run one after another.
 * The files in :data:`SLOW_FIRST` are dealt first, in that order: a file of a few
   minutes that started near the end would hold the run's tail alone while the other
   processes idle. The rest keep pytest's order.
@@ -30,23 +31,40 @@ SPLIT = frozenset(
         "tests/backends/test_redis.py",
         "tests/backends/test_s3.py",
         "tests/backends/test_sqlite.py",
+        "tests/engine/test_approvals_procs.py",
+        "tests/integrations/test_langgraph_conformance.py",
+        "tests/integrations/test_langgraph_processes.py",
+        "tests/integrations/test_openai_agents_session.py",
     }
 )
-"""Files whose tests are dealt one by one, not as one unit."""
+"""Files whose tests are dealt one by one, not as one unit: each test needs only
+function fixtures and the session's servers."""
 
 SLOW_FIRST = (
-    "tests/backends/test_encrypted.py",
-    "tests/fleet/test_connections.py",
+    # one unit each, a few minutes under load
+    "tests/serverless/test_scenarios.py",
     "tests/docs/test_run_locally.py",
     "tests/release/test_release.py",
-    "tests/backends/test_postgres.py",
-    "tests/backends/test_redis.py",
+    "tests/web/test_inspector_turns.py",
+    "tests/conformance/test_broken.py",
+    "tests/fleet/test_connections.py",
+    "tests/engine/test_crash.py",
+    # dealt test by test, the files with the most minutes first
+    "tests/integrations/test_langgraph_processes.py",
     "tests/backends/test_s3.py",
+    "tests/engine/test_approvals_procs.py",
+    "tests/backends/test_postgres.py",
+    "tests/integrations/test_langgraph_conformance.py",
+    "tests/backends/test_redis.py",
+    "tests/backends/test_encrypted.py",
+    "tests/integrations/test_openai_agents_session.py",
+    "tests/backends/test_postgres_pooler.py",
+    "tests/backends/test_memory.py",
     "tests/fleet/test_rolling_deploy.py",
     "tests/fleet/test_starvation.py",
 )
-"""Files dealt before all others, in this order (about the slowest first, from a
-``--durations`` run of the whole suite)."""
+"""Files dealt before all others, in this order (from a ``--durations=80`` run of the
+whole suite: the slowest units first)."""
 
 
 def _file(nodeid: str) -> str:
