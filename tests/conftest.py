@@ -17,5 +17,6 @@ from tests.support.redis_fixtures import redis_cluster, redis_server, redis_url 
 from tests.support.s3_fixtures import s3_server, s3_url  # noqa: F401
 
 # FXWORLD_REQUIRE_ALL_BACKENDS=1: a test skipped by a fixture (a server that cannot
-# start) is a failure.
-pytest_plugins = ["tests.support.require_backends"]
+# start) is a failure. Slow files first, the kit's backend files dealt test by test
+# (tests/support/scheduling.py).
+pytest_plugins = ["tests.support.require_backends", "tests.support.scheduling"]

@@ -1,4 +1,5 @@
-"""Connection budgets (#28 item 2): 50 processes, each pressing its world harder than
+"""Connection budgets (#28 item 2): 50 processes (forked from one that imported the
+worlds' code once), each pressing its world harder than
 its pool (tests/fleet/fleet_proc.py), against one PostgreSQL, one Redis server and a 3-master Redis
 Cluster; the servers' own lists of clients (``pg_stat_activity``, ``CLIENT LIST`` on
 each node), sampled throughout, never show a process above its world's stated
@@ -7,7 +8,9 @@ budget (on the Cluster, per node)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -34,55 +37,56 @@ Count = Callable[[], Awaitable[dict[str, int]]]
 
 
 async def _fleet_peak(urls: list[str], count: Count) -> dict[str, int]:
-    """Start the fleet on ``urls``; the most connections each process held at once.
-    Only the fleet's own processes count: the servers are the suite's, and this
-    process's own worlds (earlier tests') may still hold connections there."""
-    procs = _start(urls)
-    ours = {f"fxworld-{p.pid}" for p in procs}
+    """Start the fleet on ``urls``; the most connections each of its processes held
+    at once. Only the fleet's own processes count (the servers are the suite's, and
+    this process's own worlds, earlier tests', may still hold connections there):
+    each names its pid when it is ready."""
+    fleet = _start(urls)
     peak: dict[str, int] = {}
     try:
-        ready = asyncio.gather(*(asyncio.to_thread(_ready, p) for p in procs))
+        ready = asyncio.ensure_future(asyncio.to_thread(_ready, fleet))
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             finished = ready.done()
             for name, n in (await count()).items():
-                if name.split()[-1] in ours:
-                    peak[name] = max(peak.get(name, 0), n)
+                peak[name] = max(peak.get(name, 0), n)
             if finished:  # a last count with every process ready (and connected)
                 break
             await asyncio.sleep(0.05)
-        await asyncio.wait_for(ready, 1)
+        ours = {f"fxworld-{pid}" for pid in await asyncio.wait_for(ready, 1)}
     finally:
-        for p in procs:
-            p.stdin.close() if p.stdin else None
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    return peak
+        if fleet.stdin:
+            fleet.stdin.close()
+        try:
+            fleet.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(fleet.pid, signal.SIGKILL)  # the fleet's own session: it and its children
+            fleet.wait()
+    return {name: n for name, n in peak.items() if name.split()[-1] in ours}
 
 
-def _start(urls: list[str]) -> list[subprocess.Popen[bytes]]:
-    """The fleet: ``PROCESSES`` of tests/fleet/fleet_proc.py on ``urls``."""
-    return [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "fleet_proc.py"), *urls],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        )
-        for _ in range(PROCESSES)
-    ]
+def _start(urls: list[str]) -> subprocess.Popen[bytes]:
+    """The fleet: tests/fleet/fleet_proc.py forking ``PROCESSES`` processes on ``urls``."""
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "fleet_proc.py"), str(PROCESSES), *urls],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        start_new_session=True,
+    )
 
 
-def _ready(proc: subprocess.Popen[bytes]) -> None:
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode()
-    assert line.strip() == "ready", line + proc.stdout.read().decode()
+def _ready(fleet: subprocess.Popen[bytes]) -> set[int]:
+    """The pids of the fleet's processes, once each has said it is ready."""
+    assert fleet.stdout is not None
+    pids: set[int] = set()
+    while len(pids) < PROCESSES:
+        line = fleet.stdout.readline().decode()
+        assert line.startswith("ready "), line + fleet.stdout.read().decode()
+        pids.add(int(line.split()[1]))
+    return pids
 
 
 def _by_process(names: list[str]) -> dict[str, int]:
