@@ -133,9 +133,10 @@ class World(Protocol):
     stay valid. Entry data must be a JSON object (string keys, JSON
     values, no NaN) and a kind 1..64 characters, not reserved; otherwise
     :class:`~fxworld.errors.InvalidEntry`. An entry whose encoded data is over the
-    world's ``max_entry_bytes`` (default 1 MiB) raises
+    world's ``max_entry_bytes`` (default 64 MiB) raises
     :class:`~fxworld.errors.EntryTooLarge`. Nothing partial is written for a
-    rejected call. Other arguments out of range raise
+    rejected call. An entry up to the limit, however large, is one entry saved in
+    its call's atomic write (docs/large-values.md). Other arguments out of range raise
     :class:`~fxworld.errors.InvalidArgument`: a cursor, limit or ``expect`` that is
     not an integer from 0 (1 for a limit) to 2**63-1, a delay or lease that is not
     a number of seconds up to 100 years (over 0 for a lease), an empty or over-256

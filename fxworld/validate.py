@@ -55,8 +55,9 @@ __all__ = [
     "seconds_option",
 ]
 
-DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024
-"""The default limit on one entry's encoded data, in bytes (1 MiB)."""
+DEFAULT_MAX_ENTRY_BYTES = 64 * 1024 * 1024
+"""The default limit on one entry's encoded data, in bytes (64 MiB): a large value
+is saved as one entry, in the world's single atomic write (docs/large-values.md)."""
 
 MAX_DATA_DEPTH = 500
 """How deeply entry data may nest (objects and arrays); deeper is ``InvalidEntry``
