@@ -45,7 +45,7 @@ logger = logging.getLogger("fxworld.push")
 
 class PushingWorld:
     """Wraps ``inner`` so that each wake it makes durable is followed by
-    ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W17
+    ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W18
     is the inner world's: each call is forwarded unchanged. The optional
     protocols are there exactly when ``inner`` has them."""
 
