@@ -316,3 +316,28 @@ async def test_a_writer_killed_while_it_appends_a_large_value_leaves_all_or_noth
             assert e.data == {"n": k, "x": str(k % 10) * BIG}
     finally:
         await w.close()
+
+
+async def test_a_32_mib_value_is_copied_exported_and_imported_whole(tmp_path: Path) -> None:
+    from fxworld.moving import check_file, copy_session, export_sessions, import_file
+
+    value = _value(BIG, "moved")
+    source = open_world(f"sqlite:///{tmp_path / 'a.db'}")
+    copied = open_world(f"sqlite:///{tmp_path / 'b.db'}")
+    imported = MemoryWorld()
+    for w in (source, copied, imported):
+        await w.setup()
+    try:
+        fence = await source.acquire("s")
+        await source.append("s", [NewEntry("note", {"i": 1}), NewEntry("big", value)], fence=fence)
+        want = [(e.seq, e.kind, e.data) for e in await source.read("s")]
+        await copy_session(source, copied, "s")
+        assert [(e.seq, e.kind, e.data) for e in await copied.read("s")] == want
+        path = tmp_path / "export.jsonl"
+        with path.open("w") as out:
+            await export_sessions(source, ["s"], out)
+        await import_file(imported, path, checked=check_file(path))
+        assert [(e.seq, e.kind, e.data) for e in await imported.read("s")] == want
+    finally:
+        for w in (source, copied, imported):
+            await w.close()
