@@ -96,7 +96,8 @@ async def _raw_redis(url: str) -> Raw:
         await client.set(key, value)
 
     async def read() -> bytes:
-        return bytes(await client.get(key) or b"")
+        got = await client.get(key)
+        return got if isinstance(got, bytes) else b""
 
     async def close() -> None:
         await client.delete(key)
