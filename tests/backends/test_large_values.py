@@ -27,6 +27,7 @@ import redis
 
 from fxworld import EncryptedWorld, MemoryWorld, NewEntry, World, open_world
 from fxworld.errors import EntryTooLarge, Fenced
+from fxworld.follow import bounded_follow
 from fxworld.protocol import IdleDeleter, LastEntryReader, NamespaceDropper
 from fxworld.validate import DEFAULT_MAX_ENTRY_BYTES
 from tests.support.namespaces import fresh_namespace, set_up
@@ -201,6 +202,13 @@ async def test_a_32_mib_value_round_trips_through_append_read_and_follow(world: 
     task = asyncio.create_task(followed())
     assert await world.append("s", [NewEntry("big", later)], fence=fence) == 5
     assert await asyncio.wait_for(task, 60) == [2, 3, 4, 5]
+
+    streamed = []  # as the engine's stream and the HTTP stream read it: a bounded page
+    async for entry in bounded_follow(world, "s", 1):
+        streamed.append((entry.seq, entry.data))
+        if entry.seq == 5:
+            break
+    assert streamed == [(seq, expected[seq - 1]) for seq in range(2, 6)]
 
 
 async def test_delete_removes_the_large_value_from_the_store(world: World, place: Place) -> None:
