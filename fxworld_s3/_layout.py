@@ -160,8 +160,8 @@ class Batch:
                 out[name] = value
         if self.deleted:
             out["D"] = True
-        if self.ref:
-            out["r"] = True
+        if self.ref:  # "x": null, so that a world of an earlier version fails to read
+            out["r"], out["x"] = True, None  # it rather than miss its entries
         if self.keys_from is not None:
             out["kf"] = self.keys_from
             out["K"] = self.keys_before
@@ -182,7 +182,7 @@ class Batch:
             token=str(d.get("t", "")),
             wake=d.get("w"),
             at=float(d.get("at", 0.0)),
-            items=[(str(k), str(v)) for k, v in d.get("x", [])],
+            items=[(str(k), str(v)) for k, v in d.get("x") or []],
             deleted=bool(d.get("D", False)),
             keys_from=d.get("kf"),
             keys_before={str(k): int(s) for k, s in d.get("K", {}).items()},
