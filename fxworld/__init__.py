@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
         StreamEvent,
         Tool,
         ToolContext,
+        TooManyModelCalls,
         Turn,
         TurnFailed,
         TurnStopped,
@@ -61,6 +62,7 @@ __all__ = [
     "Turn",
     "TurnFailed",
     "TurnStopped",
+    "TooManyModelCalls",
     "Approval",
     "Accepted",
     "Tool",
@@ -77,9 +79,10 @@ _LAZY = {
     "SqliteWorld": "fxworld.embedded.sqlite",
     "EncryptedWorld": "fxworld.encryption",
     **dict.fromkeys(
-        (*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "tool", "prune", "PruneReport"),
+        (*_ENGINE, "Turn", "TurnFailed", "TurnStopped", "TooManyModelCalls", "tool", "prune"),
         "fxworld.engine",
     ),
+    "PruneReport": "fxworld.engine",
 }
 """Names loaded on first use, so that a backend (or ``fxworld.validate``) can be
 imported without loading the engine or the embedded worlds."""

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from fxworld.errors import WorldError
 
@@ -77,14 +77,55 @@ _LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`")
 _SQLITE_MODES: dict[str, str] = {"read": "ro", "write": "rw"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (``fxworld worker: --lease: must be
+    ...``) and exit status 2, as every other bad input gets; ``--help`` has the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fxworld", description="Durable AI-agent sessions on the storage you choose."
     )
+    parser.add_argument("--version", action="version", version=f"fxworld {_installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMANDS:
         importlib.import_module(f"fxworld.commands.{name}").register(sub)
     return parser
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (else a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than 0 (else a one-line usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (``importlib.metadata``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fxworld")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def add_world_option(parser: argparse.ArgumentParser) -> None:

@@ -22,8 +22,9 @@ from typing import Literal, Protocol
 
 from fxworld.engine.log import TURN_YIELDED
 from fxworld.engine.replay import Idle, WaitForApproval, WaitForChild, next_step
-from fxworld.engine.tail import last_seq, replay_latest_turn
+from fxworld.engine.tail import replay_latest_turn
 from fxworld.engine.tools import Tool
+from fxworld.logends import last_seq
 from fxworld.protocol import World
 from fxworld.push.world import PushingWorld
 

@@ -1,15 +1,23 @@
-"""The one error hierarchy of fxworld (contract W16).
+"""The one error hierarchy of fxworld (contract W16), in two sections.
 
-Every error a world raises is a :class:`WorldError`. Backends translate their
-driver's exceptions into these in exactly one module, so no driver exception ever
-reaches the caller. Messages never contain credentials.
+- **What a world raises** (the World contract, W16): :class:`WorldError`, the root,
+  and the errors of the protocol's calls (fences, ``expect=``, leases, input checks,
+  an unreachable store, a world that cannot be built), with the two an
+  :class:`~fxworld.EncryptedWorld` adds on read. Backends translate their driver's
+  exceptions into these in exactly one module, so no driver exception ever reaches
+  the caller. The kit checks that a world raises nothing else.
+- **What the engine raises** (sessions, approvals, forks, copies, models): errors
+  no World raises, for the application that drives sessions. Each is a
+  :class:`WorldError` too: every error fxworld raises is one.
 
-This module imports nothing else of fxworld.
+Messages never contain credentials. Every name here is importable from
+``fxworld.errors``; this module imports nothing else of fxworld.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    # what a world raises
     "WorldError",
     "Fenced",
     "Conflict",
@@ -18,20 +26,26 @@ __all__ = [
     "InvalidEntry",
     "EntryTooLarge",
     "InvalidArgument",
-    "InvalidCursor",
-    "KeyReused",
     "BackendUnavailable",
     "ConfigurationError",
+    "TamperedEntry",
+    "MissingKey",
+    # what the engine raises
+    "InvalidCursor",
+    "KeyReused",
+    "InvalidContext",
+    "ContextMismatch",
+    "UnknownSession",
     "AlreadyDecided",
     "ApprovalExpired",
     "UnknownCall",
-    "UnknownSession",
     "SessionDiverged",
-    "TamperedEntry",
-    "MissingKey",
-    "InvalidContext",
-    "ContextMismatch",
+    "ModelError",
 ]
+
+
+# -- What a world raises ---------------------------------------------------------------
+# The World contract's errors (W16): a backend raises these and nothing else.
 
 
 class WorldError(Exception):
@@ -101,6 +115,48 @@ class InvalidArgument(WorldError, ValueError):
     """Any other argument out of its range (a negative delay, a zero limit, ...)."""
 
 
+class BackendUnavailable(WorldError, ConnectionError):
+    """The storage could not be reached or failed transiently; safe to retry.
+
+    When raised by ``append``, the append may or may not have landed: retry it
+    with the same idempotency ``key`` to find out without duplicating it.
+    """
+
+
+class ConfigurationError(WorldError):
+    """The world cannot be built as asked: unknown URL scheme, missing extra, bad option."""
+
+
+class TamperedEntry(WorldError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` failed authentication: its
+    sealed data was altered, it was copied from another session, namespace, kind or
+    position, or it is a plaintext row where a sealed one belongs. Its data is not
+    returned. ``session_id`` and ``seq`` say which entry; ``why`` what was wrong."""
+
+    def __init__(self, session_id: str, seq: int, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.why = why
+        super().__init__(f"session {session_id!r}: entry {seq} refused: {why}")
+
+
+class MissingKey(WorldError, LookupError):
+    """An entry of an :class:`~fxworld.EncryptedWorld` names a key that is not at
+    hand: a key id not among the keys given (``key_id``), or a session data key that
+    was deleted (crypto-shredded). Never carries key material."""
+
+    def __init__(self, session_id: str, seq: int, key_id: str, why: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.key_id = key_id
+        super().__init__(f"session {session_id!r}: entry {seq}: {why}")
+
+
+# -- What the engine raises ------------------------------------------------------------
+# Errors no World raises: the engine's, for the application that drives sessions
+# (prompts, streams, approvals, forks and copies) and for the models it calls.
+
+
 class InvalidCursor(WorldError, ValueError):
     """A stream cursor that fxworld did not produce, or that was altered."""
 
@@ -122,16 +178,29 @@ class KeyReused(WorldError, ValueError):
         )
 
 
-class BackendUnavailable(WorldError, ConnectionError):
-    """The storage could not be reached or failed transiently; safe to retry.
-
-    When raised by ``append``, the append may or may not have landed: retry it
-    with the same idempotency ``key`` to find out without duplicating it.
-    """
+class InvalidContext(InvalidArgument):
+    """A session's context that is not a JSON object, or that the agent's
+    ``context_type`` refuses. Refused before any I/O: nothing was written."""
 
 
-class ConfigurationError(WorldError):
-    """The world cannot be built as asked: unknown URL scheme, missing extra, bad option."""
+class ContextMismatch(WorldError):
+    """A session was named with a context other than the one saved when it was
+    created: a session's context never changes. Nothing was written."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} was created with another context; "
+            "a session's context never changes"
+        )
+
+
+class UnknownSession(WorldError, LookupError):
+    """No session ``session_id`` exists here (its log is empty). Nothing was written."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r}")
 
 
 class AlreadyDecided(WorldError):
@@ -174,14 +243,6 @@ class UnknownCall(WorldError, LookupError):
         super().__init__(f"session {session_id!r}: no call {execution_id!r} waits for a decision")
 
 
-class UnknownSession(WorldError, LookupError):
-    """No session ``session_id`` exists here (its log is empty). Nothing was written."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        super().__init__(f"no session {session_id!r}")
-
-
 class SessionDiverged(WorldError):
     """A session cannot be copied on: its log in the target world is not the start
     of its log in the source (another process wrote to the target, or the source
@@ -197,43 +258,24 @@ class SessionDiverged(WorldError):
         super().__init__(f"session {session_id!r} at seq {seq}: {why}")
 
 
-class TamperedEntry(WorldError):
-    """An entry of an :class:`~fxworld.EncryptedWorld` failed authentication: its
-    sealed data was altered, it was copied from another session, namespace, kind or
-    position, or it is a plaintext row where a sealed one belongs. Its data is not
-    returned. ``session_id`` and ``seq`` say which entry; ``why`` what was wrong."""
+class ModelError(WorldError):
+    """A model call failed. ``retryable`` says whether trying again may help (the
+    engine retries it ``model_retries`` times, with backoff); ``status`` is the
+    provider's HTTP status, when there was one.
 
-    def __init__(self, session_id: str, seq: int, why: str) -> None:
-        self.session_id = session_id
-        self.seq = seq
-        self.why = why
-        super().__init__(f"session {session_id!r}: entry {seq} refused: {why}")
+    Raised by a :class:`~fxworld.models.base.Model` (the adapters, ``ScriptedModel``
+    past its last reply) and by the engine when a model's stream ends without a
+    response; the turn then fails. Importable from :mod:`fxworld.models` as before.
 
+    Why a :class:`WorldError`: that is the root of every error fxworld raises
+    (``TurnFailed``, ``ToolTimedOut`` and the engine's other errors are ones too),
+    so ``except WorldError`` catches all of fxworld's errors and only those, and the
+    command line reports a model's failure in one line, not a traceback. It is not a
+    world's error: no World raises it and the kit never expects it, and its
+    ``retryable`` is the model's own, not :class:`BackendUnavailable`'s retry of the
+    storage."""
 
-class MissingKey(WorldError, LookupError):
-    """An entry of an :class:`~fxworld.EncryptedWorld` names a key that is not at
-    hand: a key id not among the keys given (``key_id``), or a session data key that
-    was deleted (crypto-shredded). Never carries key material."""
-
-    def __init__(self, session_id: str, seq: int, key_id: str, why: str) -> None:
-        self.session_id = session_id
-        self.seq = seq
-        self.key_id = key_id
-        super().__init__(f"session {session_id!r}: entry {seq}: {why}")
-
-
-class InvalidContext(InvalidArgument):
-    """A session's context that is not a JSON object, or that the agent's
-    ``context_type`` refuses. Refused before any I/O: nothing was written."""
-
-
-class ContextMismatch(WorldError):
-    """A session was named with a context other than the one saved when it was
-    created: a session's context never changes. Nothing was written."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        super().__init__(
-            f"session {session_id!r} was created with another context; "
-            "a session's context never changes"
-        )
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status

@@ -128,10 +128,17 @@ def default_url(start: str | os.PathLike[str] | None = None, *, creating: bool =
     web app and a client started in different directories of one project share one
     world. Where there is none, ``.fxworld/world.db`` in ``start``; with
     ``creating=True`` (the caller will create it) the process says so once on stderr.
+
+    A ``.fxworld/`` found is used only if it is safe, as git checks a repository's
+    owner (``safe.directory``): one owned by another user, or that the group or
+    others may write (another local user could plant a world there, whose prompts
+    this process would answer with its tools), raises ``ConfigurationError`` with
+    what to do (set ``FXWORLD_URL``, or fix the owner or the permissions).
     """
     here = Path(start if start is not None else os.getcwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / DEFAULT_DIR).is_dir():
+            _refuse_unsafe(folder / DEFAULT_DIR)
             return f"sqlite:///{folder / DEFAULT_DIR / 'world.db'}"
     path = here / DEFAULT_DIR / "world.db"
     if creating and str(path) not in _announced:
@@ -143,6 +150,29 @@ def default_url(start: str | os.PathLike[str] | None = None, *, creating: bool =
             flush=True,
         )
     return f"sqlite:///{path}"
+
+
+def _refuse_unsafe(folder: Path) -> None:
+    """``ConfigurationError`` when ``folder`` (a ``.fxworld/`` found), or the
+    ``world.db`` in it, belongs to another user or is writable by group or others."""
+    me = os.geteuid()
+    for path in (folder, folder / "world.db"):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid != me:
+            why = f"is owned by uid {st.st_uid}, not by you (uid {me})"
+            fix = f"chown {me} {path}"
+        elif st.st_mode & 0o022:
+            why = f"is writable by {'group and others' if st.st_mode & 0o002 else 'group'}"
+            fix = f"chmod go-w {path}"
+        else:
+            continue
+        raise ConfigurationError(
+            f"refusing the default world {path}: it {why}, so another user "
+            f"could plant sessions in it; set {ENV_VAR} to the world to use, or run `{fix}`"
+        )
 
 
 def register_scheme(scheme: str, target: str) -> None:

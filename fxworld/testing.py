@@ -24,8 +24,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from fxworld.engine._run.faults import crash_point
 from fxworld.engine.clock import Clock, moved_clock
-from fxworld.engine.faults import crash_point
 from fxworld.models.base import (
     ModelError,
     ModelEvent,
@@ -124,14 +124,26 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def _check_reply(r: object) -> None:
+    """Refuse, when the script is made, a reply that could not be played: a model
+    call would otherwise fail only when it reaches it."""
     if isinstance(r, str):
         return
     items = [r] if isinstance(r, dict) else r
     if not isinstance(items, list) or not items:
         raise TypeError(f"a scripted reply is a str, a tool-call dict or a list of them: {r!r}")
     for c in items:
-        if not isinstance(c, dict) or not isinstance(c.get("tool"), str):
-            raise TypeError(f"a scripted tool call is {{'tool': name, 'input': {{...}}}}: {c!r}")
+        shape = f"a scripted tool call is {{'tool': name, 'input': {{...}}}}, not {c!r}"
+        if not isinstance(c, dict) or not set(c) <= {"tool", "input"}:
+            raise TypeError(shape)
+        if not isinstance(c.get("tool"), str) or not c["tool"]:
+            raise TypeError(shape)
+        tool_input = c.get("input", {})
+        if not isinstance(tool_input, dict):
+            raise TypeError(shape)
+        try:
+            json.dumps(tool_input, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"a scripted tool call's input must be JSON: {c!r} ({e})") from None
 
 
 def _split(text: str, pieces: int) -> list[str]:

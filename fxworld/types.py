@@ -34,47 +34,51 @@ class NewEntry:
 
 @dataclass(frozen=True)
 class Entry:
-    """An entry as stored in a session's log.
-
-    ``seq`` is its position (dense, from 1). ``epoch`` is the epoch of the fence
-    it was appended with, or ``None`` for an unfenced append. ``at`` is the time
-    it was committed, timezone-aware UTC.
-    """
+    """An entry as stored in a session's log."""
 
     session_id: str
+    """The session whose log holds it."""
     seq: int
+    """Its position in the log: dense, from 1 (W4)."""
     kind: str
+    """What it records, 1..64 characters (W15), as appended."""
     data: JSONObject
+    """Its data, a JSON object, as appended (W15)."""
     epoch: int | None
+    """The epoch of the fence it was appended with, or ``None`` for an unfenced
+    append (W2)."""
     at: datetime
+    """When it was committed, timezone-aware UTC."""
 
 
 @dataclass(frozen=True)
 class Fence:
-    """The token of the process running a session's turns (W1, W2).
-
-    ``epoch`` grows with every ``acquire``; ``seq`` is where the ``fence`` entry
-    of this takeover landed in the log.
-    """
+    """The token of the process running a session's turns (W1, W2)."""
 
     session_id: str
+    """The session it fences."""
     epoch: int
+    """Greater than every epoch ``acquire`` returned before for this session (W1):
+    every fence with a lower one is stale from the moment this one exists (W2)."""
     seq: int
+    """Where the ``fence`` entry of this takeover landed in the log."""
 
 
 @dataclass(frozen=True)
 class WakeLease:
-    """A due wake handed to one worker until ``expires_at`` (W12).
-
-    ``attempt`` is 1 for the first delivery of a wake request and grows by one
-    each time an expired lease makes the world deliver it again. ``token``
-    identifies this delivery for ``renew_wake`` and ``finish_wake``.
-    """
+    """A due wake handed to one worker until ``expires_at`` (W12)."""
 
     session_id: str
+    """The session whose wake this is."""
     token: str
+    """Identifies this delivery for ``renew_wake`` and ``finish_wake``: a later
+    delivery of the same wake has another."""
     attempt: int
+    """1 for the first delivery of a wake request, one more each time an expired
+    lease makes the world deliver it again."""
     expires_at: datetime
+    """When the lease ends, on the world's clock, unless ``renew_wake`` moves it:
+    after it, the wake may be delivered to another worker (W12)."""
 
 
 @dataclass(frozen=True)

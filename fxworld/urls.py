@@ -17,6 +17,8 @@ _HIDDEN = "***"
 _PLAIN_USER = re.compile(r"[^:/?#@\s]*")
 # A "user:password@" that is not after "://" ("postgresql:/u:pw@host").
 _USERINFO = re.compile(r"(?<=:)[^:@/?#\s]+(?=@)")
+_ROLE_SCHEMES = frozenset({"postgresql", "postgres", "redis", "rediss", "valkey", "valkeys"})
+"""Schemes whose user name alone (no password) names a role, not a secret: it is shown."""
 _SECRET_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "signature")
 
 
@@ -25,8 +27,10 @@ def mask(url: str) -> str:
     repr, a log line or an error message.
 
     Everything between ``://`` and the last ``@`` is hidden (a user name before a
-    ``:`` is kept), so a password holding ``/``, ``?``, ``#`` or ``@`` that was not
-    percent-encoded is hidden too; so is the value of every query parameter whose
+    ``:`` is kept, and so is a lone user name in a database URL, where it names the
+    role: ``postgresql://reporting@db/app``; elsewhere a lone user may be a token),
+    so a password holding ``/``, ``?``, ``#`` or ``@`` that was not percent-encoded
+    is hidden too; so is the value of every query parameter whose
     name looks secret (``password``, ``secret``, ``token``, ``key``, ``auth``, ...),
     and a URL inside a query value (``endpoint_url=http://h/?token=...``) is masked
     the same way.
@@ -44,7 +48,13 @@ def mask(url: str) -> str:
     if at < 0:
         return url[:start] + _mask_query(url[start:])
     user, colon, _ = url[start:at].partition(":")
-    shown = f"{user}:{_HIDDEN}" if colon and _PLAIN_USER.fullmatch(user) else _HIDDEN
+    if not _PLAIN_USER.fullmatch(user):
+        shown = _HIDDEN
+    elif colon:
+        shown = f"{user}:{_HIDDEN}"
+    else:
+        role = url[: start - 3].lower().partition("+")[0] in _ROLE_SCHEMES
+        shown = user if role and user else _HIDDEN
     return url[:start] + shown + "@" + _mask_query(url[at + 1 :])
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from fxworld.errors import (
     ConfigurationError,
@@ -278,15 +278,15 @@ def seconds_option(name: str, value: object, *, high: float = 3600.0) -> float:
 
 def read_args(after: object, limit: object) -> None:
     """Check ``read``'s cursor and limit."""
-    if not _is_int(after) or not 0 <= after <= MAX_SEQ:  # type: ignore[operator]
+    if not _is_int(after) or not 0 <= after <= MAX_SEQ:
         raise InvalidArgument(f"after must be an integer from 0 to 2**63-1, not {after!r}")
-    if not _is_int(limit) or not 1 <= limit <= MAX_SEQ:  # type: ignore[operator]
+    if not _is_int(limit) or not 1 <= limit <= MAX_SEQ:
         raise InvalidArgument(f"limit must be an integer from 1 to 2**63-1, not {limit!r}")
 
 
 def last_seq(value: object) -> int:
     """Check ``delete_if_idle``'s ``last``: an integer from 1 to 2**63-1."""
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SEQ:
+    if not _is_int(value) or not 1 <= value <= MAX_SEQ:
         raise InvalidArgument(f"last must be an integer from 1 to 2**63-1, not {value!r}")
     return value
 
@@ -303,32 +303,34 @@ def list_args(after: object, limit: object) -> str:
 
 def delay(value: object) -> float:
     """Check a wake delay: a number of seconds from 0 to ``MAX_SECONDS``."""
-    if not _is_number(value) or not 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
+    if not _is_number(value) or not 0 <= value <= MAX_SECONDS:
         raise InvalidArgument(
             f"delay must be a number of seconds from 0 to 100 years, not {value!r}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def lease(value: object) -> float:
     """Check a lease: a number of seconds over 0, up to ``MAX_SECONDS``."""
-    if not _is_number(value) or not 0 < value <= MAX_SECONDS:  # type: ignore[operator]
+    if not _is_number(value) or not 0 < value <= MAX_SECONDS:
         raise InvalidArgument(
             f"lease must be a number of seconds over 0, up to 100 years, not {value!r}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def wake_batch(limit: object) -> int:
     """Check the ``limit`` of ``take_wakes``: an integer from 1 to :data:`MAX_WAKE_BATCH`."""
-    if not _is_int(limit) or not 1 <= limit <= MAX_WAKE_BATCH:  # type: ignore[operator]
+    if not _is_int(limit) or not 1 <= limit <= MAX_WAKE_BATCH:
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_WAKE_BATCH}, not {limit!r}")
-    return limit  # type: ignore[return-value]
+    return limit
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is an integer, not a ``bool``; narrows it for the checks after."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is an integer or a float, not a ``bool``; narrows it likewise."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

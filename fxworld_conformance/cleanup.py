@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import signal
 import threading
 import warnings
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+from fxworld_conformance.bounds import watched
 from fxworld_conformance.target import Leftover, Target
 
 __all__ = ["cleaned", "run_sync", "LeftBehind", "Kept"]
@@ -114,16 +116,18 @@ def _warn(left: list[Leftover]) -> None:
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code, in a thread of its own
-    when the caller's thread already runs an event loop."""
+    when the caller's thread already runs an event loop; within the time bound of
+    the check that runs it (:func:`fxworld_conformance.bounds.watched`)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return asyncio.run(watched(coro))
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the check's bound goes along
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            box["value"] = context.run(asyncio.run, watched(coro))
         except BaseException as e:
             box["error"] = e
 

@@ -1,7 +1,8 @@
 """``fxworld conformance``: run the kit against a world and print one row per guarantee.
 
 ``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
-[--report out.json] [--seed N] [--restart-cmd CMD] [--select IDS] [--keep]`` prints
+[--report out.json] [--seed N] [--restart-cmd CMD] [--select IDS] [--keep]
+[--check-timeout SECONDS]`` prints
 a table with one row per guarantee W1-W18, and one for the turn engine on the world
 (passed; failed with the shrunk counterexample or history excerpt; skipped with the
 capability that caused it) and exits 1 on any failure, 2 when the kit itself failed
@@ -22,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from fxworld.urls import mask
+from fxworld_conformance.bounds import seconds
 from fxworld_conformance.cleanup import LeftBehind
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.report import ROWS, CheckResult
@@ -72,6 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep the namespaces the kit makes (one or more per check) for debugging, "
         "and print where they are; by default each is removed when its check ends",
     )
+    parser.add_argument(
+        "--check-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="the time bound of every check: one that runs longer fails, saying what it "
+        "waited for, and the others still run (default: the profile's bound for the "
+        "check's tier: 120 s for a directed scenario, 60 s for an engine one)",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-check progress lines")
 
@@ -80,6 +90,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     target = Target.parse(args.world)
     target.keep = args.keep
+    target.check_timeout = args.check_timeout
     if args.restart_cmd:
         target.restart = shell_restart(args.restart_cmd)
     tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]

@@ -2,7 +2,8 @@
 
 Adds ``--fxworld-world=URL|module:factory`` (given with no test paths, as in
 ``pytest --fxworld-world=mypkg.worlds:make_world``, it runs the whole kit),
-``--fxworld-profile``, ``--fxworld-seed`` and ``--fxworld-keep``, the
+``--fxworld-profile``, ``--fxworld-seed``, ``--fxworld-keep`` and
+``--fxworld-check-timeout`` (the seconds any one check may take), the
 markers ``fxworld`` (a kit test) and ``fxworld_slow`` (a kit test that takes more
 than a few seconds), and the
 fixture ``fxworld_target``: the :class:`~fxworld_conformance.target.Target` named by
@@ -18,10 +19,17 @@ from __future__ import annotations
 
 import pytest
 
+from fxworld_conformance.bounds import seconds
 from fxworld_conformance.profiles import PROFILES
 from fxworld_conformance.target import Target
 
-__all__ = ["fxworld_target", "fxworld_profile", "fxworld_seed", "fxworld_keep"]
+__all__ = [
+    "fxworld_target",
+    "fxworld_profile",
+    "fxworld_seed",
+    "fxworld_keep",
+    "fxworld_check_timeout",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +55,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="keep the namespaces the kit makes, for debugging (each test warns "
         "where they are); by default each is removed when its check ends",
+    )
+    group.addoption(
+        "--fxworld-check-timeout",
+        action="store",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the time bound of every check: one that runs longer fails, saying what it "
+        "waited for, and the others still run (default: the profile's bound for the "
+        "check's tier: 120 s for a directed scenario, 60 s for an engine one)",
     )
     group.addoption(
         "--fxworld-seed",
@@ -94,3 +112,11 @@ def fxworld_seed(request: pytest.FixtureRequest) -> int:
 def fxworld_keep(request: pytest.FixtureRequest) -> bool:
     """Whether to keep the namespaces the kit makes, from ``--fxworld-keep``."""
     return bool(request.config.getoption("--fxworld-keep"))
+
+
+@pytest.fixture
+def fxworld_check_timeout(request: pytest.FixtureRequest) -> float | None:
+    """Every check's time bound, from ``--fxworld-check-timeout`` (``None``: the
+    target's ``check_timeout``, else the profile's bound for the check's tier)."""
+    value = request.config.getoption("--fxworld-check-timeout")
+    return None if value is None else float(value)

@@ -1,6 +1,7 @@
 """The kit's profiles, one table for every tier: how many followers the capacity
 check starts, how many examples and steps the state machines run, how long and how
-hard the process tier pushes.
+hard the process tier pushes, and how long one check of each tier may take (its
+time bound: :mod:`fxworld_conformance.bounds`).
 
 ``quick`` is a smoke run (the kit's own tests), ``ci`` the default (bounded and
 derandomized: a few minutes per backend), ``thorough`` about ten times ``ci``
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROFILES", "KitProfile", "CapacityProfile", "ProcessProfile", "profile"]
+__all__ = ["PROFILES", "TIERS", "KitProfile", "CapacityProfile", "ProcessProfile", "profile"]
+
+TIERS = ("directed", "engine", "capacity", "stateful", "processes")
+"""The kit's tiers, in the order it runs them."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,21 @@ class KitProfile:
     """The most time Hypothesis may spend shrinking a failure."""
     processes: ProcessProfile
     capacity: CapacityProfile
+    bounds: dict[str, float]
+    """Tier -> the seconds one check of it may take before it fails as stuck (its
+    time bound); ``Target.check_timeout`` (``--check-timeout``) sets one for all."""
+
+
+def _bounds(
+    *, directed: float = 120, engine: float = 60, capacity: float = 300, **more: float
+) -> dict[str, float]:
+    """Each tier's time bound: a directed scenario 120 s (each of its world calls is
+    bounded by 60 s on its own), an engine scenario 60 s (one takes a few seconds on
+    S3), both far above what they take on a slow server under load; the capacity
+    check 300 s; the state machines and the process tier by profile."""
+    bounds = {"directed": directed, "engine": engine, "capacity": capacity, **more}
+    assert set(bounds) == set(TIERS), bounds
+    return bounds
 
 
 PROFILES: dict[str, KitProfile] = {
@@ -128,6 +147,7 @@ PROFILES: dict[str, KitProfile] = {
         shrink_seconds=30.0,
         processes=_PROCESSES["quick"],
         capacity=_CAPACITY["quick"],
+        bounds=_bounds(stateful=600, processes=600),
     ),
     "ci": KitProfile(
         "ci",
@@ -136,6 +156,7 @@ PROFILES: dict[str, KitProfile] = {
         shrink_seconds=30.0,
         processes=_PROCESSES["ci"],
         capacity=_CAPACITY["ci"],
+        bounds=_bounds(stateful=1800, processes=900),
     ),
     "thorough": KitProfile(
         "thorough",
@@ -144,6 +165,7 @@ PROFILES: dict[str, KitProfile] = {
         shrink_seconds=300.0,
         processes=_PROCESSES["thorough"],
         capacity=_CAPACITY["thorough"],
+        bounds=_bounds(capacity=900, stateful=7200, processes=2400),
     ),
 }
 """Profile name -> what every tier does under it."""

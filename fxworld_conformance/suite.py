@@ -10,34 +10,34 @@
         def fxworld_target(self):
             return Target(url="mydb://localhost/test")   # or Target(factory=make_world)
 
-Each check of :func:`~fxworld_conformance.runner.run_kit` is its own test, run
-through the same table (``test_directed[w02-fenced-append]`` for each scenario of
-:data:`fxworld_conformance.guarantees.SCENARIOS`, ``test_engine[steps-...]`` for
-each of :data:`fxworld_conformance.engine.SCENARIOS`, ``test_capacity``,
-``test_stateful[log]``, ``test_processes``), so pytest and the CLI run exactly the
-same checks, and pytest shows which guarantee failed (``-k w02`` picks one, ``-m
+Each check of :func:`~fxworld_conformance.runner.run_kit` is its own test, from the
+same list, :data:`fxworld_conformance.checks.CHECKS` (``test_directed[w02-fenced-append]``
+for each scenario of :data:`fxworld_conformance.guarantees.SCENARIOS`,
+``test_engine[steps-...]`` for each of :data:`fxworld_conformance.engine.SCENARIOS`,
+``test_capacity``, ``test_stateful[log]``, ``test_processes``), so pytest and the
+CLI run exactly the same checks, and pytest shows which guarantee failed (``-k w02`` picks one, ``-m
 "not fxworld_slow"`` leaves out the state machines and the process tier); a
 failure message starts with the guarantee it proves broken and carries the shrunk
 steps or the history excerpt. Without an
 override, ``fxworld_target`` comes from the plugin option ``--fxworld-world``.
 ``fxworld_profile`` (``ci``) and ``fxworld_seed`` (0) are fixtures too, from
-``--fxworld-profile`` and ``--fxworld-seed``.
+``--fxworld-profile`` and ``--fxworld-seed``; ``--fxworld-check-timeout`` sets every
+check's time bound.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from fxworld_conformance.capacity import NAME as CAPACITY
+from fxworld_conformance.checks import CHECKS, Check
 from fxworld_conformance.cleanup import Kept
-from fxworld_conformance.engine import SCENARIOS as ENGINE_SCENARIOS
-from fxworld_conformance.guarantees import SCENARIOS
+from fxworld_conformance.profiles import TIERS
 from fxworld_conformance.report import CheckResult
 from fxworld_conformance.runner import run_check
-from fxworld_conformance.stateful import MACHINES
 from fxworld_conformance.target import Target
 
 __all__ = [
@@ -46,6 +46,8 @@ __all__ = [
     "DIRECTED_CHECKS",
     "ENGINE_CHECKS",
     "MACHINE_CHECKS",
+    "CAPACITY_CHECK",
+    "PROCESS_CHECK",
 ]
 
 
@@ -66,16 +68,43 @@ def assert_results(results: list[CheckResult]) -> None:
         pytest.skip("; ".join(f"{r.name}: {r.detail}" for r in results))
 
 
-DIRECTED_CHECKS = [pytest.param(s.name, id=s.id) for s in SCENARIOS]
+def _params(tier: str) -> list[Any]:
+    """The checks of ``tier`` in :data:`~fxworld_conformance.checks.CHECKS` as
+    ``pytest.param``: the check's name, with its id less the tier's name."""
+    return [
+        pytest.param(c.name, id=c.id.removeprefix(f"{tier}-")) for c in CHECKS if c.tier == tier
+    ]
+
+
+def _one(tier: str) -> Check:
+    [check] = [c for c in CHECKS if c.tier == tier]
+    return check
+
+
+DIRECTED_CHECKS = _params("directed")
 """The scenarios as ``pytest.param``: the check's name, with its id
 (``w02-fenced-append``)."""
 
-ENGINE_CHECKS = [pytest.param(s.name, id=s.id) for s in ENGINE_SCENARIOS]
+ENGINE_CHECKS = _params("engine")
 """The engine tier's scenarios as ``pytest.param``: the check's name, with its id
 (``steps-finished-step-not-run-again``)."""
 
-MACHINE_CHECKS = [pytest.param(name, id=name.removeprefix("stateful ")) for name in MACHINES]
+MACHINE_CHECKS = _params("stateful")
 """The state machines as ``pytest.param``: ``stateful log`` as ``log``, ..."""
+
+CAPACITY_CHECK = _one("capacity")
+PROCESS_CHECK = _one("processes")
+
+_TESTS = {
+    "directed": DIRECTED_CHECKS,
+    "engine": ENGINE_CHECKS,
+    "capacity": [CAPACITY_CHECK],
+    "stateful": MACHINE_CHECKS,
+    "processes": [PROCESS_CHECK],
+}
+assert tuple(_TESTS) == TIERS and sum(map(len, _TESTS.values())) == len(CHECKS), (
+    "every check of the one list has its test in WorldSuite"
+)
 
 
 @pytest.mark.fxworld
@@ -92,14 +121,23 @@ class WorldSuite:
 
     Each check drops the namespaces it made when it ends. With ``--fxworld-keep``
     (or ``Target(keep=True)``) they stay, and each test warns where
-    (:class:`fxworld_conformance.cleanup.Kept`)."""
+    (:class:`fxworld_conformance.cleanup.Kept`). Each check runs within its time
+    bound (``--fxworld-check-timeout`` or ``Target(check_timeout=)``, else the
+    profile's for its tier): past it, its test fails saying what it waited for."""
 
     @pytest.fixture(autouse=True)
-    def _keep_if_asked(self, request: pytest.FixtureRequest, fxworld_keep: bool) -> Iterator[None]:
+    def _keep_if_asked(
+        self,
+        request: pytest.FixtureRequest,
+        fxworld_keep: bool,
+        fxworld_check_timeout: float | None,
+    ) -> Iterator[None]:
         target: Target | None = None
-        if fxworld_keep:
+        if fxworld_keep or fxworld_check_timeout is not None:
             target = request.getfixturevalue("fxworld_target")
-            target.keep = True
+            target.keep = target.keep or fxworld_keep
+            if fxworld_check_timeout is not None:
+                target.check_timeout = fxworld_check_timeout
         elif "fxworld_target" in request.fixturenames:
             target = request.getfixturevalue("fxworld_target")
         before = len(target.kept) if target is not None else 0
@@ -130,7 +168,7 @@ class WorldSuite:
         """Hundreds of idle followers in one process (300 under ``ci``) leave
         appends, reads and wakes at the world's own speed without them."""
         assert_results(
-            run_check(CAPACITY, fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+            run_check(CAPACITY_CHECK, fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
         )
 
     @pytest.mark.fxworld_slow
@@ -149,5 +187,5 @@ class WorldSuite:
     ) -> None:
         """The process tier: OS processes racing with crashes, one result per row."""
         assert_results(
-            run_check("processes", fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
+            run_check(PROCESS_CHECK, fxworld_target, profile=fxworld_profile, seed=fxworld_seed)
         )

@@ -89,6 +89,11 @@ class Target:
     ``secrets`` are strings (passwords given outside the URL) that no repr or error
     message of the world may show (W16), beside the URL's own password.
 
+    ``check_timeout`` is the seconds any one check may take (``--check-timeout``):
+    a check that runs past it fails, saying what it waited for, and the kit goes on
+    (:mod:`fxworld_conformance.bounds`). ``None``: the profile's bound for the
+    check's tier (:data:`fxworld_conformance.profiles.PROFILES`).
+
     What the kit makes, it removes (see :mod:`fxworld_conformance.cleanup`): every
     namespace it hands out (:meth:`fresh_namespace`) and every world a factory made
     is dropped (:class:`fxworld.protocol.NamespaceDropper`) when its check ends,
@@ -104,6 +109,7 @@ class Target:
     extra_capabilities: frozenset[str] = field(default_factory=frozenset)
     secrets: tuple[str, ...] = ()
     keep: bool = False
+    check_timeout: float | None = None
     kept: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
     """Where the namespaces kept (``keep``) are: a URL with its ``namespace``
     (password masked), or a factory world's repr."""
@@ -115,6 +121,11 @@ class Target:
     _worlds: list[World] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        bound = self.check_timeout
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int | float) or not 0 < bound < 1e9
+        ):
+            raise ConfigurationError(f"check_timeout must be a number of seconds > 0: {bound!r}")
         if self.url is None and self.factory is None:
             if self.factory_spec is None:
                 raise ConfigurationError("a Target needs a url, a factory or a factory_spec")

@@ -1,15 +1,18 @@
 """`fxworld inspect --world URL`: a web page of the world's sessions, live.
 
 Pages: ``/`` every session, newest activity first, with its state, last activity,
-turns and tokens, and a search by id prefix; ``/sessions/{id}`` its timeline,
-updated as the log grows, with Approve, Deny and Stop; ``/wakes`` the pending
-wakes, where the world can say (see fxworld.web.create_inspector).
+turns and tokens, a count per state with a filter for each (``?state=``, kept in the
+URL) and a search by id prefix (``?q=``); ``/sessions/{id}`` its timeline, updated
+as the log grows, each tool call with its result and its durable steps, with
+Approve and Deny (with a note or a reason) on a call waiting for a decision, Stop
+on a running turn and Retry on a failed one; ``/wakes`` the pending wakes, where the
+world can say (see fxworld.web.create_inspector).
 
 On a loopback address (the default, 127.0.0.1) it runs without ``--authorize``:
 the machine is the user's own, and requests must name a loopback host (a web
 page elsewhere cannot reach it through DNS rebinding). Any other address needs
 ``--authorize module:function`` (``authorize(request, session_id, action)`` ->
-bool, action ``list``, ``view``, ``approve`` or ``stop``), or it refuses to
+bool, action ``list``, ``view``, ``approve``, ``stop`` or ``retry``), or it refuses to
 start. Once it listens it prints one line on stderr: the address and the world
 (credentials masked). SIGTERM or Ctrl-C stops it.
 """

@@ -1,7 +1,10 @@
 """`fxworld sessions list | show ID | approvals ID | approve | deny | stop | fork ID | prune`.
 
-``list`` prints the ids of the sessions with a non-empty log, one a line (for
-worlds that can list sessions). ``show ID`` prints a session's log, one entry a
+``list`` prints the sessions with a non-empty log, newest activity first, one a
+line: its id, its state (``running``, ``waiting for approval``, ``failed``, ...: what
+the inspector shows) and the time of its last entry; ``--state STATE`` keeps one
+state, ``--limit N`` the first N, and the count on stderr says how many there are
+in all (for worlds that can list sessions). ``show ID`` prints a session's log, one entry a
 line: seq, commit time (UTC), kind, epoch (``-`` for an unfenced entry) and its
 data as compact JSON; ``--after N`` starts after seq N; ``--follow`` keeps
 printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
@@ -223,13 +226,15 @@ async def _list(args: argparse.Namespace) -> int:
         rows.sort(reverse=True)
         if args.state is not None:
             rows = [row for row in rows if row[1] == args.state]
+        total = len(rows)
         rows = rows[: args.limit]
         width = max((len(sid) for _, _, sid in rows), default=0)
         for at, state, sid in rows:
             print(f"{sid:<{width}}  {state:<20}  {at.strftime('%Y-%m-%d %H:%M:%S')} UTC")
         what = "" if args.state is None else f" {args.state}"
-        count = len(rows)
-        print(f"{count}{what} session{'s' if count != 1 else ''} in {mask(url)}", file=sys.stderr)
+        shown = f"{len(rows)} of {total}" if len(rows) < total else f"{total}"
+        plural = "s" if total != 1 else ""
+        print(f"{shown}{what} session{plural} in {mask(url)}", file=sys.stderr)
         return 0
     finally:
         await world.close()

@@ -19,7 +19,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from fxworld.cli import add_world_option, plain
+from fxworld.cli import add_world_option, at_least_one, plain, seconds
 
 
 def register(sub: Any) -> None:
@@ -34,14 +34,18 @@ def register(sub: Any) -> None:
     )
     add_world_option(parser)
     parser.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="sessions run at once (8)"
+        "--concurrency",
+        type=at_least_one,
+        default=8,
+        metavar="N",
+        help="sessions run at once (8)",
     )
     parser.add_argument(
-        "--lease", type=float, default=15.0, metavar="S", help="wake lease in seconds (15)"
+        "--lease", type=seconds, default=15.0, metavar="S", help="wake lease in seconds (15)"
     )
     parser.add_argument(
         "--deadline",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="stop after S seconds, yielding running turns at a step boundary",

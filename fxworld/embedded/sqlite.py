@@ -56,13 +56,10 @@ network file system: SQLite's locking is not reliable there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import queue
 import random
 import sqlite3
-import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -74,6 +71,7 @@ from urllib.parse import quote, urlsplit
 
 from fxworld import validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
+from fxworld.embedded._sqlite_thread import SqliteThread, release
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
@@ -219,7 +217,7 @@ class SqliteWorld:
         self._conn: sqlite3.Connection | None = None
         # The connection as the finalizer sees it (it must not hold the world).
         self._held: list[sqlite3.Connection] = []
-        self._worker: _Worker | None = None
+        self._worker: SqliteThread | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         # Change notification for follow(), per followed session: its generation is
         # bumped by our own writes of it, and by the poller when another connection
@@ -630,11 +628,11 @@ class SqliteWorld:
 
     async def _call(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._worker is None:
-            self._worker = _Worker()
+            self._worker = SqliteThread()
             # A world that is never closed still frees its thread and closes its
             # connection when collected or at exit (Python 3.13 warns of an
             # unclosed sqlite3 connection).
-            self._finalizer = weakref.finalize(self, _release, self._worker, self._held)
+            self._finalizer = weakref.finalize(self, release, self._worker, self._held)
         return await self._worker.submit(asyncio.get_running_loop(), lambda: self._run(doing, fn))
 
     def _run(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -658,7 +656,8 @@ class SqliteWorld:
         if self._conn is not None:
             return self._conn
         if self.mode == "rwc":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path).parent  # a default world's folder: never group-writable
+            folder.mkdir(0o755 if folder.name == ".fxworld" else 0o777, parents=True, exist_ok=True)
         elif not os.path.isfile(self.path):
             raise ConfigurationError(
                 f"sqlite world {self.path!r} does not exist (mode={self.mode} never creates "
@@ -793,63 +792,6 @@ class SqliteWorld:
         return await self._call("polling for changes", run)
 
 
-class _Worker:
-    """The one thread that owns a world's SQLite connection and runs its calls in
-    order, handing each result back to the caller's event loop.
-
-    Leaner than ``run_in_executor`` (no concurrent.futures round trip), which
-    matters at thousands of calls a second. A daemon thread: a world that is never
-    closed does not keep the process alive, and a write cut by exit is rolled back
-    by SQLite like any crash.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None
-        ] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._main, name="fxworld-sqlite", daemon=True)
-        self._thread.start()
-
-    def submit(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> asyncio.Future[T]:
-        fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((loop, fut, fn))
-        return fut
-
-    def stop(self) -> None:
-        self._queue.put(None)
-
-    def _main(self) -> None:
-        while (item := self._queue.get()) is not None:
-            self._handle(*item)
-            # Hold nothing of a finished call while idle (it may be the last
-            # reference to its world, whose finalizer stops this thread).
-            del item
-
-    @staticmethod
-    def _handle(
-        loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any], fn: Callable[[], Any]
-    ) -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = fn()
-        except BaseException as e:
-            error = e
-        try:
-            loop.call_soon_threadsafe(_settle, fut, result, error)
-        except RuntimeError:  # the caller's loop is closed: nobody to tell
-            pass
-
-
-def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if fut.done():  # the caller was cancelled
-        return
-    if error is None:
-        fut.set_result(result)
-    else:
-        fut.set_exception(error)
-
-
 # -- helpers run in the worker thread ------------------------------------------------
 
 
@@ -927,15 +869,6 @@ def _data_version(conn: sqlite3.Connection) -> int:
 
 def _lease_arg(wake: object) -> WakeLease:
     return validate.held(wake)  # W15: before any I/O
-
-
-def _release(worker: _Worker, held: list[sqlite3.Connection]) -> None:
-    """A world's finalizer: stop its thread, close its connection (closing a closed
-    one is a no-op; the connection is not tied to a thread)."""
-    worker.stop()
-    for conn in held:
-        with contextlib.suppress(sqlite3.Error):
-            conn.close()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # typed for users and mypy; loaded lazily at run time below
     from .steps import StepInterrupted
     from .subagents import child_session_id
     from .tools import Tool, ToolContext, ToolTimedOut, tool
-    from .turn import Accepted, Turn, TurnFailed, TurnStopped
+    from .turn import Accepted, TooManyModelCalls, Turn, TurnFailed, TurnStopped
 
 __all__ = [
     "Agent",
@@ -36,6 +36,7 @@ __all__ = [
     "Turn",
     "TurnFailed",
     "TurnStopped",
+    "TooManyModelCalls",
     "Approval",
     "Accepted",
     "Tool",
@@ -72,6 +73,7 @@ _LAZY = {
     "Turn": "turn",
     "TurnFailed": "turn",
     "TurnStopped": "turn",
+    "TooManyModelCalls": "turn",
 }
 """Each public name -> the module (of this package) that holds it."""
 

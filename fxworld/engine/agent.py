@@ -15,11 +15,18 @@ from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
 
+from ._run.worker import Worker
+from .limits import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_MODEL_CALLS,
+    check_max_depth,
+    check_max_model_calls,
+)
 from .session import Session
 from .subagents import agent_tool
 from .tools import Tool, tool
 from .turn import prompts_in_flight
-from .worker import Worker
+from .typed_output import answer_model
 
 if TYPE_CHECKING:
     from fxworld.push.base import Push
@@ -70,12 +77,23 @@ class Agent(Generic[OutputT]):
     whether the model is told the context: ``False`` (the default), ``True`` (its
     JSON, after the instructions) or ``callable(context) -> str`` (that text).
 
-    ``output_type``: a Pydantic model that the turn's final answer must fit: the
-    model is asked for that JSON, the answer is validated, ``await turn`` returns
-    the model's instance, and the stream and the log carry the validated JSON
-    (``turn.finished``'s ``output``). An answer that does not validate is saved as
-    ``output.invalid`` and the model is asked again with the error, at most
-    ``output_retries`` times; then the turn fails.
+    ``output_type``: the type the turn's final answer must fit, any type Pydantic
+    validates (a Pydantic model, a dataclass, a ``TypedDict``, ``list[str]``,
+    ``int``, ...): the model is asked for that JSON (a type other than a Pydantic
+    model wrapped as ``{"response": ...}``), the answer is validated, ``await turn``
+    returns the value, and the stream and the log carry the validated JSON
+    (``turn.finished``'s ``output``; :mod:`fxworld.engine.typed_output`). An answer
+    that does not validate is saved as ``output.invalid`` and the model is asked
+    again with the error, at most ``output_retries`` times; then the turn fails.
+
+    ``max_model_calls``: the model calls one turn may make (default 50; ``None``: no
+    bound; a prompt may set its own: ``session.prompt(..., max_model_calls=)``).
+    Counted from the log, so the bound holds across workers and crashes; a turn that
+    reaches it ends with ``turn.failed`` and ``await turn`` raises
+    :class:`~fxworld.engine.turn.TooManyModelCalls`. ``max_depth``: how deep agents
+    as tools may nest below a session this agent runs (default 5; 0: none of its
+    agent tools may be called): past it the call's result is a refusal the model
+    reads, and no child session is made. See :mod:`fxworld.engine.limits`.
     """
 
     def __init__(
@@ -95,6 +113,8 @@ class Agent(Generic[OutputT]):
         show_context: bool | Callable[[Any], str] = False,
         output_type: type[OutputT] | None = None,
         output_retries: int = 2,
+        max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         if isinstance(model, str):
             from fxworld.models.resolve import resolve_model
@@ -124,9 +144,12 @@ class Agent(Generic[OutputT]):
         self.text_chunk_chars = text_chunk_chars
         self.text_chunk_interval = text_chunk_interval
         self._workers: set[Worker] = set()
-        for what, given in (("context_type", context_type), ("output_type", output_type)):
-            if given is not None and not _is_model(given):
-                raise ConfigurationError(f"{what} must be a Pydantic model class, not {given!r}")
+        if context_type is not None and not _is_model(context_type):
+            raise ConfigurationError(
+                f"context_type must be a Pydantic model class, not {context_type!r}"
+            )
+        if output_type is not None:
+            _check_output_type(output_type)
         if not (isinstance(show_context, bool) or callable(show_context)):
             raise ConfigurationError("show_context must be True, False or callable(context)")
         if isinstance(output_retries, bool) or not isinstance(output_retries, int):
@@ -137,6 +160,11 @@ class Agent(Generic[OutputT]):
         self.show_context = show_context
         self.output_type: type[OutputT] | None = output_type
         self.output_retries = output_retries
+        try:
+            self.max_model_calls = check_max_model_calls(max_model_calls)
+            self.max_depth = check_max_depth(max_depth)
+        except InvalidArgument as e:
+            raise ConfigurationError(str(e)) from None
 
     def __repr__(self) -> str:
         return f"Agent(model={getattr(self.model, 'name', '?')!r}, tools={list(self.tools)})"
@@ -181,8 +209,9 @@ class Agent(Generic[OutputT]):
         second turn. The parent's turn waits holding no worker; the child runs in
         the parent's world, taken by the parent agent's workers, and inherits the
         parent session's context. Its log names its parent (its first prompt's
-        ``parent``), the parent's names it (``child.started``); stopping the parent
-        stops the child; an approval inside the child is decided on the child
+        ``parent``), the parent's names it (``child.started``); stopping or deleting
+        the parent stops the child, and a child whose parent no longer waits for it
+        runs nothing; an approval inside the child is decided on the child
         session. See :mod:`fxworld.engine.subagents`.
 
         ``name``: the tool's name (default: this agent's ``name``), 1 to 64 of
@@ -240,7 +269,10 @@ class Agent(Generic[OutputT]):
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
-        missed because its append had not run yet. Returns a :class:`WorkResult`.
+        missed because its append had not run yet. Before it returns, it waits for
+        the pushes its world still sends (:meth:`fxworld.push.PushingWorld.drain`,
+        each bounded by the push timeout), so a serverless invocation does not end
+        before the messages its run made. Returns a :class:`WorkResult`.
         """
         worker = Worker(
             self,
@@ -258,6 +290,9 @@ class Agent(Generic[OutputT]):
             await worker.run(handle_signals=handle_signals)
         finally:
             self._workers.discard(worker)
+            drain = getattr(self.world, "drain", None)  # a pushing world's pushes in flight
+            if drain is not None:
+                await drain()
         return WorkResult(hit_deadline=worker.hit_deadline)
 
     def stop(self) -> None:
@@ -273,6 +308,17 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def _describe(name: str) -> str:
     """An agent tool's default description."""
     return f"Ask the agent {name!r}: put the task in `input`; it answers in text."
+
+
+def _check_output_type(output_type: object) -> None:
+    """An ``output_type`` Pydantic can validate and describe, else ConfigurationError."""
+    try:
+        answer_model(output_type)
+    except Exception as e:  # pydantic's schema errors, a TypeError for a non-type
+        raise ConfigurationError(
+            f"output_type must be a type Pydantic validates (a model, a dataclass, "
+            f"list[str], int, ...), not {output_type!r}: {type(e).__name__}"
+        ) from None
 
 
 def _is_model(value: object) -> bool:

@@ -32,9 +32,9 @@ from fxworld.types import Entry, NewEntry
 
 from . import clock, log
 from .cursor import encode_cursor
-from .otel_run import approvals_waiting
 from .replay import CallState, Replay, expiry_reason
 from .tail import replay_latest_turn
+from .telemetry import approvals_waiting
 
 __all__ = [
     "Approval",

@@ -1,125 +1,108 @@
-"""What every step handler is handed: :class:`RunContext`.
+"""A session's context: a JSON object saved with the session's first entry.
 
-A run of one session's wake maps each step :func:`~fxworld.engine.replay.next_step`
-decides to one handler (:mod:`fxworld.engine.run`). A handler decides and acts
-through its context: the writer (the only way to the world, holding the state),
-the agent's parts, and the run's signals.
+``agent.session(id, context=...)`` gives it; the first prompt saves it in its
+``context`` field (a fork saves its source's in ``forked``), and it never changes
+after. Every tool reads it as ``ToolContext.context``: the JSON object as a dict,
+or, when the agent declares ``context_type`` (a Pydantic model), that model. Each
+call gets its own copy (:func:`own_copy`): what a tool changes in it, however deep,
+no other call, no child session and no later turn sees.
 """
 
 from __future__ import annotations
 
-import os
+import copy
+import json
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from fxworld.models.base import Model, ToolSpec
+from fxworld import validate
+from fxworld.errors import InvalidContext, InvalidEntry
 from fxworld.protocol import World
+from fxworld.types import JSONObject
 
-from .fenced import FencedWriter
-from .replay import Replay, Step, next_step
-from .session_context import context_instructions, parse_context
-from .signals import Signals
-from .telemetry import OFF, RunTelemetry
-from .tools import Tool
-from .typed_output import output_instructions
-
-__all__ = ["AgentParts", "RunContext", "new_id"]
-
-
-class AgentParts(Protocol):
-    """What a worker reads of its agent (an :class:`~fxworld.engine.agent.Agent`
-    has it all): the model, the tools, the instructions, a turn's settings."""
-
-    model: Model
-    tools: dict[str, Tool]
-    instructions: str
-    model_retries: int
-    max_deliveries: int
-    text_chunk_chars: int
-    text_chunk_interval: float
-    context_type: type[Any] | None
-    show_context: bool | Callable[[Any], str]
-    output_type: type[Any] | None
-    output_retries: int
-
-    async def ready(self) -> World: ...
+__all__ = [
+    "context_data",
+    "parse_context",
+    "own_copy",
+    "context_instructions",
+    "same_context",
+    "saved_context",
+]
 
 
-def new_id(chars: int = 16) -> str:
-    """A new random id of ``chars`` (even) hex digits: a model call's, a turn's, a
-    call's ``execution_id`` (32)."""
-    return os.urandom(chars // 2).hex()
+def context_data(value: object, context_type: type[Any] | None) -> JSONObject:
+    """``value`` (a dict, or a Pydantic model) as the JSON object a session saves;
+    checked against ``context_type`` when given. :class:`InvalidContext` otherwise,
+    before any I/O."""
+    if context_type is not None:
+        import pydantic
+
+        try:
+            parsed = (
+                value if isinstance(value, context_type) else context_type.model_validate(value)
+            )
+        except pydantic.ValidationError as e:
+            raise InvalidContext(
+                f"the context does not match {context_type.__name__}: {short_errors(e)}"
+            ) from None
+        value = parsed.model_dump(mode="json")
+    else:
+        dump = getattr(value, "model_dump", None)
+        if callable(dump):
+            value = dump(mode="json")
+    if not isinstance(value, dict):
+        raise InvalidContext(
+            f"a session's context is a JSON object (a dict), not {type(value).__name__}"
+        )
+    try:
+        validate.encode_data(value)
+    except InvalidEntry as e:
+        raise InvalidContext(f"the context is not a JSON object: {e}") from None
+    return value
 
 
-class RunContext:
-    """One run's writer (and through it the state), agent and signals; with what
-    every step asks of the tools, worked out once per run.
+def parse_context(data: Mapping[str, Any] | None, context_type: type[Any] | None) -> Any:
+    """The context a tool reads: a copy of ``data`` (``{}`` when the session has none),
+    or ``context_type``'s model of it (``pydantic.ValidationError`` if it does not fit)."""
+    body = copy.deepcopy(dict(data)) if data is not None else {}
+    return body if context_type is None else context_type.model_validate(body)
 
-    ``path``: for a child session, the agent tools that lead from the worker's
-    agent to this one (:mod:`fxworld.engine.subagents`); ``()`` otherwise.
-    ``refusal``: why no turn of this session can run here (no agent found for a
-    child session): its turns fail at once with it ("": they run).
-    """
 
-    def __init__(
-        self,
-        writer: FencedWriter,
-        agent: AgentParts,
-        signals: Signals,
-        *,
-        path: tuple[str, ...] = (),
-        refusal: str = "",
-    ) -> None:
-        self.writer = writer
-        self.agent = agent
-        self.signals = signals
-        self.path = path
-        self.refusal = refusal
-        self.telemetry: RunTelemetry = OFF
-        """Its spans and metrics (:mod:`fxworld.engine.telemetry`)."""
-        tools = agent.tools
-        self.tool_specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
-        """The tools as the model sees them."""
-        self.idempotent: Mapping[str, bool] = {n: t.reruns for n, t in tools.items()}
-        """Whether a call found started runs again (:attr:`~fxworld.engine.tools.Tool.reruns`)."""
-        self.approval_timeouts: Mapping[str, float | None] = {
-            n: t.approval_timeout for n, t in tools.items() if t.needs_approval
-        }
-        """The tools that need approval, each with its timeout."""
-        self._context: Any = None
-        self._instructions: str | None = None
+def own_copy(context: Any) -> Any:
+    """A copy of a parsed context (a dict or a model), deep: one call's own."""
+    return copy.deepcopy(context)
 
-    @property
-    def state(self) -> Replay:
-        """The session as far as the log goes (kept by the writer)."""
-        return self.writer.state
 
-    @property
-    def context(self) -> Any:
-        """The session's context as its tools read it (parsed once: it never changes);
-        ``pydantic.ValidationError`` when it does not fit the agent's ``context_type``."""
-        if self._context is None:
-            self._context = parse_context(self.state.context, self.agent.context_type)
-        return self._context
+async def saved_context(world: World, session_id: str) -> JSONObject | None:
+    """The context session ``session_id`` was created with, as saved in its first
+    entry (``None``: it has none, or the session has no log)."""
+    first = await world.read(session_id, 0, limit=1)
+    context = first[0].data.get("context") if first else None
+    return context if isinstance(context, dict) else None
 
-    @property
-    def instructions(self) -> str:
-        """The model's instructions: the agent's, then what it is told of the
-        answer's type and of the context, if anything (worked out once)."""
-        if self._instructions is None:
-            agent = self.agent
-            parts = [agent.instructions]
-            if agent.output_type is not None:
-                parts.append(output_instructions(agent.output_type))
-            if agent.show_context is not False:
-                parts.append(context_instructions(agent.show_context, self.context))
-            self._instructions = "\n\n".join(p for p in parts if p)
-        return self._instructions
 
-    @property
-    def sid(self) -> str:
-        return self.writer.sid
+def same_context(saved: Mapping[str, Any] | None, given: JSONObject) -> bool:
+    """Whether a session saved with ``saved`` was created with ``given``."""
+    return saved is not None and json.dumps(saved, sort_keys=True) == json.dumps(
+        given, sort_keys=True
+    )
 
-    def next_step(self) -> Step:
-        """What to do next, from the state (:func:`~fxworld.engine.replay.next_step`)."""
-        return next_step(self.writer.state, self.idempotent, self.approval_timeouts)
+
+def context_instructions(show: bool | Callable[[Any], str], context: Any) -> str:
+    """What the model is told of the context (``show``: ``Agent(show_context=...)``)."""
+    if show is False:
+        return ""
+    if callable(show):
+        return str(show(context))
+    data = context.model_dump(mode="json") if hasattr(context, "model_dump") else context
+    return "The session's context (JSON): " + json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+
+def short_errors(error: Any) -> str:
+    """A Pydantic ``ValidationError`` in one line: each error's place and message
+    (not the refused input)."""
+    parts = []
+    for item in error.errors(include_url=False)[:10]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "(the whole value)"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts)

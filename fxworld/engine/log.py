@@ -55,7 +55,7 @@ PROMPT: Final = "prompt"
 ``{"text", "key", "trace"?, "context"?, "parent"?}`` (``trace``: the caller's W3C trace
 context, when it prompted inside an OpenTelemetry span: :mod:`fxworld.engine.telemetry`;
 ``context``: the session's context, a JSON object, only on the first entry of a
-log: :mod:`fxworld.engine.session_context`; ``parent``: only on the first entry of
+log: :mod:`fxworld.engine.context`; ``parent``: only on the first entry of
 a child session, the call of the parent that made it, ``{"session",
 "execution_id", "call_id", "name", "path"}``, version 4:
 :mod:`fxworld.engine.subagents`)."""

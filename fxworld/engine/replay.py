@@ -95,23 +95,39 @@ class CallState:
     """One tool call of the latest model message, and how far it got."""
 
     id: str
+    """The model provider's id of the call, which the tool's result answers."""
     name: str
+    """The tool's name, as the model asked for it."""
     input: dict[str, Any]
+    """The tool's input, as the model gave it."""
     execution_id: str
-    started: int = 0  # number of tool.started entries (runs begun)
+    """The engine's own id of the call, saved with the model's message: its entries,
+    approvals and durable steps name it."""
+    started: int = 0
+    """The number of its ``tool.started`` entries: runs begun."""
     finished: bool = False
+    """Whether a ``tool.finished`` entry gave its result."""
     interrupted: bool = False
-    # approvals: None (not asked), "requested", "approved" or "denied"
+    """Whether it ended without a result of its own: a ``tool.interrupted`` entry, or
+    its turn was stopped (the model is told so)."""
     approval: str | None = None
+    """``None`` (not asked), ``"requested"``, ``"approved"`` or ``"denied"``: the
+    first ``approval.decided`` wins."""
     requested_at: datetime | None = None
+    """When its ``approval.requested`` entry was committed."""
     expires_at: datetime | None = None
+    """When the wait for a decision ends (then it is denied), or ``None``: no timeout."""
     timeout: float | None = None
+    """The tool's approval timeout in seconds, as saved with the request."""
     requested_seq: int = 0
     """The seq of the call's ``approval.requested`` entry (0: not asked)."""
     steps_started: set[str] = field(default_factory=set)
     """The names of its durable steps with a ``step.started`` entry."""
     step_results: dict[str, Any] = field(default_factory=dict)
     """The saved result of each of its durable steps that finished."""
+    step_errors: dict[str, str] = field(default_factory=dict)
+    """Why the result of each of its steps that ran and whose result could not be
+    saved (``step.finished`` with ``error``) was not saved."""
     child: str | None = None
     """The child session a call of an agent tool runs in, once its ``child.started``
     is saved: the call then waits for the child's ``child.finished``."""
@@ -148,6 +164,8 @@ class TurnState:
     """The ``output.invalid`` entries of this turn (answers that did not validate)."""
     output_refused: bool = False
     """The latest answer did not validate: the model is asked again."""
+    max_model_calls: int | None = None
+    """The model-call limit its prompt saved (``None``: the agent's applies)."""
 
 
 class Conversation(Sequence[Message]):
@@ -194,6 +212,8 @@ class Replay:
     was_stopped: bool = False  # the last turn ended with turn.stopped
     prompt_trace: dict[int, dict[str, Any]] = field(default_factory=dict)
     """The trace context each prompt's caller had, by the prompt's seq (if any)."""
+    prompt_limits: dict[int, int] = field(default_factory=dict)
+    """The ``max_model_calls`` a prompt saved, by the prompt's seq (if any)."""
     last_end: str | None = None
     """The kind of the entry that ended the latest turn."""
     context: dict[str, Any] | None = None
@@ -238,6 +258,9 @@ class Replay:
             trace = e.data.get("trace")
             if isinstance(trace, dict):
                 self.prompt_trace[e.seq] = trace
+            limit = e.data.get("max_model_calls")
+            if isinstance(limit, int) and not isinstance(limit, bool):
+                self.prompt_limits[e.seq] = limit
         elif e.kind == log.TURN_STARTED:
             self._start_turn(e.data)
         elif e.kind == log.STOP_REQUESTED:
@@ -259,7 +282,10 @@ class Replay:
         p = int(d["prompt"])
         trace = d.get("trace")
         self.current = TurnState(
-            p, str(d.get("turn", "")), trace=trace if isinstance(trace, dict) else {}
+            p,
+            str(d.get("turn", "")),
+            trace=trace if isinstance(trace, dict) else {},
+            max_model_calls=self.prompt_limits.get(p),
         )
         text = self.prompts.get(p, "")
         if self.was_stopped:
@@ -327,6 +353,8 @@ class Replay:
             name = str(e.data.get("step"))
             if e.kind == log.STEP_STARTED:
                 call.steps_started.add(name)
+            elif "error" in e.data and "result" not in e.data:
+                call.step_errors[name] = str(e.data["error"])
             else:
                 call.step_results[name] = e.data.get("result")
 

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fxworld.errors import ConfigurationError, InvalidArgument
+from fxworld.logends import last_entry
 from fxworld.protocol import (
     IdleDeleter,
-    LastEntryReader,
     SessionLister,
     WakeLister,
     World,
@@ -51,7 +51,7 @@ from fxworld.validate import FENCE_KIND, KEY_SESSION_PREFIX, SEALED_FIELD
 
 from . import clock
 from .replay import Replay
-from .tail import last_seq, replay_latest_turn
+from .tail import replay_latest_turn
 
 __all__ = ["prune", "PruneReport", "parse_duration"]
 
@@ -156,7 +156,7 @@ _SEALED = "sealed by an EncryptedWorld: its turns cannot be read here (prune thr
 async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> str | None:
     """Why ``sid`` stays (:data:`_ACTIVE`: not idle long enough), or ``None``
     once it is deleted (with ``dry_run``: when it would be)."""
-    last = await _last_entry(world, sid)
+    last = await last_entry(world, sid)
     if last is None or last.at > cutoff:
         return _ACTIVE
     if sid.startswith(KEY_SESSION_PREFIX):
@@ -170,14 +170,6 @@ async def _decide(world: World, sid: str, cutoff: datetime, dry_run: bool) -> st
     if await world.delete_if_idle(sid, last=last.seq):
         return None
     return "changed while pruning (a new entry or a wake)"
-
-
-async def _last_entry(world: World, sid: str) -> Entry | None:
-    if isinstance(world, LastEntryReader):
-        return await world.last_entry(sid)
-    last = await last_seq(world, sid)
-    found = await world.read(sid, last - 1, limit=1) if last else []
-    return found[0] if found else None
 
 
 async def _sealed(world: World, last: Entry) -> bool:

@@ -16,11 +16,13 @@ from fxworld.protocol import World
 from fxworld.types import Entry, JSONObject, NewEntry
 
 from . import approvals, log
+from .context import context_data, same_context, saved_context
 from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
+from .limits import check_max_model_calls
 from .replay import conversation
-from .session_context import context_data, same_context, saved_context
+from .subagents import delete_session
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 
@@ -59,7 +61,9 @@ class Session(Generic[OutputT]):
     def __repr__(self) -> str:
         return f"Session(id={self.id!r})"
 
-    def prompt(self, text: str, *, key: str | None = None) -> Turn[OutputT]:
+    def prompt(
+        self, text: str, *, key: str | None = None, max_model_calls: int | None = None
+    ) -> Turn[OutputT]:
         """Send a prompt; returns a :class:`Turn` at once (needs a running event loop).
 
         The prompt is appended unfenced with ``wake=0`` and an idempotency key
@@ -67,10 +71,21 @@ class Session(Generic[OutputT]):
         doubles it, and the same key with another text raises
         :class:`~fxworld.errors.KeyReused` when awaited (``turn.accepted``). Prompts
         sent while a turn runs are answered after it, in order.
+
+        ``max_model_calls``: the model calls the turn answering this prompt may make
+        (an int >= 1, saved in the prompt: every worker honours it), instead of the
+        agent's ``max_model_calls``; ``None``: the agent's.
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
-        return Turn(self, text, key if key is not None else uuid.uuid4().hex)
+        if max_model_calls is not None:
+            check_max_model_calls(max_model_calls, none_ok=False)
+        return Turn(
+            self,
+            text,
+            key if key is not None else uuid.uuid4().hex,
+            max_model_calls=max_model_calls,
+        )
 
     @property
     def output_type(self) -> type[Any] | None:
@@ -91,7 +106,9 @@ class Session(Generic[OutputT]):
         seq = await self.append_prompt(text, key if key is not None else uuid.uuid4().hex, new=True)
         return Accepted(self.id, encode_cursor(self.id, seq))
 
-    async def append_prompt(self, text: str, key: str, *, new: bool = False) -> int:
+    async def append_prompt(
+        self, text: str, key: str, *, new: bool = False, max_model_calls: int | None = None
+    ) -> int:
         """The append behind :meth:`prompt` and :meth:`create`: the prompt with its
         idempotency key and a wake (``new``: only as the first entry of an empty
         log, else :class:`~fxworld.errors.Conflict`); its seq.
@@ -110,7 +127,8 @@ class Session(Generic[OutputT]):
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         w = await self.agent.ready()
-        entry = log.entry(log.PROMPT, text=text, key=key, **trace_context())
+        limit = {} if max_model_calls is None else {"max_model_calls": max_model_calls}
+        entry = log.entry(log.PROMPT, text=text, key=key, **trace_context(), **limit)
         expect = 0 if new else None
         if self.context is not None:
             seq = await self._append_first(w, entry, key, new)
@@ -251,6 +269,7 @@ class Session(Generic[OutputT]):
         return await saved_context(await self.agent.ready(), self.id)
 
     async def delete(self) -> None:
-        """Remove the session's log and pending wake (W14)."""
-        w = await self.agent.ready()
-        await w.delete(self.id)
+        """Remove the session's log and pending wake (W14). A turn running in it
+        stops writing (the session is taken first), and the child sessions of its
+        agent tools' calls are stopped (:func:`~fxworld.engine.subagents.delete_session`)."""
+        await delete_session(await self.agent.ready(), self.id)

@@ -7,24 +7,34 @@ call is run again after a crash (same ``execution_id``), a step whose
 ``step.finished`` is saved returns that result without running; a step that
 started but did not finish runs again if it was marked ``idempotent=True``, and
 otherwise raises :class:`StepInterrupted`, which the tool may catch.
+
+A step is awaited or it is an error, seen at once: ``ctx.step`` called from a sync
+tool (it runs in a thread, where nothing can await) raises
+:class:`~fxworld.errors.InvalidArgument` there, and a ``ctx.step(...)`` whose
+coroutine was never awaited when the tool returned makes the call fail with an
+error naming the step (:meth:`StepJournal.check`), instead of a success whose
+effect never ran.
+
+What the log cannot save is refused with :class:`~fxworld.errors.InvalidArgument`:
+a step name, before ``fn`` runs; a result (not JSON, a tuple, a key that is not a
+string, NaN, or over the world's entry limit) only once ``fn`` has run, so its
+``step.finished`` is saved with ``error`` instead of ``result``: the effect that ran
+is never lost, and a resume raises the same error without running it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping, Set
+from typing import Any, Protocol
 
-from fxworld.errors import InvalidArgument, WorldError
+from fxworld.errors import InvalidArgument, InvalidEntry, WorldError
 
 from . import log
+from .unsaved import step_refused, why_refused
 
-if TYPE_CHECKING:
-    from .replay import CallState
-
-__all__ = ["StepInterrupted", "StepJournal", "StepLog", "step_key"]
+__all__ = ["StepInterrupted", "StepJournal", "StepLog", "StepCall", "step_key"]
 
 
 class StepInterrupted(WorldError):
@@ -51,14 +61,89 @@ class StepLog(Protocol):
     async def append(self, entries: Any, *, wake: float | None = None) -> int: ...
 
 
+class StepCall(Protocol):
+    """What the steps of a call read of it: the call as the log tells it so far
+    (:class:`~fxworld.engine.replay.CallState` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def execution_id(self) -> str: ...
+    @property
+    def step_results(self) -> Mapping[str, Any]:
+        """The steps that finished, each with its saved result."""
+
+    @property
+    def steps_started(self) -> Set[str]:
+        """The steps whose ``step.started`` is in the log."""
+
+    @property
+    def step_errors(self) -> Mapping[str, str]:
+        """The steps that finished with a result the log could not keep, each with
+        the error saved in its place."""
+
+
 class StepJournal:
     """The steps of one running call: what the log already holds for it, and
     which names this run used (a name is used once per call)."""
 
-    def __init__(self, writer: StepLog, call: CallState) -> None:
+    def __init__(self, writer: StepLog, call: StepCall) -> None:
         self.writer = writer
         self.call = call
         self.used: set[str] = set()
+        self.issued: list[tuple[str, Coroutine[Any, Any, Any]]] = []
+        """Each ``ctx.step`` made, with its coroutine (awaited or not)."""
+        self.misused: InvalidArgument | None = None
+        """``ctx.step`` called from a sync tool: the call fails with it."""
+
+    def begin(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        idempotent: bool,
+    ) -> Coroutine[Any, Any, Any]:
+        """What ``ctx.step`` returns: the coroutine of :meth:`run`, noted so that
+        :meth:`check` finds it if it is never awaited. From a thread (a sync tool),
+        :class:`~fxworld.errors.InvalidArgument` at once."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.misused = InvalidArgument(
+                f"ctx.step({name!r}) was called from the sync tool {self.call.name!r}, which "
+                "runs in a thread where nothing can await it: the step did not run; make the "
+                "tool `async def` and write `await ctx.step(...)`"
+            )
+            raise self.misused from None
+        coro = self.run(name, fn, args, kwargs, idempotent)
+        self.issued.append((name, coro))
+        return coro
+
+    def forget(self) -> list[str]:
+        """Close the steps never awaited (no "never awaited" warning: the call's
+        error says it); their names."""
+        forgotten = []
+        for name, coro in self.issued:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()
+                forgotten.append(name)
+        return forgotten
+
+    def check(self) -> None:
+        """After the tool returned: :class:`~fxworld.errors.InvalidArgument` when a
+        step was never awaited (its effect did not run; its coroutine is closed), or
+        when ``ctx.step`` was called from a sync tool (even if the tool caught it)."""
+        forgotten = self.forget()
+        if self.misused is not None:
+            raise self.misused
+        if forgotten:
+            names = ", ".join(repr(n) for n in forgotten)
+            raise InvalidArgument(
+                f"ctx.step({names}) in tool {self.call.name!r} was not awaited before the "
+                "tool returned: the step did not run and nothing was saved; write "
+                "`await ctx.step(...)`"
+            )
 
     async def run(
         self,
@@ -79,22 +164,29 @@ class StepJournal:
         key = step_key(c.execution_id, name)
         if name in c.step_results:  # finished before: its saved result, not run again
             return c.step_results[name]
+        if name in c.step_errors:  # ran before, its result refused: not run again
+            raise InvalidArgument(c.step_errors[name])
         if name in c.steps_started and not idempotent:
             raise StepInterrupted(name, key)
-        await self.writer.append(
-            [log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)]
-        )
-        result = await _call(fn, args, kwargs)
+        started = log.entry(log.STEP_STARTED, execution_id=c.execution_id, step=name, key=key)
         try:
-            json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise InvalidArgument(
-                f"step {name!r} returned {type(result).__name__}, which is not JSON: {e}"
-            ) from e
-        await self.writer.append(
-            [log.entry(log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result)]
+            await self.writer.append([started])
+        except InvalidEntry as e:  # before the effect: nothing ran, nothing written
+            why = why_refused(e)
+            raise InvalidArgument(f"step name {name[:80]!r} cannot be saved: {why}") from None
+        result = await _call(fn, args, kwargs)
+        finished = log.entry(
+            log.STEP_FINISHED, execution_id=c.execution_id, step=name, result=result
         )
-        return result
+        try:
+            await self.writer.append([finished])
+            return result
+        except InvalidEntry as e:  # nothing of it was written (W15)
+            error = step_refused(name, type(result).__name__, e)
+        await self.writer.append(
+            [log.entry(log.STEP_FINISHED, execution_id=c.execution_id, step=name, error=error)]
+        )
+        raise InvalidArgument(error)
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""The end of a session's log: its last seq, and the latest turn replayed alone.
+"""The latest turn of a session, replayed alone (its end found by :mod:`fxworld.logends`).
 
 Listing the calls that wait for a decision, deciding one, stopping a turn and
 answering a wake request need the state of the latest turn, not the whole
@@ -15,61 +15,20 @@ started, and every prompt still waiting behind it.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from fxworld import validate
-from fxworld.follow import PAGE_BYTES, PAGE_ENTRIES
+from fxworld.logends import fit, last_seq, pages, window
 from fxworld.protocol import World
 from fxworld.types import Entry
 
 from . import log
 from .replay import Replay
 
-__all__ = ["last_seq", "latest_turn_start", "replay_latest_turn", "window"]
+__all__ = ["latest_turn_start", "replay_latest_turn"]
 
 _FIRST_PAGE = 4
 """Entries in the first page read: nothing is known of their size yet."""
-
-
-async def last_seq(world: World, sid: str) -> int:
-    """The seq of the log's last entry (0 for an empty log), in O(log n)
-    one-entry reads: gallop, then bisect (positions are dense: W4, W9)."""
-
-    async def beyond(seq: int) -> bool:
-        return bool(await world.read(sid, seq, limit=1))
-
-    if not await beyond(0):
-        return 0
-    low, high = 0, 1  # invariant: beyond(low) and not beyond(high)
-    while await beyond(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        if await beyond(mid):
-            low = mid
-        else:
-            high = mid
-    return high
-
-
-def _fit(page: list[Entry]) -> int:
-    """The next page's entry limit: about :data:`PAGE_BYTES` after the largest
-    entry of ``page`` (at least one entry, at most :data:`PAGE_ENTRIES`)."""
-    largest = max(len(json.dumps(e.data)) for e in page)
-    return max(1, min(PAGE_ENTRIES, PAGE_BYTES // max(largest, 1)))
-
-
-async def window(world: World, sid: str, after: int, upto: int) -> list[Entry]:
-    """The entries ``after < seq <= upto`` (a world may answer a read in parts)."""
-    got: list[Entry] = []
-    while after < upto:
-        part = await world.read(sid, after, limit=upto - after)
-        if not part:
-            break
-        got.extend(part)
-        after = part[-1].seq
-    return [e for e in got if e.seq <= upto]
 
 
 async def latest_turn_start(world: World, sid: str, last: int) -> int:
@@ -85,21 +44,9 @@ async def latest_turn_start(world: World, sid: str, last: int) -> int:
         for e in reversed(page):
             if e.kind == log.TURN_STARTED:
                 return min(int(e.data["prompt"]), e.seq)
-        limit = _fit(page)
+        limit = fit(page)
         upto = after
     return 1
-
-
-async def _pages(world: World, sid: str, after: int, upto: int) -> AsyncIterator[list[Entry]]:
-    """The entries ``after < seq <= upto`` in bounded pages, in order."""
-    limit = _FIRST_PAGE
-    while after < upto:
-        page = await window(world, sid, after, min(upto, after + limit))
-        if not page:
-            return
-        yield page
-        limit = _fit(page)
-        after = page[-1].seq
 
 
 async def replay_latest_turn(
@@ -119,7 +66,7 @@ async def replay_latest_turn(
         last = await last_seq(world, sid)
     start = await latest_turn_start(world, sid, last) if last else 1
     state = Replay(last_seq=start - 1)
-    async for page in _pages(world, sid, start - 1, last):
+    async for page in pages(world, sid, start - 1, last, first=_FIRST_PAGE):
         for e in page:
             state.apply(e)
             if watch is not None:

@@ -18,9 +18,10 @@ is still one trace.
 Content (prompts, tool input and output) is recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 
-This module is what the engine calls (:class:`RunTelemetry`, :class:`Call`) and
-their do-nothing forms; :mod:`fxworld.engine.otel_run` is what they do when a
-provider is set. ``docs/observability.md`` lists every span, attribute and metric.
+This module is what the engine calls (:class:`RunTelemetry`, :class:`Call`), their
+do-nothing forms, and the metrics' instruments (:class:`Instruments`), made once per
+provider; :mod:`fxworld.engine._run.otel` is what a run does when a provider is
+set. ``docs/observability.md`` lists every span, attribute and metric.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ __all__ = [
     "api",
     "capture_content",
     "trace_context",
+    "Instruments",
+    "providers",
+    "approvals_waiting",
 ]
 
 SEMCONV_VERSION: Final = "1.41.0"
@@ -137,3 +141,71 @@ class RunTelemetry:
 _NO_CALL: Final = Call()
 OFF: Final = RunTelemetry()
 """The telemetry of a run when the application set no provider: nothing, at no cost."""
+
+
+class Instruments:
+    """The metrics, made once per meter provider."""
+
+    def __init__(self, meter: Any) -> None:
+        self.steps = meter.create_counter("fxworld.steps", "{step}", "Steps a worker ran")
+        self.turns = meter.create_counter("fxworld.turns", "{turn}", "Turns that ended")
+        self.takeovers = meter.create_counter(
+            "fxworld.takeovers", "{takeover}", "Turns taken over after their worker died"
+        )
+        self.tool_duration = meter.create_histogram(
+            "fxworld.tool.duration", "s", "How long a tool run took"
+        )
+        self.wake_lag = meter.create_histogram(
+            "fxworld.wake.lag", "s", "From a wake's due time to a worker taking it"
+        )
+        self.approvals = meter.create_up_down_counter(
+            "fxworld.approvals.waiting", "{call}", "Calls waiting for a person's decision"
+        )
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", "{token}", "Tokens used per model call"
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", "s", "How long a model call took"
+        )
+
+
+_made: dict[str, tuple[Any, Any]] = {}
+"""Per kind ("tracer", "meter"): (the provider, what was made of it)."""
+
+
+def _of(kind: str, provider: Any, make: Any) -> Any:
+    held = _made.get(kind)
+    if held is None or held[0] is not provider:
+        held = _made[kind] = (provider, make(provider))
+    return held[1]
+
+
+def providers() -> tuple[Any, Any]:
+    """The tracer and the instruments of the providers the application set (None: unset)."""
+    otel = api()
+    if otel is None:
+        return None, None
+    tracer = None
+    provider = otel.get_tracer_provider()
+    if not isinstance(provider, otel.ProxyTracerProvider | otel.NoOpTracerProvider):
+        tracer = _of("tracer", provider, _tracer)
+    instruments = None
+    from opentelemetry import metrics
+
+    mp = metrics.get_meter_provider()
+    if not isinstance(mp, metrics.NoOpMeterProvider) and type(mp).__name__ != "_ProxyMeterProvider":
+        instruments = _of(
+            "meter", mp, lambda p: Instruments(p.get_meter("fxworld", None, SCHEMA_URL))
+        )
+    return tracer, instruments
+
+
+def _tracer(provider: Any) -> Any:
+    return provider.get_tracer("fxworld", None, SCHEMA_URL)
+
+
+def approvals_waiting(delta: int) -> None:
+    """A decision saved from any process: one call less waits (when metrics are on)."""
+    _tracer_unused, instruments = providers()
+    if instruments is not None:
+        instruments.approvals.add(delta)

@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
@@ -26,6 +26,7 @@ from typing_extensions import TypeVar
 from fxworld.errors import InvalidArgument, WorldError
 from fxworld.models.base import ToolSpec
 
+from .context import short_errors
 from .docstring import read_docstring
 from .steps import step_key
 
@@ -72,7 +73,7 @@ class ToolContext(Generic[ContextT]):
     journal: StepJournal | None = field(default=None, repr=False, compare=False)
     """Where this call's steps are saved (``None``: outside a worker's run)."""
 
-    async def step(
+    def step(
         self,
         name: str,
         fn: Callable[..., Any],
@@ -80,7 +81,7 @@ class ToolContext(Generic[ContextT]):
         *args: Any,
         idempotent: bool = False,
         **kwargs: Any,
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """Run ``fn(*args, **kwargs)`` (sync or async) once as the durable step
         ``name``, and return its result, saved in the log (JSON) before it returns.
 
@@ -90,10 +91,14 @@ class ToolContext(Generic[ContextT]):
         :class:`~fxworld.engine.steps.StepInterrupted`. Names are unique per call
         (a repeat raises :class:`~fxworld.errors.InvalidArgument`), and so is a
         result that is not JSON.
+
+        It must be awaited, in an async tool: called from a sync tool it raises
+        ``InvalidArgument`` at once, and a step never awaited when the tool returns
+        fails the call with ``InvalidArgument`` naming it (its effect did not run).
         """
         if self.journal is None:
-            raise InvalidArgument("ctx.step runs only inside a tool call of a worker")
-        return await self.journal.run(name, fn, args, kwargs, idempotent)
+            return _outside_a_worker()
+        return self.journal.begin(name, fn, args, kwargs, idempotent)
 
     def step_key(self, name: str) -> str:
         """The stable key of step ``name`` (``<execution_id>:<name>``), the same on
@@ -175,18 +180,37 @@ class Tool:
     async def _call(self, input: dict[str, Any], ctx: ToolContext) -> Any:
         kwargs: dict[str, Any]
         if self._model is not None:
-            parsed = self._model.model_validate(input)
+            import pydantic  # loaded already: the model was built with it
+
+            try:
+                parsed = self._model.model_validate(input)
+            except pydantic.ValidationError as e:  # what the model hears: no docs URL
+                raise InvalidArgument(
+                    f"invalid input for tool {self.name!r}: {short_errors(e)}"
+                ) from None
             kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         else:
             kwargs = dict(input)
         if self._takes_ctx:
             kwargs["ctx"] = ctx
-        if self.is_async:
-            return await self.fn(**kwargs)
-        result = await asyncio.to_thread(self.fn, **kwargs)
-        if inspect.isawaitable(result):
-            return await result
+        try:
+            if self.is_async:
+                result = await self.fn(**kwargs)
+            else:
+                result = await asyncio.to_thread(self.fn, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except BaseException:
+            if ctx.journal is not None:
+                ctx.journal.forget()  # the tool's own error is the call's
+            raise
+        if ctx.journal is not None:
+            ctx.journal.check()  # a step not awaited: the call fails, naming it
         return result
+
+
+async def _outside_a_worker() -> Any:
+    raise InvalidArgument("ctx.step runs only inside a tool call of a worker")
 
 
 def _check_seconds(name: str, value: object) -> None:

@@ -15,8 +15,17 @@ from fxworld.errors import WorldError
 from . import log
 from .cursor import encode_cursor
 from .events import StreamEvent
+from .typed_output import output_value
 
-__all__ = ["Accepted", "Turn", "TurnFailed", "TurnStopped", "PromptedSession", "prompts_in_flight"]
+__all__ = [
+    "Accepted",
+    "Turn",
+    "TurnFailed",
+    "TurnStopped",
+    "TooManyModelCalls",
+    "PromptedSession",
+    "prompts_in_flight",
+]
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -41,7 +50,9 @@ class PromptedSession(Protocol):
     @property
     def output_type(self) -> type[Any] | None: ...
 
-    async def append_prompt(self, text: str, key: str) -> int: ...
+    async def append_prompt(
+        self, text: str, key: str, *, max_model_calls: int | None = None
+    ) -> int: ...
 
     def stream(self, cursor: str | None = None) -> AsyncGenerator[StreamEvent, None]: ...
 
@@ -79,6 +90,25 @@ class TurnStopped(TurnFailed):
         super().__init__(session_id, "stopped" + (f": {reason}" if reason else " by the user"))
 
 
+class TooManyModelCalls(TurnFailed):
+    """The turn made as many model calls as its limit (``Agent(max_model_calls=)``
+    or the prompt's) and was ended with ``turn.failed`` (``reason``
+    ``"max_model_calls"``); ``limit`` is that limit."""
+
+    def __init__(self, session_id: str, error: str, limit: int | None) -> None:
+        self.limit = limit
+        super().__init__(session_id, error)
+
+
+def _failed(session_id: str, data: Any) -> TurnFailed:
+    """The error ``await turn`` raises for a ``turn.failed`` with ``data``."""
+    error = str(data.get("error", ""))
+    if data.get("reason") == "max_model_calls":
+        limit = data.get("limit")
+        return TooManyModelCalls(session_id, error, limit if isinstance(limit, int) else None)
+    return TurnFailed(session_id, error)
+
+
 class Turn(Generic[OutputT]):
     """What ``Session.prompt`` returns, at once.
 
@@ -87,14 +117,19 @@ class Turn(Generic[OutputT]):
     turn's final text once some worker (any process running ``agent.work()``)
     has answered it (with ``Agent(output_type=SomeModel)``: the validated
     ``SomeModel``), or raises :class:`TurnFailed` (:class:`TurnStopped` when it
-    was stopped). Awaiting is optional: the turn
+    was stopped; :class:`TooManyModelCalls` when it reached its model-call limit).
+    Awaiting is optional: the turn
     runs whether or not anyone waits for it.
     """
 
-    def __init__(self, session: PromptedSession, text: str, key: str) -> None:
+    def __init__(
+        self, session: PromptedSession, text: str, key: str, *, max_model_calls: int | None = None
+    ) -> None:
         self.session = session
         self.text = text
         self.key = key
+        self.max_model_calls = max_model_calls
+        """The model-call limit saved with the prompt (``None``: the agent's)."""
         """The prompt's idempotency key: prompting again with it never doubles it."""
         self._seq: int | None = None
         try:
@@ -114,7 +149,9 @@ class Turn(Generic[OutputT]):
         return self.session.id
 
     async def _accept(self) -> Accepted:
-        self._seq = await self.session.append_prompt(self.text, self.key)
+        self._seq = await self.session.append_prompt(
+            self.text, self.key, max_model_calls=self.max_model_calls
+        )
         return Accepted(self.session.id, encode_cursor(self.session.id, self._seq))
 
     async def result(self) -> OutputT:
@@ -125,7 +162,7 @@ class Turn(Generic[OutputT]):
             async for event in events:
                 if event.kind in log.TURN_END_KINDS and event.data.get("prompt") == self._seq:
                     if event.kind == log.TURN_FAILED:
-                        raise TurnFailed(self.session.id, str(event.data.get("error", "")))
+                        raise _failed(self.session.id, event.data)
                     if event.kind == log.TURN_STOPPED:
                         reason = event.data.get("reason")
                         text = str(event.data.get("text", ""))
@@ -138,7 +175,7 @@ class Turn(Generic[OutputT]):
     def _answer(self, data: Any) -> OutputT:
         output_type = self.session.output_type
         if output_type is not None and isinstance(data.get("output"), dict):
-            return cast(OutputT, output_type.model_validate(data["output"]))
+            return cast(OutputT, output_value(output_type, data["output"]))
         return cast(OutputT, str(data.get("text", "")))
 
     def __await__(self) -> Generator[Any, None, OutputT]:

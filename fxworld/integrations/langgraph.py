@@ -26,7 +26,7 @@ branches from that checkpoint, as LangGraph documents.
 
 **What the reads cost** (``n`` = entries of the thread's log, ``k`` = entries
 after the checkpoint asked for; a page is one ``read``, see
-:mod:`fxworld.integrations.backwards`):
+:mod:`fxworld.logends`):
 
 - ``get_tuple`` of the latest checkpoint: one request for the log's end, then one
   page back from it (a checkpoint and its writes fit in the first page): O(1)
@@ -72,8 +72,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import fxworld
-from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, Fenced
+from fxworld.logends import window
 from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
 

@@ -48,10 +48,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fxworld.errors import Conflict
+from fxworld.logends import backwards, last_seq
 from fxworld.protocol import IdleDeleter, World
 from fxworld.types import Entry, NewEntry
 
-from .backwards import backwards, end_of
 from .langgraph_log import (
     CHECKPOINT,
     COMPACTING,
@@ -177,16 +177,16 @@ async def _recover(world: World, sid: str, end: int) -> bool:
         await restore(world, sid, kept)
         await _unstage(world, staging_session(sid), staged[0].data.get("token", ""), staged[-1].seq)
         return True
-    return await end_of(world, sid) != end
+    return await last_seq(world, sid) != end
 
 
 async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
     """The thread's entries, newest first, one page at a time
-    (:func:`~fxworld.integrations.backwards.backwards`). A log that holds no
+    (:func:`~fxworld.logends.backwards`). A log that holds no
     LangGraph entry is first given back what a compaction staged (see the
     module); its fences may then be yielded twice."""
     for _ in range(_ATTEMPTS):
-        end = await end_of(world, sid)
+        end = await last_seq(world, sid)
         held = False
         async for entry in backwards(world, sid, end):
             held = held or entry.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING)
@@ -204,5 +204,5 @@ async def delete_thread(world: World, sid: str, *, idle: bool = False) -> bool:
     if not idle or not isinstance(world, IdleDeleter):
         await world.delete(sid)  # W14
         return True
-    last = await end_of(world, sid)
+    last = await last_seq(world, sid)
     return bool(last) and await world.delete_if_idle(sid, last=last)

@@ -27,10 +27,9 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 
 import fxworld
 from fxworld.errors import Conflict
+from fxworld.logends import backwards, last_seq
 from fxworld.protocol import World
 from fxworld.types import NewEntry
-
-from .backwards import backwards, end_of
 
 __all__ = ["WorldSession", "PREFIX", "session_of"]
 
@@ -114,7 +113,7 @@ class WorldSession:
         """Remove and return the newest item, or ``None`` if there is none."""
         world = await self._world()
         while True:
-            last = await end_of(world, self._sid)
+            last = await last_seq(world, self._sid)
             newest = await self._newest(world, last)
             if newest is None:
                 return None

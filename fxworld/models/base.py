@@ -6,7 +6,8 @@ iterates ``model.stream(request)``: zero or more :class:`TextDelta` as text
 arrives, then exactly one :class:`ModelResponse` with the whole reply. A reply may
 carry several tool calls (parallel calls). Adapters translate provider errors:
 retryable ones are retried inside the adapter; what is left is raised as
-:class:`ModelError` with ``retryable`` set.
+:class:`ModelError` (a :class:`~fxworld.errors.WorldError`, see there why) with
+``retryable`` set.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from fxworld.errors import ModelError  # defined with fxworld's other errors; kept here too
 
 __all__ = [
     "ToolSpec",
@@ -100,15 +103,6 @@ class ModelResponse:
 
 
 ModelEvent: TypeAlias = TextDelta | ModelResponse
-
-
-class ModelError(Exception):
-    """A model call failed. ``retryable`` says whether trying again may help."""
-
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
 
 
 @runtime_checkable

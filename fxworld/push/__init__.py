@@ -14,7 +14,7 @@ from .http import HTTPPush
 from .sqs import SQS_MAX_DELAY, SQSPush
 from .tick import OVERDUE, PER_TICK, tick
 from .vercel import DEFAULT_TOPIC, VercelQueuePush
-from .world import PushingWorld
+from .world import DEFAULT_TIMEOUT, TIMEOUT_ENV_VAR, PushingWorld
 
 __all__ = [
     "Push",
@@ -26,6 +26,8 @@ __all__ = [
     "ENV_VAR",
     "SQS_MAX_DELAY",
     "DEFAULT_TOPIC",
+    "DEFAULT_TIMEOUT",
+    "TIMEOUT_ENV_VAR",
     "OVERDUE",
     "PER_TICK",
     "message_body",

@@ -7,10 +7,18 @@ turn that yields at its deadline, an approval decided (API, HTTP, CLI, inspector
 or timed out, a Stop, ``wake(delay=)``. So this wrapper, and only it, pushes: after
 the inner call returned (the world stays the truth; the message is a doorbell).
 
-A push that fails never fails the call: the wake is saved, the failure is logged
-and counted (``PushStats.failed``, the OpenTelemetry counter
-``fxworld.push.failed``), and the tick (:func:`fxworld.push.tick`) sends the
-message again once the wake is overdue.
+A push never holds the call that made the wake: the call returns once the wake is
+durable (a prompt is acknowledged then), and the push goes on beside it, in a task
+(:meth:`PushingWorld.drain` waits for those in flight; ``close()`` and the end of
+``agent.work()`` do). A push that needs no wait (an in-process queue) is sent before
+the call returns all the same: the task's first step runs first. A push's time is
+bounded (``timeout``, default :data:`DEFAULT_TIMEOUT` seconds, or
+``$FXWORLD_PUSH_TIMEOUT``): a queue that hangs is given up then. A push that fails
+or times out never fails the call: the wake is saved, the failure is logged and
+counted (``PushStats.failed``, the OpenTelemetry counter ``fxworld.push.failed``),
+and the tick (:func:`fxworld.push.tick`) sends the message again once the wake is
+overdue. A process that ends before a push in flight was sent (``asyncio.run``
+returning right after the prompt) leaves it to the tick in the same way.
 
 A wake appended by a run that holds the session's lease (taken through this
 world: a yield, an approval's timeout) is pushed when that lease is finished, not
@@ -21,10 +29,14 @@ message that started the run (or the tick sends one).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from fxworld.errors import ConfigurationError
 from fxworld.protocol import (
     IdleDeleter,
     LastEntryReader,
@@ -38,16 +50,42 @@ from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 
 from .base import Push, PushStats, count
 
-__all__ = ["PushingWorld"]
+__all__ = ["PushingWorld", "DEFAULT_TIMEOUT", "TIMEOUT_ENV_VAR"]
 
 logger = logging.getLogger("fxworld.push")
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds one push may take before it is given up (and counted as failed)."""
+TIMEOUT_ENV_VAR = "FXWORLD_PUSH_TIMEOUT"
+"""The environment variable that sets the push timeout when none is given."""
+
+
+def _timeout(given: float | None) -> float:
+    """The push timeout: ``given``, else ``$FXWORLD_PUSH_TIMEOUT``, else the default."""
+    value: object = given
+    if value is None:
+        raw = os.environ.get(TIMEOUT_ENV_VAR)
+        if not raw:
+            return DEFAULT_TIMEOUT
+        try:
+            value = float(raw)
+        except ValueError:
+            value = raw
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ConfigurationError(f"the push timeout must be seconds > 0, not {value!r}")
+    return float(value)
 
 
 class PushingWorld:
     """Wraps ``inner`` so that each wake it makes durable is followed by
     ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W18
     is the inner world's: each call is forwarded unchanged. The optional
-    protocols are there exactly when ``inner`` has them."""
+    protocols are there exactly when ``inner`` has them. ``timeout``: the seconds
+    one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 5)."""
 
     take_wakes: Callable[..., Awaitable[list[WakeLease]]]
     list_wakes: Callable[..., Awaitable[list[WakeState]]]
@@ -57,10 +95,12 @@ class PushingWorld:
     delete_if_idle: Callable[..., Awaitable[bool]]
     drop_namespace: Callable[[], Awaitable[None]]
 
-    def __init__(self, inner: World, push: Push) -> None:
+    def __init__(self, inner: World, push: Push, *, timeout: float | None = None) -> None:
         self.inner = inner
         self.push = push
+        self.timeout = _timeout(timeout)
         self.stats = PushStats()
+        self._sending: set[asyncio.Task[None]] = set()  # pushes beside their calls
         self.capabilities: frozenset[str] = frozenset(inner.capabilities)
         self._held: dict[str, float] = {}  # session id: when its lease taken here ends (monotonic)
         self._deferred: dict[str, float] = {}  # session id: the earliest deferred delay
@@ -89,6 +129,7 @@ class PushingWorld:
 
     async def close(self) -> None:
         try:
+            await self.drain()
             await self.inner.close()
         finally:
             await self.push.close()
@@ -169,20 +210,36 @@ class PushingWorld:
             earlier = self._deferred.get(session_id)
             self._deferred[session_id] = delay if earlier is None else min(earlier, delay)
             return
-        await self._send(session_id, delay)
+        sending = asyncio.create_task(self._send(session_id, delay))
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
+        await asyncio.sleep(0)  # its first step: a push that needs no wait is sent now
+
+    async def drain(self) -> None:
+        """Wait for the pushes this world sends beside their calls, on this event
+        loop (each ends within ``timeout``: sent, failed or given up)."""
+        loop = asyncio.get_running_loop()
+        while pending := [t for t in self._sending if t.get_loop() is loop and not t.done()]:
+            await asyncio.wait(pending)
 
     async def _send(self, session_id: str, delay: float) -> None:
-        """One push; a failure is logged and counted, never raised: the wake is saved."""
+        """One push, within ``timeout``; a failure is logged and counted, never
+        raised: the wake is saved."""
         try:
-            await self.push.push(session_id, delay=delay)
+            async with asyncio.timeout(self.timeout):
+                await self.push.push(session_id, delay=delay)
         except Exception as e:
             self.stats.failed += 1
             count("failed")
+            why = (
+                f"no answer within {self.timeout:g} s"
+                if isinstance(e, TimeoutError)
+                else f"{type(e).__name__}: {e}"
+            )
             logger.warning(
-                "push for session %s failed (%s: %s); the wake is saved, the tick sends it again",
+                "push for session %s failed (%s); the wake is saved, the tick sends it again",
                 session_id,
-                type(e).__name__,
-                e,
+                why,
             )
             return
         self.stats.sent += 1

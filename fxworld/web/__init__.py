@@ -40,17 +40,10 @@ from fxworld.signing import (
     verify,
 )
 
-from ._app import (
-    MAX_PROMPT_BYTES,
-    STREAM_LIFETIME,
-    Action,
-    Authorize,
-    HTTPError,
-    Visible,
-    create_app,
-    routes,
-)
+from ._app import create_app, routes
 from ._inspector import InspectAction, InspectorOptions, create_inspector
+from ._options import MAX_PROMPT_BYTES, STREAM_LIFETIME, Action, Authorize, Visible
+from ._refusals import HTTPError
 from ._sse import HEARTBEAT
 from ._static import static_files
 from ._wake import SECRET_ENV, WakeHandler, wake_handler

@@ -17,8 +17,8 @@ when mounted at ``/agent``). The approval list passes through ``visible`` as eac
 call's ``approval.requested`` event, like the stream.
 
 Every refusal is a JSON body ``{"error": <code>, "message": <text>}`` with its
-status; an unexpected exception is logged here and answered with a bare 500, so a
-client never sees a stack trace or an internal message.
+status (``_refusals.py``); an unexpected exception is logged and answered with a bare
+500, so a client never sees a stack trace or an internal message.
 
 Every route starts with :meth:`_Routes._check` (the ``Origin`` check, JSON-only
 ``POST``, then ``authorize``, before any byte of the body is read; the routes of
@@ -34,7 +34,8 @@ unless the app sets ``client_context=True``. An ``authorize`` that takes a
 of the session otherwise (``None``: it has none, or no such session).
 
 The options of :func:`routes` and :func:`create_app` are one frozen
-:class:`RouteOptions`, checked once when it is made and passed whole.
+:class:`RouteOptions` (``_options.py``), checked once when it is made and passed
+whole; the request checks and body readers are in ``_requests.py``.
 """
 
 from __future__ import annotations
@@ -43,12 +44,10 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -56,375 +55,21 @@ from starlette.routing import BaseRoute, Route
 from fxworld import validate
 from fxworld.engine import log
 from fxworld.engine.session import StreamEvent
-from fxworld.errors import (
-    AlreadyDecided,
-    ApprovalExpired,
-    BackendUnavailable,
-    ConfigurationError,
-    Conflict,
-    ContextMismatch,
-    EntryTooLarge,
-    InvalidArgument,
-    InvalidCursor,
-    InvalidEntry,
-    InvalidSessionId,
-    KeyReused,
-    UnknownCall,
-    UnknownSession,
-)
+from fxworld.engine.subagents import child_session_id, is_child_session_id
 
 from . import _sse
+from ._options import Action, RouteOptionArgs, RouteOptions
+from ._refusals import HTTPError, exception_handlers, guard
+from ._requests import ask_authorize, check_request, read_body, small_body
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent, Session
 
-__all__ = [
-    "Action",
-    "Authorize",
-    "ContextHook",
-    "MAX_PROMPT_BYTES",
-    "RouteOptions",
-    "RouteOptionArgs",
-    "STREAM_LIFETIME",
-    "Visible",
-    "create_app",
-    "routes",
-    "HTTPError",
-    "check_request",
-    "ask_authorize",
-    "guard",
-    "handle_error",
-    "small_body",
-]
+__all__ = ["create_app", "routes"]
 
 logger = logging.getLogger("fxworld.web")
 
-Action = Literal["create", "prompt", "stream", "approve", "stop", "fork"]
-Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
-"""``authorize(request, session_id, action)``: ``True`` to allow (may be async).
-
-Only ``True`` allows. ``False`` answers 403; any other answer (``None``, a
-string, a ``Response``, a function that was not called) is a configuration
-error: logged, answered 500, never a grant. Raising :class:`HTTPError` (or a
-Starlette/FastAPI ``HTTPException``) answers with its status (e.g. 401 for a
-missing login).
-
-``action`` is ``"create"``, ``"prompt"``, ``"stream"``, ``"approve"`` (list the
-calls waiting for a decision, decide one), ``"stop"`` or ``"fork"`` (asked with the
-source's id, then again with the fork's id when the body proposes one). It is asked before the
-body is read and before the session is looked up, so a refused client cannot
-probe which sessions exist. For ``"create"``, ``session_id`` is first the random
-id the new session will have; when the body proposes an id (so that a retried
-create cannot make two sessions), it is asked again with that id: refuse one that
-names someone else's session (creating never writes into an existing session: it
-answers 409).
-
-An ``authorize`` with a ``context`` keyword parameter (``authorize(request,
-session_id, action, *, context)``) is also given the session's context: on
-``"create"`` the one the new session will be saved with, otherwise the one it was
-saved with (``None``: it has none, or there is no such session), read only for
-such an ``authorize``."""
-
-ContextHook = Callable[[Request], Any]
-"""``context(request)``: the context of the session this request creates, derived
-from the request by the server (e.g. from its login): a dict or a Pydantic model,
-or ``None`` for none (may be async)."""
-
-Visible = Callable[[Request, "StreamEvent"], "StreamEvent | Awaitable[StreamEvent | None] | None"]
-"""``visible(request, event)``: the event as this client may see it (a changed
-``kind`` or ``data``; its cursor is kept), or ``None`` to leave it out of the
-stream (may be async)."""
-
-STREAM_LIFETIME = 300.0
-"""Seconds after which a stream ends cleanly (the default): the client reconnects
-from its last cursor (a browser's ``EventSource`` by itself), and ``authorize``
-is asked again, so a revoked access stops within this time."""
-
-MAX_PROMPT_BYTES = 256 * 1024
-"""The default limit on a prompt request's body, in bytes."""
-
 _MAX_KEY_CHARS = 200
-_MAX_SMALL_BODY = 16 * 1024  # a decision or a stop: a note or a reason
-
-
-class HTTPError(Exception):
-    """A refusal with a status (400..599), a short code and a message safe to show
-    a client; ``headers`` go with the answer (e.g. ``WWW-Authenticate``)."""
-
-    def __init__(
-        self, status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None
-    ) -> None:
-        if not (isinstance(status, int) and 400 <= status <= 599):
-            raise InvalidArgument(f"HTTPError status must be 400..599, not {status!r}")
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = dict(headers or {})
-
-
-def error_response(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)
-
-
-_MAX_LENGTH_DIGITS = 18
-
-
-def content_length(request: Request) -> int | None:
-    """The request's Content-Length (``None`` without one); 400 unless every
-    Content-Length header is the same run of ASCII digits."""
-    values = {v.strip() for v in request.headers.getlist("content-length")}
-    if not values:
-        return None
-    (value,) = values if len(values) == 1 else ("",)
-    if not (value.isascii() and value.isdigit() and len(value) <= _MAX_LENGTH_DIGITS):
-        raise HTTPError(400, "invalid_request", "the Content-Length header is not a length")
-    return int(value)
-
-
-async def read_body(request: Request, limit: int) -> bytes | None:
-    """The request's body, or ``None`` as soon as it is known to pass ``limit`` bytes
-    (from its Content-Length, else while it is read). A malformed Content-Length
-    raises :class:`HTTPError` (400)."""
-    length = content_length(request)
-    if length is not None and length > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def check_request(request: Request, allowed_origins: Collection[str] | None) -> None:
-    """Refuse the request unless its ``Origin`` is one of ``allowed_origins``
-    (``None``: any) and a ``POST`` says its body is JSON, so a cross-site page
-    cannot send it without a CORS preflight. Reads no byte of the body."""
-    origin = request.headers.get("origin")
-    if allowed_origins is not None and origin is not None:
-        if origin not in allowed_origins:
-            raise HTTPError(403, "forbidden_origin", f"requests from {origin!r} are refused")
-    if request.method == "POST":
-        # Also for an empty body: a cross-site page sends a POST with no
-        # Content-Type (fetch without a body, sendBeacon) without a preflight.
-        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media != "application/json":
-            raise HTTPError(
-                415,
-                "unsupported_media_type",
-                "send the body as Content-Type: application/json (an empty body too)",
-            )
-
-
-def takes_context(authorize: Callable[..., Any] | None) -> bool:
-    """Whether ``authorize`` has a ``context`` keyword parameter (or ``**kwargs``)."""
-    if authorize is None:
-        return False
-    try:
-        params = inspect.signature(authorize).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.kind is p.VAR_KEYWORD
-        or (p.name == "context" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-        for p in params
-    )
-
-
-async def ask_authorize(
-    authorize: Callable[..., Any] | None,
-    request: Request,
-    session_id: str,
-    action: str,
-    context: Callable[[], Awaitable[Any]] | None = None,
-) -> None:
-    """Refuse the request unless ``authorize(request, session_id, action)`` answers
-    ``True`` (``None``: no authorize, everyone is allowed). ``False`` is 403; any
-    other answer is a configuration error: logged, 500, never a grant. An
-    ``authorize`` that takes ``context`` (:func:`takes_context`) is also given
-    ``context=await context()``."""
-    if authorize is None:  # allow_anyone=True
-        return
-    allowed: Any
-    if context is not None and takes_context(authorize):
-        allowed = authorize(request, session_id, action, context=await context())
-    else:
-        allowed = authorize(request, session_id, action)
-    if inspect.isawaitable(allowed):
-        allowed = await allowed
-    if allowed is True:
-        return
-    if allowed is False:
-        raise HTTPError(403, "forbidden", f"not allowed to {action} this session")
-    if inspect.iscoroutine(allowed):
-        allowed.close()  # never run: no "was never awaited" warning on top
-    logger.error(
-        "authorize returned %s, not True or False: refusing %s %s (a configuration error)",
-        type(allowed).__name__,
-        request.method,
-        request.url.path,
-    )
-    raise HTTPError(500, "internal", "internal server error")
-
-
-async def small_body(request: Request) -> dict[str, Any]:
-    """A small JSON object body (an empty body is ``{}``): a decision or a stop,
-    whose ``note`` and ``reason`` must be strings."""
-    raw = await read_body(request, _MAX_SMALL_BODY)
-    if raw is None:
-        raise HTTPError(413, "too_large", f"the body is over {_MAX_SMALL_BODY} bytes")
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise HTTPError(400, "invalid_json", "the body is not JSON") from None
-    if not isinstance(body, dict):
-        raise HTTPError(400, "invalid_request", "the body must be a JSON object")
-    for name in ("note", "reason"):
-        if body.get(name) is not None and not isinstance(body[name], str):
-            raise HTTPError(400, "invalid_request", f"{name} must be a string")
-    return body
-
-
-def _translate(exc: BaseException) -> HTTPError | None:
-    """Our typed errors as HTTP refusals; ``None`` for anything unexpected."""
-    if isinstance(exc, HTTPError):
-        return exc
-    if isinstance(exc, HTTPException):  # Starlette's or FastAPI's, e.g. from authorize
-        status = exc.status_code if 400 <= exc.status_code <= 599 else 500
-        return HTTPError(
-            status, _STATUS_CODES.get(status, "error"), str(exc.detail), headers=exc.headers
-        )
-    if isinstance(exc, KeyReused):
-        return HTTPError(
-            409, "key_reused", "this Idempotency-Key was already used for another request"
-        )
-    if isinstance(exc, ContextMismatch):
-        return HTTPError(409, "context_mismatch", "the session was created with another context")
-    if isinstance(exc, Conflict):  # only create appends with expect=
-        return HTTPError(409, "session_exists", "a session with this id already exists")
-    if isinstance(exc, EntryTooLarge):
-        return HTTPError(413, "too_large", "the prompt is too large")
-    if isinstance(exc, InvalidCursor):
-        return HTTPError(400, "invalid_cursor", str(exc))
-    if isinstance(exc, InvalidSessionId):
-        return HTTPError(400, "invalid_session_id", str(exc))
-    if isinstance(exc, (InvalidEntry, InvalidArgument)):
-        return HTTPError(400, "invalid_request", str(exc))
-    if isinstance(exc, UnknownSession):
-        return HTTPError(404, "not_found", str(exc))
-    if isinstance(exc, UnknownCall):
-        return HTTPError(404, "unknown_call", "no such call waits for a decision here")
-    if isinstance(exc, ApprovalExpired):  # an AlreadyDecided: first
-        return HTTPError(
-            409, "approval_expired", "the call's approval timeout passed: it was denied"
-        )
-    if isinstance(exc, AlreadyDecided):
-        how = "approved" if exc.approved else "denied"
-        return HTTPError(409, "already_decided", f"the call was already {how}")
-    if isinstance(exc, BackendUnavailable):
-        return HTTPError(
-            503,
-            "unavailable",
-            "the session store is unavailable; retry",
-            headers={"Retry-After": str(RETRY_AFTER)},
-        )
-    return None
-
-
-RETRY_AFTER = 2
-"""The seconds a 503 (the session store is unavailable) asks a client to wait."""
-
-_STATUS_CODES = {
-    400: "invalid_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    415: "unsupported_media_type",
-    429: "too_many_requests",
-    503: "unavailable",
-}
-
-
-@dataclass(frozen=True)
-class RouteOptions:
-    """The options of the session routes (:func:`routes`, :func:`create_app`),
-    checked when made (``ConfigurationError``) and passed whole."""
-
-    authorize: Authorize | None = None
-    """``authorize(request, session_id, action)``: see :data:`Authorize`."""
-    allow_anyone: bool = False
-    """Without ``authorize``, the routes refuse to be built unless this is ``True``:
-    serving sessions to anyone must be a decision, not a default."""
-    max_prompt_bytes: int = MAX_PROMPT_BYTES
-    """The limit on a prompt request's body, in bytes (else 413)."""
-    heartbeat: float = _sse.HEARTBEAT
-    """The seconds of silence after which a stream sends a comment."""
-    retry_ms: int = _sse.RETRY_MS
-    """The reconnection delay a stream tells the client (its ``retry:`` field)."""
-    allowed_origins: Collection[str] | None = None
-    """The origins (``"https://app.example"``) a request with an ``Origin`` header
-    may come from (others: 403); ``None`` checks none. Kept as a frozenset."""
-    visible: Visible | None = None
-    """``visible(request, event)``: see :data:`Visible`."""
-    stream_lifetime: float = STREAM_LIFETIME
-    """See :data:`STREAM_LIFETIME`."""
-    context: ContextHook | None = None
-    """``context(request)``: see :data:`ContextHook`. Only the server sets a
-    session's context: without ``client_context``, a body that names one is 400."""
-    client_context: bool = False
-    """Let a create's body give the new session's context (``"context"``): for an
-    app whose clients are trusted with it. Not with a ``context`` hook."""
-
-    def __post_init__(self) -> None:
-        if self.authorize is None and not self.allow_anyone:
-            raise ConfigurationError(
-                "the session routes need authorize=callable(request, session_id, action), "
-                "or allow_anyone=True to serve every session to anyone who asks"
-            )
-        if self.authorize is not None and not callable(self.authorize):
-            raise ConfigurationError("authorize must be callable(request, session_id, action)")
-        if self.context is not None and not callable(self.context):
-            raise ConfigurationError("context must be callable(request)")
-        if self.context is not None and self.client_context:
-            raise ConfigurationError("give context=hook or client_context=True, not both")
-        if self.visible is not None and not callable(self.visible):
-            raise ConfigurationError("visible must be callable(request, event)")
-        if isinstance(self.allowed_origins, str):
-            raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
-        if not isinstance(self.max_prompt_bytes, int) or self.max_prompt_bytes < 1:
-            raise ConfigurationError("max_prompt_bytes must be a positive integer")
-        if not self.heartbeat > 0:
-            raise ConfigurationError("heartbeat must be a positive number of seconds")
-        if not self.stream_lifetime > 0:
-            raise ConfigurationError("stream_lifetime must be a positive number of seconds")
-        if self.allowed_origins is not None:
-            object.__setattr__(self, "allowed_origins", frozenset(self.allowed_origins))
-
-
-class RouteOptionArgs(TypedDict, total=False):
-    """:class:`RouteOptions`' fields as the keyword arguments of :func:`routes` and
-    :func:`create_app` (documented there)."""
-
-    authorize: Authorize | None
-    allow_anyone: bool
-    max_prompt_bytes: int
-    heartbeat: float
-    retry_ms: int
-    allowed_origins: Collection[str] | None
-    visible: Visible | None
-    stream_lifetime: float
-    context: ContextHook | None
-    client_context: bool
 
 
 class _Routes:
@@ -553,7 +198,7 @@ class _Routes:
         # the same id and Idempotency-Key can never make two sessions).
         chosen = body.get("session_id")
         if chosen is not None:
-            session = self.agent.session(validate.session_id(chosen), context=session.context)
+            session = self.agent.session(_not_reserved(chosen), context=session.context)
             await self._check(request, session.id, "create", new=session.context)
         # Only as the first entry of an empty log: an existing session answers 409,
         # unless this is the request that created it, repeated (same key and text).
@@ -633,7 +278,7 @@ class _Routes:
         if at is not None and not isinstance(at, str):
             raise HTTPError(400, "invalid_request", "at must be a cursor (a string)")
         if new_id is not None:
-            await self._check(request, validate.session_id(new_id), "fork")
+            await self._check(request, _not_reserved(new_id), "fork")
         fork = await session.fork(at=at, id=new_id)  # an existing id: 409
         root = str(request.scope.get("root_path", "")).rstrip("/")
         return JSONResponse(
@@ -700,42 +345,14 @@ def _build(agent: Agent, options: RouteOptions) -> tuple[list[BaseRoute], _Route
     return built, r
 
 
-def guard(
-    endpoint: Callable[[Request], Awaitable[Response]],
-) -> Callable[[Request], Awaitable[Response]]:
-    """Answer every exception of ``endpoint`` here, as a JSON refusal or a bare 500,
-    so that a route works the same mounted in any app, whatever its handlers."""
-
-    async def guarded(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except Exception as exc:
-            return await handle_error(request, exc)
-
-    guarded.__name__ = getattr(endpoint, "__name__", "endpoint")
-    return guarded
-
-
-async def handle_error(request: Request, exc: Exception) -> Response:
-    mapped = _translate(exc)
-    if mapped is not None:
-        return error_response(mapped.status, mapped.code, mapped.message, mapped.headers)
-    logger.exception("%s %s failed", request.method, request.url.path)
-    return error_response(500, "internal", "internal server error")
-
-
-async def _not_found(request: Request, exc: Exception) -> Response:
-    return error_response(404, "not_found", "no such route")
-
-
-async def _method_not_allowed(request: Request, exc: Exception) -> Response:
-    return error_response(405, "method_not_allowed", "method not allowed")
-
-
-def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:
-    """The handlers that map fxworld's errors to statuses, and everything else to a
-    bare 500 (logged, never sent)."""
-    return {404: _not_found, 405: _method_not_allowed, Exception: handle_error}
+def _not_reserved(session_id: Any) -> str:
+    """A new session's id a client chose, checked; not of the form an agent
+    tool's child session has (a client must not make one before its call: 400)."""
+    checked: str = validate.session_id(session_id)
+    if is_child_session_id(checked):
+        prefix = child_session_id("")
+        raise HTTPError(400, "invalid_request", f"session ids {prefix}... are reserved")
+    return checked
 
 
 def create_app(

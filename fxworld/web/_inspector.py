@@ -12,7 +12,7 @@
 
 Every route checks, before anything else, the request's ``Origin`` (same origin
 only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
-(:func:`~fxworld.web._app.check_request`, as the agent routes), then asks
+(:func:`~fxworld.web._requests.check_request`, as the agent routes), then asks
 ``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
 and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``
 or ``"retry"``. Decisions and stops are the engine's own calls
@@ -41,23 +41,17 @@ from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
-from fxworld.engine.session_context import saved_context
+from fxworld.engine.context import saved_context
 from fxworld.engine.summary import STATES, Summary
-from fxworld.engine.tail import window
 from fxworld.errors import ConfigurationError, InvalidSessionId
 from fxworld.follow import bounded_follow
+from fxworld.logends import window
 from fxworld.protocol import SessionLister, WakeLister, World
 
 from . import _pages, _sse
-from ._app import (
-    STREAM_LIFETIME,
-    HTTPError,
-    ask_authorize,
-    check_request,
-    exception_handlers,
-    guard,
-    small_body,
-)
+from ._options import STREAM_LIFETIME
+from ._refusals import HTTPError, exception_handlers, guard
+from ._requests import ask_authorize, check_request, small_body
 from ._retry import retry_failed_turn
 from ._summary import ActivityIndex
 from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc

@@ -20,7 +20,7 @@ from fxworld.engine.tail import replay_latest_turn
 from fxworld.protocol import World
 from fxworld.types import Entry
 
-from ._app import HTTPError
+from ._refusals import HTTPError
 
 __all__ = ["RETRY_PREFIX", "retry_key", "retry_failed_turn"]
 

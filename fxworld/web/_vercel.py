@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse
 
 from fxworld.push.base import session_of
 
-from ._app import error_response
+from ._refusals import error_response
 
 if TYPE_CHECKING:
     from vercel.queue import MessageMetadata

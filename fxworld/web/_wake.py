@@ -27,8 +27,9 @@ from fxworld import signing, validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
 
 from . import _vercel
-from ._app import HTTPError, error_response, read_body
 from ._maxduration import function_max_duration
+from ._refusals import HTTPError, error_response
+from ._requests import read_body
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent

@@ -384,6 +384,29 @@ class BatchRetakesLeased(BrokenWorld):
         return (taken + again)[:limit]
 
 
+class EpochHandedOutAgain(BrokenWorld):
+    breaks, what = "W1", "acquire hands out epoch 1 again, though it fenced the log at a newer one"
+    # the fence it hands out is stale at once: writes under it are refused (W2, W3,
+    # W8, W14, W18: the large values' scenarios write fenced too), and the Fenced
+    # error names epoch 1 (W16)
+    also = frozenset({"W2", "W3", "W8", "W14", "W16", "W18"})
+
+    async def acquire(self, session_id: str) -> Fence:
+        fence = await super().acquire(session_id)
+        return Fence(fence.session_id, 1, fence.seq)  # the bug: epoch 1 again
+
+
+class TakeWakeHangs(BrokenWorld):
+    breaks, what = "W11", "take_wake never returns (as a client waiting on a lost reply)"
+    # every check that takes a wake waits, and many take one to see that none is owed
+    also = frozenset({"W2", "W4", "W5", "W6", "W7", "W12", "W13", "W14", "W15"})
+
+    async def take_wake(self, *, lease: float) -> WakeLease | None:
+        validate.lease(lease)
+        await asyncio.Event().wait()  # the bug: nothing ever sets it
+        raise AssertionError("unreachable")
+
+
 _LARGE = 1 << 20  # bytes of JSON over which the two worlds below treat a value as large
 
 
@@ -488,6 +511,8 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "no_id_check": NoIdCheck,
     "capabilities_undeclared": CapabilitiesUndeclared,
     "batch_retakes_leased": BatchRetakesLeased,
+    "epoch_handed_out_again": EpochHandedOutAgain,
+    "take_wake_hangs": TakeWakeHangs,
     "torn_large_value": TornLargeValue,
     "large_value_kept_after_delete": LargeValueKeptAfterDelete,
 }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxworld import Agent, ToolContext, tool
+import fxworld
 from fxworld.types import Entry
 from fxworld_conformance.engine.bench import Bench, Crash, Part, check
 
@@ -30,7 +30,7 @@ FINAL = "Your order ships on 3 May."
 ACME = {"tenant": "acme", "user": "u-17"}
 
 
-def desk(bench: Bench, search: Any) -> Agent[Any]:
+def desk(bench: Bench, search: Any) -> fxworld.Agent[Any]:
     """The parent's agent: it asks the researcher (its agent tool ``research``),
     whose one call of ``search`` finds the date, then answers."""
     researcher = bench.agent(
@@ -76,7 +76,7 @@ def ended_once(parent: list[Entry], child: list[Entry]) -> None:
 
 @SCENARIOS("a call runs one child turn in child-<execution_id>; each log names the other")
 async def one_child_turn(bench: Bench) -> None:
-    @tool(idempotent=True)
+    @fxworld.tool(idempotent=True)
     async def search(order: str) -> str:
         """Search the order system."""
         return f"{order}: ships 3 May"
@@ -119,8 +119,8 @@ async def one_child_turn(bench: Bench) -> None:
 async def crash_in_the_child(bench: Bench) -> None:
     crash, runs = Crash(), []
 
-    @tool(idempotent=True)
-    async def search(order: str, ctx: ToolContext) -> str:
+    @fxworld.tool(idempotent=True)
+    async def search(order: str, ctx: fxworld.ToolContext) -> str:
         """Search the order system (the first worker dies here)."""
         runs.append((ctx.session_id, ctx.attempt))
         crash()
@@ -153,8 +153,8 @@ async def crash_in_the_child(bench: Bench) -> None:
 async def context_inherited(bench: Bench) -> None:
     seen: list[Any] = []
 
-    @tool(idempotent=True)
-    async def search(order: str, ctx: ToolContext) -> str:
+    @fxworld.tool(idempotent=True)
+    async def search(order: str, ctx: fxworld.ToolContext) -> str:
         """Search the tenant's order system."""
         seen.append(ctx.context)
         return f"{order}: ships 3 May"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pydantic
 
-from fxworld import TurnFailed
+import fxworld
 from fxworld_conformance.engine.bench import Bench, Part, check
 
 __all__ = ["SCENARIOS", "Refund"]
@@ -59,7 +59,7 @@ async def bounded(bench: Bench) -> None:
     await bench.work(agent)
     try:
         answer = await turn
-    except TurnFailed as e:
+    except fxworld.TurnFailed as e:
         told = str(e)
         check("Refund" in told and "2 tries" in told, f"the error names Refund and 2 tries: {e}")
     else:

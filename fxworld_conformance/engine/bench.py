@@ -3,7 +3,10 @@ agents on it, a worker run to the end, a simulated crash), and how a module
 registers its scenarios (:class:`Part`).
 
 The engine is reached only through fxworld's public names (``fxworld.Agent``,
-``fxworld.tool``, ``fxworld.testing.ScriptedModel``), as an application reaches it;
+``fxworld.tool``, ``fxworld.testing.ScriptedModel``), as an application reaches it,
+and only when a scenario runs: the tier's modules name them as attributes of
+``fxworld`` (loaded on first use), so importing the tier's table loads no module of
+``fxworld.engine``;
 the scenarios read what it wrote with the world's own ``read`` and know the
 entry kinds from the log format (docs/log-format.md), the engine's public record.
 """
@@ -17,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fxworld import Agent, World
-from fxworld.testing import ScriptedModel
+import fxworld
+from fxworld import World
 from fxworld.types import Entry
 from fxworld_conformance.target import CALL_TIMEOUT, Target
 
@@ -65,11 +68,15 @@ class Bench:
         self.target = target
         self._others: list[World] = []
 
-    def agent(self, replies: list[Any], tools: Iterable[Any] = (), **options: Any) -> Agent[Any]:
+    def agent(
+        self, replies: list[Any], tools: Iterable[Any] = (), **options: Any
+    ) -> fxworld.Agent[Any]:
         """An agent whose model plays ``replies``, on the world under test unless
         ``options`` name another."""
+        from fxworld.testing import ScriptedModel  # the engine: only when a scenario runs
+
         options.setdefault("world", self.world)
-        return Agent(ScriptedModel(replies), tools=list(tools), **options)
+        return fxworld.Agent(ScriptedModel(replies), tools=list(tools), **options)
 
     async def other_world(self) -> World:
         """Another fresh, empty world of the target (closed with the bench)."""
@@ -82,11 +89,11 @@ class Bench:
         for other in self._others:
             await self.target.close(other)
 
-    async def work(self, agent: Agent[Any], *, lease: float = 15.0) -> None:
+    async def work(self, agent: fxworld.Agent[Any], *, lease: float = 15.0) -> None:
         """Run a worker of ``agent`` until nothing is due and nothing runs."""
         await asyncio.wait_for(agent.work(until_idle=True, lease=lease, concurrency=1), LIVE)
 
-    async def until_crashed(self, agent: Agent[Any], crash: Crash) -> None:
+    async def until_crashed(self, agent: fxworld.Agent[Any], crash: Crash) -> None:
         """Run a worker of ``agent`` under :data:`CRASH_LEASE` until it crashes at
         ``crash`` (which stops it). A lease it lost meanwhile is taken again, so
         a loaded machine only delays the crash."""
@@ -95,7 +102,7 @@ class Bench:
         await asyncio.wait_for(work, LIVE)
         check(not crash.armed, "the worker reached the crash point in the tool")
 
-    async def until_ended(self, agent: Agent[Any], turn: Awaitable[Any]) -> Any:
+    async def until_ended(self, agent: fxworld.Agent[Any], turn: Awaitable[Any]) -> Any:
         """Run a worker of ``agent`` until ``turn`` ends (a crashed worker's lease
         runs out first); the turn's result, or its error raised."""
         task = asyncio.create_task(agent.work(poll_interval=0.02, concurrency=1))

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxworld import ToolContext, tool
+import fxworld
 from fxworld.errors import ContextMismatch, InvalidContext
-from fxworld.moving import copy_session
 from fxworld_conformance.engine.bench import Bench, Part, check
 
 __all__ = ["SCENARIOS"]
@@ -23,8 +22,8 @@ def whoami_agent(bench: Bench, seen: list[Any]) -> Any:
     """An agent whose turns (two per session) call ``whoami``, which notes the
     context it reads."""
 
-    @tool
-    async def whoami(ctx: ToolContext) -> str:
+    @fxworld.tool
+    async def whoami(ctx: fxworld.ToolContext) -> str:
         """Who the session serves."""
         seen.append(ctx.context)
         return str(ctx.context.get("user"))
@@ -93,6 +92,8 @@ async def fork_and_copy(bench: Bench) -> None:
     await bench.work(agent)
     check(await forked == "done", "the fork's turn ends with 'done'")
     check(seen == [ACME, ACME], f"the fork's tool reads the context: read {seen}")
+
+    from fxworld.moving import copy_session  # it loads the engine: only when the tier runs
 
     other = await bench.other_world()
     await copy_session(bench.world, other, "ctx-fork")

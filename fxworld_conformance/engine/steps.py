@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxworld import Agent, ToolContext, tool
+import fxworld
 from fxworld.errors import WorldError
 from fxworld_conformance.engine.bench import Bench, Crash, Part, check
 
@@ -40,7 +40,7 @@ class Effects:
 
 
 async def crashed_then_taken_over(
-    bench: Bench, agent: Agent[Any], crash: Crash
+    bench: Bench, agent: fxworld.Agent[Any], crash: Crash
 ) -> tuple[Any, list[Any]]:
     """Prompt ``agent``; its first worker crashes inside ``pay`` (at ``crash``); a
     second one ends the turn. The turn's answer and the session's log."""
@@ -60,8 +60,8 @@ async def crashed_then_taken_over(
 async def finished_step_not_run_again(bench: Bench) -> None:
     effects, crash, runs = Effects(), Crash(), []
 
-    @tool(resumable=True)
-    async def pay(order: str, ctx: ToolContext) -> str:
+    @fxworld.tool(resumable=True)
+    async def pay(order: str, ctx: fxworld.ToolContext) -> str:
         """Charge the order, then email the receipt."""
         runs.append(ctx.attempt)
         charged = await ctx.step("charge", effects.charge, ctx.step_key("charge"))
@@ -95,8 +95,8 @@ async def interrupted_step_is_an_error(bench: Bench) -> None:
         crash()  # the first worker dies inside the step, before it is saved
         return "never saved"
 
-    @tool(resumable=True)
-    async def pay(order: str, ctx: ToolContext) -> str:
+    @fxworld.tool(resumable=True)
+    async def pay(order: str, ctx: fxworld.ToolContext) -> str:
         """Charge the order; say so when the charge may have partly run."""
         try:
             return str(await ctx.step("charge", charge_and_die, ctx.step_key("charge")))
@@ -110,8 +110,10 @@ async def interrupted_step_is_an_error(bench: Bench) -> None:
     check(names == ["charge"], f"the charge ran once, before the crash: {names}")
     check(len(errors) == 1, f"the re-run call gets one error from ctx.step: {errors}")
     error = errors[0]
+    from fxworld.engine import StepInterrupted
+
     check(
-        type(error).__name__ == "StepInterrupted" and "'charge'" in str(error),
+        isinstance(error, StepInterrupted) and "'charge'" in str(error),
         f"the error is StepInterrupted and names the step: {type(error).__name__}: {error}",
     )
     kinds = [e.kind for e in stored if e.kind.startswith("step.")]

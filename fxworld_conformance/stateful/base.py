@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from fxworld import World
 from fxworld.errors import WorldError
 from fxworld.types import Entry, Fence, NewEntry
+from fxworld_conformance.bounds import watched
 from fxworld_conformance.model import SessionModel, Violation, WakeModel
 from fxworld_conformance.stateful.linearizable import (
     Call,
@@ -104,12 +105,14 @@ class _KitMachine(RuleBasedStateMachine, Linearizable):
         return self.wait(call_world(coro, what, guarantee))
 
     def wait(self, aw: Awaitable[T]) -> T:
-        """Run the event loop until ``aw`` is done."""
+        """Run the event loop until ``aw`` is done (cancelled when the check runs
+        past its time bound: :func:`fxworld_conformance.bounds.watched`)."""
         coro = _awaiting(aw)
+        run = watched(coro)
         try:
-            return self.runner.run(coro)
-        except BaseException:  # a Ctrl-C before either started: no "never awaited"
-            for c in (coro, aw):
+            return self.runner.run(run)
+        except BaseException:  # a Ctrl-C before any started: no "never awaited"
+            for c in (run, coro, aw):
                 if inspect.iscoroutine(c) and inspect.getcoroutinestate(c) == "CORO_CREATED":
                     c.close()
             raise

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from fxworld.engine import fork, log, run, session, steps, subagents, turn_step
+from fxworld.engine import fork, log, session, steps
+from fxworld.engine._run import children, run
+from fxworld.engine._run import turn_edges as turn_step
 from fxworld.engine.replay import StartTurn
 from fxworld.types import NewEntry
 from fxworld_conformance.engine import SCENARIOS
@@ -25,7 +27,7 @@ Patch = Callable[[pytest.MonkeyPatch], None]
 
 
 def tools_read_no_context(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr("fxworld.engine.context.parse_context", lambda data, context_type: {})
+    mp.setattr("fxworld.engine._run.state.parse_context", lambda data, context_type: {})
 
 
 def any_context_accepted(mp: pytest.MonkeyPatch) -> None:
@@ -50,7 +52,7 @@ def output_not_saved(mp: pytest.MonkeyPatch) -> None:
         return [NewEntry(e.kind, {k: v for k, v in e.data.items() if k != "output"})
                 for e in real(run, call, text)]  # fmt: skip
 
-    mp.setattr("fxworld.engine.model_step.answer_entries", without_output)
+    mp.setattr("fxworld.engine._run.model_call.answer_entries", without_output)
 
 
 def any_json_object_accepted(mp: pytest.MonkeyPatch) -> None:
@@ -67,7 +69,7 @@ def any_json_object_accepted(mp: pytest.MonkeyPatch) -> None:
 def retries_unbounded(mp: pytest.MonkeyPatch) -> None:
     real = turn_step.answer_entries
     mp.setattr(
-        "fxworld.engine.model_step.answer_entries",
+        "fxworld.engine._run.model_call.answer_entries",
         lambda run, call, text: [e for e in real(run, call, text) if e.kind != log.TURN_FAILED],
     )
 
@@ -93,7 +95,7 @@ def started_steps_run_again(mp: pytest.MonkeyPatch) -> None:
 
 
 def child_id_not_derived(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(subagents, "child_session_id", lambda execution_id: f"child-{uuid.uuid4().hex}")
+    mp.setattr(children, "child_session_id", lambda execution_id: f"child-{uuid.uuid4().hex}")
 
 
 def child_turn_started_again(mp: pytest.MonkeyPatch) -> None:
@@ -116,7 +118,7 @@ def child_context_not_inherited(mp: pytest.MonkeyPatch) -> None:
             data.pop("context", None)
         return real(kind, **data)
 
-    mp.setattr(subagents.log, "entry", entry)
+    mp.setattr(children.log, "entry", entry)
 
 
 BROKEN: list[tuple[str, Patch, str]] = [

@@ -1,8 +1,8 @@
 """docs/contract.md section 4 (the turn engine), called as a stranger reading it would.
 
 Only public names: ``fxworld`` (Agent, tool, world, open_world), ``fxworld.testing``
-(ScriptedModel), ``fxworld.errors``, and the ``fxworld worker`` command. The crash
-test SIGKILLs a real worker process.
+(ScriptedModel), ``fxworld.models``, ``fxworld.errors``, and the ``fxworld worker``
+command. The crash test SIGKILLs a real worker process.
 """
 
 from __future__ import annotations
@@ -145,9 +145,50 @@ async def test_malformed_cursor_is_a_clear_error() -> None:
             break
 
 
-def test_scripted_model_reply_shapes() -> None:
-    ScriptedModel(["text", {"tool": "t", "input": {}}, [{"tool": "a", "input": {"x": 1}}]])
-    ScriptedModel([], record_to="/tmp/never-written.jsonl")
+async def test_scripted_model_reply_shapes(tmp_path: Path) -> None:
+    """Reply n answers a conversation with n assistant messages: a str is the final
+    text, streamed in pieces; a dict is one tool call; a list, parallel calls; past
+    the last reply, a ModelError. A reply of no known shape is refused when made."""
+    from fxworld.errors import ModelError
+    from fxworld.models import Message, ModelRequest, ModelResponse, TextDelta
+
+    record = tmp_path / "heard.jsonl"
+    model = ScriptedModel(
+        [
+            "the answer",
+            {"tool": "t", "input": {}},
+            [{"tool": "a", "input": {"x": 1}}, {"tool": "b"}],
+        ],
+        record_to=record,
+        pieces=3,
+    )
+    assert not record.exists()  # nothing recorded before a request
+
+    async def reply(n: int) -> list[Any]:
+        said = [Message("user", "hi"), *[Message("assistant", "...")] * n]
+        return [event async for event in model.stream(ModelRequest("be brief", said))]
+
+    *pieces, final = await reply(0)
+    assert all(isinstance(p, TextDelta) for p in pieces) and len(pieces) == 3
+    assert "".join(p.text for p in pieces) == "the answer"
+    assert isinstance(final, ModelResponse)
+    assert (final.text, final.tool_calls, final.stop_reason) == ("the answer", (), "end_turn")
+
+    (one,) = await reply(1)
+    assert [(c.name, c.input) for c in one.tool_calls] == [("t", {})]
+    assert one.stop_reason == "tool_use"
+    (parallel,) = await reply(2)
+    assert [(c.name, c.input) for c in parallel.tool_calls] == [("a", {"x": 1}), ("b", {})]
+    assert len({c.id for c in (*one.tool_calls, *parallel.tool_calls)}) == 3
+
+    with pytest.raises(ModelError, match="3 replies; asked for reply 4"):
+        await reply(3)
+    heard = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [h["n"] for h in heard] == [0, 1, 2, 3]
+
+    for bad in (42, [], {"input": {}}, [{"tool": "t"}, "text"]):
+        with pytest.raises(TypeError, match="a scripted"):
+            ScriptedModel([bad])  # type: ignore[list-item]
 
 
 AGENT_MODULE = """

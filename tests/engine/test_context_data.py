@@ -86,3 +86,66 @@ async def test_a_saved_context_that_does_not_fit_context_type_fails_the_turn_at_
     with pytest.raises(TurnFailed, match="does not match Tenant: user: Field required"):
         await turn
     assert ran == []  # no tool ran with it
+
+
+class Limited(pydantic.BaseModel):
+    tenant: str
+    limits: dict[str, int]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+async def test_what_a_tool_changes_in_its_context_no_other_tool_and_no_child_reads(
+    typed: bool,
+) -> None:
+    """Issue 43 item 11: ``ctx.context`` was one mutable object per run: a tool's
+    change was seen by later tools, and a nested change was saved into a child's
+    inherited context. Each call now reads the session's saved context."""
+    saved = {"tenant": "acme", "limits": {"refund": 100}}
+    seen: list[Any] = []
+
+    @tool
+    def meddle(ctx: ToolContext[Any]) -> str:
+        """Change the context, top level and nested."""
+        if typed:
+            ctx.context.tenant = "globex"
+            ctx.context.limits["refund"] = 10**6
+        else:
+            ctx.context["tenant"] = "globex"
+            ctx.context["limits"]["refund"] = 10**6
+            ctx.context["extra"] = True
+        return "changed"
+
+    @tool
+    def look(ctx: ToolContext[Any]) -> str:
+        """Read the context."""
+        seen.append(ctx.context.model_dump() if typed else json.loads(json.dumps(ctx.context)))
+        return "read"
+
+    context_type = Limited if typed else None
+    helper = Agent(
+        ScriptedModel([{"tool": "look", "input": {}}, "helped"]),
+        tools=[look],
+        name="helper",
+        context_type=context_type,
+    )
+    agent = Agent(
+        ScriptedModel(
+            [
+                [{"tool": "meddle", "input": {}}, {"tool": "look", "input": {}}],  # parallel
+                {"tool": "look", "input": {}},  # a later call
+                {"tool": "helper", "input": {"input": "look"}},  # a child
+                "done",
+            ]
+        ),
+        tools=[meddle, look, helper.as_tool()],
+        world=MemoryWorld(),
+        context_type=context_type,
+    )
+    turn = agent.session(context=saved).prompt("go")
+    await agent.work(until_idle=True)
+    assert await turn == "done"
+    assert seen == [saved, saved, saved]  # parallel, later, and the child's tool
+    session = agent.session(turn.session_id)
+    assert await session.saved_context() == saved
+    child = next(e for e in await session.read() if e.kind == "child.started")
+    assert await agent.session(child.data["session"]).saved_context() == saved

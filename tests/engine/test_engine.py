@@ -235,7 +235,9 @@ async def test_bad_tool_input_and_unknown_tools_are_errors_for_the_model(tmp_pat
     by_call = {m["tool_call_id"]: m for m in results}  # results come in the order they end
     assert sorted(by_call) == ["call_0_0", "call_0_1"]
     assert all(m["is_error"] for m in results)
-    assert "validation error" in by_call["call_0_0"]["text"]
+    assert by_call["call_0_0"]["text"] == (
+        "InvalidArgument: invalid input for tool 'lookup': id: Field required"
+    )
     assert "unknown tool 'nope'" in by_call["call_0_1"]["text"]
 
 

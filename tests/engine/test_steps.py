@@ -96,7 +96,9 @@ async def test_a_step_result_that_is_not_json_is_refused() -> None:
     async def multi(ctx: ToolContext) -> Any:
         return await ctx.step("a", lambda: {1, 2})
 
-    assert "InvalidArgument: step 'a' returned set, which is not JSON" in await tool_output(multi)
+    output = await tool_output(multi)
+    assert "InvalidArgument: step 'a' ran, and its result (set) was not saved" in output
+    assert "is not JSON" in output
 
 
 async def test_a_step_returns_its_result_and_async_fns_are_awaited() -> None:
@@ -114,6 +116,51 @@ async def test_ctx_step_outside_a_worker_is_a_clear_error() -> None:
     with pytest.raises(Exception, match="only inside a tool call of a worker"):
         await ctx.step("a", lambda: 1)
     assert ctx.step_key("a") == "x:a"
+
+
+async def test_a_step_not_awaited_fails_the_call_naming_it() -> None:
+    """Issue 43 item 6: ``ctx.step(...)`` without ``await`` dropped the effect and
+    the tool reported success (only a RuntimeWarning said otherwise)."""
+    refunds: list[str] = []
+
+    async def multi(ctx: ToolContext) -> Any:
+        ctx.step("refund", refunds.append, "A-1")  # no await: nothing runs
+        return "refunded"
+
+    agent = steps_agent(multi)
+    turn = agent.session().prompt("go")
+    sid = (await turn.accepted).session_id
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    stored = await agent.world.read(sid, 0)
+    (result,) = [e for e in stored if e.kind == "tool.finished"]
+    assert result.data["is_error"] is True
+    assert result.data["output"] == (
+        "InvalidArgument: ctx.step('refund') in tool 'multi' was not awaited before the tool "
+        "returned: the step did not run and nothing was saved; write `await ctx.step(...)`"
+    )
+    assert refunds == [] and not any(e.kind.startswith("step.") for e in stored)
+
+
+@pytest.mark.parametrize("caught", [False, True])
+async def test_ctx_step_from_a_sync_tool_fails_the_call_at_once(caught: bool) -> None:
+    """A sync tool runs in a thread: nothing there can await the step. The call
+    fails, naming the step, even when the tool swallows the error."""
+    refunds: list[str] = []
+
+    def multi(ctx: ToolContext) -> str:
+        try:
+            ctx.step("refund", refunds.append, "A-1")
+        except Exception:
+            if not caught:
+                raise
+        return "refunded"
+
+    output = await tool_output(multi)
+    assert output.startswith(
+        "InvalidArgument: ctx.step('refund') was called from the sync tool 'multi', which runs "
+        "in a thread where nothing can await it: the step did not run"
+    )
+    assert refunds == []
 
 
 async def test_a_tools_steps_are_visible_in_the_inspector() -> None:

@@ -295,13 +295,14 @@ async def test_a_fork_of_a_child_runs_with_the_childs_agent_and_answers_no_paren
 async def test_a_child_whose_agent_is_gone_fails_and_its_parent_hears_it() -> None:
     world = MemoryWorld()
     agent = Agent(ScriptedModel(["never asked"]), world=world)
+    await world.append("p-1", [log.entry("note", text="the parent")])  # (it exists)
     parent = {"session": "p-1", "execution_id": "x1", "call_id": "c1", "name": "gone"}
     first = log.entry(log.PROMPT, text="Find it.", key="x1", parent={**parent, "path": ["gone"]})
     await world.append("child-x1", [first], wake=0.0)
     await asyncio.wait_for(agent.work(until_idle=True, poll_interval=0.02), 30)
     (failed,) = [e for e in await world.read("child-x1", 0) if e.kind == log.TURN_FAILED]
     assert "no agent runs this child session" in failed.data["error"]
-    (answer,) = await world.read("p-1", 0)
+    _, answer = await world.read("p-1", 0)
     assert answer.kind == log.CHILD_FINISHED and answer.data["is_error"] is True
     assert answer.data["outcome"] == "failed" and "'gone'" in answer.data["output"]
 

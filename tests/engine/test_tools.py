@@ -310,6 +310,30 @@ async def test_a_tools_exception_is_a_scrubbed_error_the_model_hears(
     assert isinstance(record.exc_info[1], ConnectionError)
 
 
+async def test_a_tool_input_that_does_not_validate_is_heard_in_one_line_without_a_url(
+    tmp_path: Path,
+) -> None:
+    @tool
+    def refund(order_id: str, cents: Annotated[int, pydantic.Field(ge=0)]) -> str:
+        return "refunded"
+
+    world = MemoryWorld()
+    agent = Agent(
+        ScriptedModel([{"tool": "refund", "input": {"cents": -5}}, "Sorry."],
+                      record_to=tmp_path / "heard.jsonl"),
+        tools=[refund], world=world,
+    )  # fmt: skip
+    turn = agent.session().prompt("refund it")
+    await asyncio.wait_for(agent.work(until_idle=True, lease=5.0), 30)
+    assert await turn == "Sorry."
+    heard = read_recording(tmp_path / "heard.jsonl")[1]["messages"][-1]
+    assert heard["is_error"] is True
+    assert heard["text"] == (
+        "InvalidArgument: invalid input for tool 'refund': order_id: Field required; "
+        "cents: Input should be greater than or equal to 0"
+    )
+
+
 def test_tool_timed_out_is_a_timeout_error() -> None:
     error = ToolTimedOut("slow", 1.5)
     assert isinstance(error, TimeoutError) and (error.name, error.seconds) == ("slow", 1.5)

@@ -31,7 +31,7 @@ pytest.importorskip("vercel.queue")
 from fxworld.aws import lambda_handler
 from fxworld.localqueues.sqs import CREDENTIALS, MotoServer
 from fxworld.localqueues.vercel import CONSUMER, DEPLOYMENT
-from fxworld.push import SQSPush, VercelQueuePush
+from fxworld.push import PushingWorld, SQSPush, VercelQueuePush
 from fxworld.web import WakeHandler
 from tests.serverless.deployments import vercel_env
 
@@ -99,6 +99,8 @@ async def test_sqs_a_turn_that_yields_twice_costs_three_messages(
     handler = lambda_handler(agent(url, SQSPush(queue)), margin=0.5, lease=VISIBILITY)
     prompter = Agent(ScriptedModel([]), world=url, push=SQSPush(queue))
     sid = (await prompter.session().create("Go")).session_id
+    assert isinstance(prompter.world, PushingWorld)
+    await prompter.world.drain()  # the prompt's push goes on beside it: sent now
     deliveries = 0
     with ThreadPoolExecutor(max_workers=1) as function:  # one warm execution environment
         loop = asyncio.get_running_loop()

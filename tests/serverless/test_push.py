@@ -124,10 +124,12 @@ async def test_http_push_is_signed_as_the_wake_route_checks(route: tuple[str, Ag
     client = Agent(ScriptedModel([]), world=served.world, push=HTTPPush(url, SECRET, timeout=10))
     s = client.session()
     await s.create("Hi")
+    world = client.world
+    assert isinstance(world, PushingWorld)
+    await world.drain()  # the push goes on beside the prompt
     events = [e.kind for e in await s.read()]
     assert events[-1] == "turn.finished"  # the route ran it; no worker did
-    world = client.world
-    assert isinstance(world, PushingWorld) and world.stats.sent == 1
+    assert world.stats.sent == 1
 
 
 async def test_http_push_with_a_wrong_secret_is_refused_and_counted(
@@ -139,7 +141,9 @@ async def test_http_push_with_a_wrong_secret_is_refused_and_counted(
     s = client.session()
     await s.create("Hi")  # accepted all the same
     world = client.world
-    assert isinstance(world, PushingWorld) and world.stats.failed == 1
+    assert isinstance(world, PushingWorld)
+    await world.drain()
+    assert world.stats.failed == 1
     assert [e.kind for e in await s.read()] == ["prompt"]  # the route ran nothing
 
 

@@ -89,8 +89,10 @@ async def test_a_push_that_failed_is_recovered_by_the_tick(
     d = deploy("hello")
     broken = Agent(ScriptedModel([]), world=d.url, push=d.push(broken=True))
     accepted = await broken.session().create("Hi")  # accepted though the push fails
+    assert isinstance(broken.world, PushingWorld)
+    await broken.world.drain()  # (the push goes on beside the prompt)
     assert "push for session" in caplog.text
-    assert isinstance(broken.world, PushingWorld) and broken.world.stats.failed == 1
+    assert broken.world.stats.failed == 1
     await broken.world.close()
     d.start()
     await asyncio.sleep(3)  # nothing rings: the wake waits in the world

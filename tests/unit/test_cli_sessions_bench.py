@@ -50,7 +50,9 @@ def test_sessions_list(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert "2 sessions in sqlite:///" in err
     assert main(["sessions", "list", "--world", f"sqlite:///{db}", "--limit", "1"]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["b-session"]
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()] == ["b-session"]
+    assert "1 of 2 sessions in sqlite:///" in err  # the world holds two, not one
 
 
 def test_sessions_list_uses_fxworld_url(

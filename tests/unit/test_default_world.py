@@ -6,6 +6,7 @@ two worlds, and the client waited forever."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from fxworld import SqliteWorld, selection, world
 from fxworld.cli import main
+from fxworld.errors import ConfigurationError
 from fxworld.selection import default_url
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +37,7 @@ def test_the_default_world_is_found_in_a_parent_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = tmp_path.resolve()
-    (project / ".fxworld").mkdir()
+    (project / ".fxworld").mkdir(0o755)  # (not group-writable, whatever the umask)
     (project / "web" / "views").mkdir(parents=True)
     monkeypatch.chdir(project / "web" / "views")
     assert default_url(creating=True) == f"sqlite:///{project}/.fxworld/world.db"
@@ -145,3 +147,80 @@ def test_a_worker_and_a_client_started_in_different_directories_share_one_world(
     assert f"SqliteWorld('{db}'" in worker.stderr  # the ready line: the absolute path
     assert "creating the default world" not in worker.stderr
     assert not (project / "app" / ".fxworld").exists()
+
+
+def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``.fxworld/`` in a shared parent, and the working directory below it."""
+    shared = tmp_path.resolve()
+    (shared / ".fxworld").mkdir(0o755)
+    (shared / "me" / "project").mkdir(parents=True)
+    monkeypatch.chdir(shared / "me" / "project")
+    return shared / ".fxworld"
+
+
+def test_a_world_folder_others_may_write_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another local user could have planted sessions in it: this process would
+    answer their prompts with its own tools. Refused, as git refuses a repository
+    it does not trust, with one line saying what to do."""
+    planted = _planted(tmp_path, monkeypatch)
+    planted.chmod(0o777)  # chmod o+w, as a world dropped into /tmp would be
+    with pytest.raises(ConfigurationError) as refused:
+        world()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert str(planted) in message and "writable by group and others" in message
+    assert "FXWORLD_URL" in message and f"chmod go-w {planted}" in message
+    assert selection._current is None  # nothing opened
+    assert not (planted / "world.db").exists()
+    planted.chmod(0o775)
+    with pytest.raises(ConfigurationError, match="writable by group"):
+        default_url()
+    planted.chmod(0o755)  # fixed as the message says: used
+    assert default_url() == f"sqlite:///{planted}/world.db"
+
+
+def test_a_world_folder_of_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    planted = _planted(tmp_path, monkeypatch)
+    os.chown(planted, 4242, 4242)
+    with pytest.raises(ConfigurationError) as refused:
+        default_url(creating=True)
+    message = str(refused.value)
+    assert "owned by uid 4242, not by you (uid 0)" in message and "FXWORLD_URL" in message
+    monkeypatch.setenv("FXWORLD_URL", f"sqlite:///{tmp_path}/mine.db")  # what it says to do
+    assert isinstance(world(), SqliteWorld)
+
+
+def test_a_world_file_of_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    planted = _planted(tmp_path, monkeypatch)
+    (planted / "world.db").touch(0o644)
+    os.chown(planted / "world.db", 4242, 4242)
+    with pytest.raises(ConfigurationError, match="owned by uid 4242"):
+        default_url()
+
+
+def test_the_default_world_folder_is_made_so_that_it_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A umask that lets the group write (002, common) must not make fxworld refuse
+    the folder it made itself."""
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0o002)
+    try:
+        made = world()
+        assert isinstance(made, SqliteWorld)
+        asyncio.run(made.setup())
+        asyncio.run(made.close())
+    finally:
+        os.umask(old)
+    monkeypatch.setattr(selection, "_current", None)
+    assert default_url() == f"sqlite:///{tmp_path.resolve()}/.fxworld/world.db"

@@ -223,7 +223,8 @@ def test_credentials_never_appear_in_a_world_repr() -> None:
 def test_mask_keeps_what_helps_and_hides_secrets() -> None:
     assert mask(f"postgresql://alice:{SECRET}@h:5432/db") == "postgresql://alice:***@h:5432/db"
     # userinfo without a ":" may be a token (https://TOKEN@host): hidden whole
-    assert mask("postgresql://alice@h/db") == "postgresql://***@h/db"
+    assert mask("postgresql://alice@h/db") == "postgresql://alice@h/db"  # the role, no secret
+    assert mask("postgresql+asyncpg://alice@h/db") == "postgresql+asyncpg://alice@h/db"
     masked = mask(f"s3://b/p?endpoint_url=http://127.0.0.1:9000&token={SECRET}&namespace=n")
     assert SECRET not in masked
     assert "endpoint_url=http://127.0.0.1:9000" in masked and "namespace=n" in masked

@@ -17,6 +17,11 @@ MASKED = {
     "hash-in-password": ("redis://app:a#b9x@cache/0", ["b9x"], "app:***@cache/0"),
     "redis-empty-user": ("redis://:Hunter22@cache:6379/0", ["Hunter22"], ":***@cache:6379"),
     "token-as-user": ("https://Tok3nUser@example.com/x", ["Tok3nUser"], "***@example.com"),
+    "token-as-user-in-query": (
+        "s3://b/p?endpoint_url=https://Tok3nUser@example.com/x",
+        ["Tok3nUser"],
+        "***@example.com",
+    ),
     "secret-query": ("redis://h/0?password=Qu3ry&db=1", ["Qu3ry"], "db=1"),
     "aws-signature": ("s3://b/p?X-Amz-Signature=Sig99&namespace=n", ["Sig99"], "namespace=n"),
     "auth-query": ("postgresql://h/db?sslpassword=Ssl1&authtoken=At1", ["Ssl1", "At1"], "h/db"),

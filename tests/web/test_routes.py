@@ -229,6 +229,19 @@ async def test_oversized_prompt_is_413_and_not_saved(agent: Agent) -> None:
         assert [e.kind for e in await agent.session(sid).read(None)] == ["prompt"]
 
 
+async def test_a_prompt_over_the_worlds_entry_limit_is_413_naming_both_and_not_saved() -> None:
+    agent = make_agent(MemoryWorld(max_entry_bytes=2000))
+    app = create_app(agent, allow_anyone=True)  # its max_prompt_bytes: far above 2000
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        r = await client.post("/sessions", json={"text": "x" * 3000, "session_id": "s-big"})
+        assert r.status_code == 413 and r.json()["error"] == "too_large"
+        message = r.json()["message"]
+        assert "over the limit of 2000 bytes" in message and "entry of 30" in message
+    assert await agent.session("s-big").read(None) == []
+
+
 class BrokenWorld(MemoryWorld):
     """A world whose reads fail with an unexpected error carrying internals."""
 

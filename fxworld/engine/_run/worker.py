@@ -4,34 +4,34 @@ How the engine keeps a turn durable, part by part:
 
 - **The worker** (this module) takes due wakes under a lease, up to
   ``concurrency`` sessions at once and as many wakes per look as it has room
-  for, and runs each in a :class:`~fxworld.engine.run.SessionRun`.
-- **A session run** (:mod:`fxworld.engine.run`) ``acquire``\\ s the session (a new
+  for, and runs each in a :class:`~fxworld.engine._run.run.SessionRun`.
+- **A session run** (:mod:`fxworld.engine._run.run`) ``acquire``\\ s the session (a new
   fence; any older holder is refused from then on), rebuilds the state by reading
   the log (:mod:`fxworld.engine.replay`), and then repeats: decide the next step
   from the state, hand it to its handler, which appends what happened with the
   fence before the next step is decided.
-- **The writer** (:mod:`fxworld.engine.fenced`) is the only way a run reaches the
+- **The writer** (:mod:`fxworld.engine._run.fenced`) is the only way a run reaches the
   world: fenced appends, ``BackendUnavailable`` retried with backoff, a fenced
   append whose outcome is unknown checked by reading the log (only this fence
   writes entries of its epoch), so nothing is doubled; the lease renewed in the
   background; ``Fenced`` stops the run at once, with no further write and no
   further side effect.
-- **The handlers**: the model step (:mod:`fxworld.engine.model_step`: text saved
+- **The handlers**: the model step (:mod:`fxworld.engine._run.model_call`: text saved
   in chunks; the reply is ONE append with its calls' ``tool.started``, or with
-  ``turn.finished``), the tool step (:mod:`fxworld.engine.tool_step`: each
+  ``turn.finished``), the tool step (:mod:`fxworld.engine._run.tool_calls`: each
   ``tool.finished`` before the next model call, so a tool step costs two appends;
   after a crash, a started call runs again only if idempotent), the approval and
-  stop steps (:mod:`fxworld.engine.approval_step`: a call that needs approval
+  stop steps (:mod:`fxworld.engine._run.approval_wait`: a call that needs approval
   parks the turn and holds no worker), and the turn's own entries and the yield
-  (:mod:`fxworld.engine.turn_step`).
-- **Signals** (:mod:`fxworld.engine.signals`, :mod:`fxworld.engine.stop_watch`):
+  (:mod:`fxworld.engine._run.turn_edges`).
+- **Signals** (:mod:`fxworld.engine._run.signals`, :mod:`fxworld.engine._run.stop_watch`):
   SIGTERM (:meth:`Worker.stop`) abandons a running model call at once (its text is
   marked discarded, the next worker makes the call again), lets a running tool
   finish, then appends ``turn.yielded`` with a wake and releases the lease, so
   another worker continues at once. A ``stop.requested`` cuts the model stream
   (its saved text stays), starts no new tool, cancels an async tool, and
   ``turn.stopped`` ends the turn.
-- **A deadline** (:mod:`fxworld.engine.deadline`): before a step that could
+- **A deadline** (:mod:`fxworld.engine._run.deadline`): before a step that could
   outrun it, the turn yields with a wake, and the next invocation continues it.
 """
 
@@ -44,13 +44,13 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from fxworld.errors import BackendUnavailable
+from fxworld.errors import BackendUnavailable, InvalidArgument
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
 from fxworld.wakes import take_wakes
 
-from .context import AgentParts
+from ..subagents import AgentParts
 from .deadline import Deadline
 from .run import SessionRun
 from .signals import Signals
@@ -78,9 +78,9 @@ class Worker:
         poll_interval: float,
     ) -> None:
         if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if lease <= 0:
-            raise ValueError("lease must be > 0 seconds")
+            raise InvalidArgument(f"concurrency must be at least 1, not {concurrency}")
+        if not lease > 0:
+            raise InvalidArgument(f"lease must be more than 0 seconds, not {lease}")
         self.agent = agent
         self.concurrency = concurrency
         self.lease = lease

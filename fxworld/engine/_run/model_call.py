@@ -6,7 +6,7 @@ that reconnects sees exactly the text the first client saw. The model's reply is
 ONE append: its last text chunk, the ``message``, and then either the
 ``approval.requested`` entries of its calls that need approval and the
 ``tool.started`` entries of the others (they run right after it lands:
-:mod:`fxworld.engine.tool_step`), or, for a reply without calls,
+:mod:`fxworld.engine._run.tool_calls`), or, for a reply without calls,
 ``turn.finished``. Nothing can be lost between the reply and the start of its
 calls, so they are saved together.
 
@@ -15,6 +15,11 @@ conversation leaves it out): a model error (retried with backoff up to
 ``model_retries`` times when it is retryable, else the turn fails), an adapter
 that raises, or a handover (SIGTERM: the next worker makes the call again). A
 stop cuts the stream and keeps its saved text: ``turn.stopped`` carries it.
+
+A reply the world refuses to save (its text or a call's input over the world's
+entry limit: :mod:`fxworld.engine.unsaved`) ends the turn: its saved text is
+discarded and ``turn.failed`` names the reply (or the answer), its size and the
+limit.
 """
 
 from __future__ import annotations
@@ -25,30 +30,39 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from fxworld.errors import BackendUnavailable, Fenced
+from fxworld.errors import BackendUnavailable, Fenced, InvalidEntry
 from fxworld.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta
 from fxworld.scrub import scrub
 from fxworld.types import NewEntry
 
-from . import log
-from .approval_step import approval_entries
-from .context import RunContext, new_id
+from .. import log
+from ..limits import model_calls_spent
+from ..replay import CallModel, CallState
+from ..telemetry import Call
+from ..unsaved import reply_refused
+from .approval_wait import approval_entries
 from .faults import crash_point
 from .fenced import StopRun
-from .replay import CallModel, CallState
 from .signals import Cut
-from .telemetry import Call
-from .tool_step import Run, run_started, start_entries
-from .turn_step import answer_entries
+from .state import RunState, new_id
+from .tool_calls import Run, run_started, start_entries
+from .turn_edges import answer_entries
 
 __all__ = ["call_model", "reply_entries"]
 
 logger = logging.getLogger("fxworld.worker")
 
 
-async def call_model(run: RunContext, step: CallModel) -> None:
+async def call_model(run: RunState, step: CallModel) -> None:
     """Call the model (again after a retryable error) until it replied, or the
-    turn failed, or a signal cut the call."""
+    turn failed, or a signal cut the call; a turn that made as many model calls as
+    its limit ends instead (:mod:`fxworld.engine.limits`)."""
+    cur = run.state.current
+    spent = None if cur is None else model_calls_spent(cur, run.agent.max_model_calls)
+    if spent is not None:
+        logger.warning("session %s: %s", run.sid, spent.data["error"])
+        await run.writer.append([spent])
+        return
     request = ModelRequest(
         instructions=run.instructions,
         messages=run.state.conversation(),
@@ -59,7 +73,7 @@ async def call_model(run: RunContext, step: CallModel) -> None:
         attempt += 1
 
 
-async def _attempt(run: RunContext, request: ModelRequest, attempt: int) -> bool:
+async def _attempt(run: RunState, request: ModelRequest, attempt: int) -> bool:
     """One model call and the run of its calls; whether to make it again."""
     call = new_id()
     try:
@@ -70,6 +84,9 @@ async def _attempt(run: RunContext, request: ModelRequest, attempt: int) -> bool
         return False  # a stop keeps the saved text; the step loop ends the turn
     except ModelError as e:
         return await _model_error(run, call, attempt, e)
+    except InvalidEntry as e:  # its text, as it streamed, refused: nothing of it written
+        await _refused(run, call, reply_refused(e, answer=False))
+        return False
     except (Fenced, StopRun, BackendUnavailable):
         raise
     except Exception as e:  # an adapter bug must not crash-loop the session
@@ -80,14 +97,14 @@ async def _attempt(run: RunContext, request: ModelRequest, attempt: int) -> bool
     return False
 
 
-async def _discard(run: RunContext, call: str, reason: str) -> None:
+async def _discard(run: RunState, call: str, reason: str) -> None:
     """Mark the text model call ``call`` saved as discarded, if it saved any."""
     cur = run.state.current
     if cur is not None and cur.open_call == call:
         await run.writer.append([log.entry(log.TEXT_DISCARDED, call=call, reason=reason)])
 
 
-async def _fail_turn(run: RunContext, error: str) -> None:
+async def _fail_turn(run: RunState, error: str) -> None:
     cur = run.state.current
     assert cur is not None
     await run.writer.append(
@@ -95,7 +112,7 @@ async def _fail_turn(run: RunContext, error: str) -> None:
     )
 
 
-async def _model_error(run: RunContext, call: str, attempt: int, e: ModelError) -> bool:
+async def _model_error(run: RunState, call: str, attempt: int, e: ModelError) -> bool:
     """After a ``ModelError``: whether to call again (after a backoff no signal cut)."""
     message = scrub(str(e))  # the log is streamed to clients
     await _discard(run, call, f"model error: {message}")
@@ -111,7 +128,14 @@ async def _model_error(run: RunContext, call: str, attempt: int, e: ModelError) 
     return False
 
 
-async def _adapter_failed(run: RunContext, call: str, e: Exception) -> None:
+async def _refused(run: RunState, call: str, error: str) -> None:
+    """The model's reply was refused by the world: the turn fails, naming it."""
+    logger.warning("session %s: %s", run.sid, error)
+    await _discard(run, call, "not saved")
+    await _fail_turn(run, error)
+
+
+async def _adapter_failed(run: RunState, call: str, e: Exception) -> None:
     logger.exception("session %s: model call raised", run.sid)
     await _discard(run, call, "model error")
     # The exception is in the server's log (above); the log, which clients
@@ -122,7 +146,7 @@ async def _adapter_failed(run: RunContext, call: str, e: Exception) -> None:
     )
 
 
-async def _traced(run: RunContext, request: ModelRequest, call: str) -> list[Run]:
+async def _traced(run: RunState, request: ModelRequest, call: str) -> list[Run]:
     """:func:`_stream` inside the call's ``chat`` span."""
     span = run.telemetry.chat(run.agent.model)
     try:
@@ -134,7 +158,7 @@ async def _traced(run: RunContext, request: ModelRequest, call: str) -> list[Run
         span.end()
 
 
-async def _stream(run: RunContext, request: ModelRequest, call: str, span: Call) -> list[Run]:
+async def _stream(run: RunState, request: ModelRequest, call: str, span: Call) -> list[Run]:
     """Stream one model call, saving its text in chunks; save the reply. The
     calls to run now. A signal cuts the stream at once (:class:`Cut`)."""
     text = _Text(run, call)
@@ -150,7 +174,11 @@ async def _stream(run: RunContext, request: ModelRequest, call: str, span: Call)
     crash_point("before-message")
     entries = text.rest()
     runs, wake = reply_entries(run, call, response, entries)
-    await run.writer.append(entries, wake=wake)
+    try:
+        await run.writer.append(entries, wake=wake)
+    except InvalidEntry as e:  # nothing of the reply was written (W15)
+        await _refused(run, call, reply_refused(e, answer=not response.tool_calls))
+        return []
     crash_point("after-message")
     asked = sum(e.kind == log.APPROVAL_REQUESTED for e in entries)
     if asked:
@@ -160,7 +188,7 @@ async def _stream(run: RunContext, request: ModelRequest, call: str, span: Call)
 
 
 async def _read(
-    run: RunContext, stream: AsyncIterator[ModelEvent], text: _Text
+    run: RunState, stream: AsyncIterator[ModelEvent], text: _Text
 ) -> ModelResponse | None:
     """The stream's events until its end: text is gathered (and saved in chunks);
     the response, if one came."""
@@ -195,7 +223,7 @@ class _Text:
     the oldest unsaved text arrived: when the model is silent by then, a timer
     saves it beside the stream (one save at a time, in order)."""
 
-    def __init__(self, run: RunContext, call: str) -> None:
+    def __init__(self, run: RunState, call: str) -> None:
         self.run = run
         self.call = call
         self.parts: list[str] = []
@@ -270,7 +298,7 @@ class _Text:
 
 
 def reply_entries(
-    run: RunContext, call: str, response: ModelResponse, entries: list[NewEntry]
+    run: RunState, call: str, response: ModelResponse, entries: list[NewEntry]
 ) -> tuple[list[Run], float | None]:
     """Add the entries of the model's reply to ``entries``, for ONE append (see
     the module). Returns the calls to run once that append has landed, and the
@@ -293,9 +321,7 @@ def reply_entries(
     return runs, wake
 
 
-def _message(
-    run: RunContext, call: str, response: ModelResponse, calls: list[CallState]
-) -> NewEntry:
+def _message(run: RunState, call: str, response: ModelResponse, calls: list[CallState]) -> NewEntry:
     usage = response.usage
     return log.entry(
         log.MESSAGE,

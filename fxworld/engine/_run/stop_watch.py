@@ -1,7 +1,7 @@
 """Seeing a stop while a slow step runs: follow the session's log.
 
 A ``stop.requested`` for the current turn raises the run's stop signal
-(:mod:`fxworld.engine.signals`). A worker sees it at its next append (the
+(:mod:`fxworld.engine._run.signals`). A worker sees it at its next append (the
 append's seq shows an entry of another writer, and the writer reads it), and,
 while a model call or a tool run has lasted :data:`WATCH_AFTER` seconds, by
 following the session's log. So a session whose steps are quick is not followed
@@ -18,8 +18,8 @@ import logging
 
 from fxworld.errors import BackendUnavailable
 
-from . import log
-from .context import RunContext
+from .. import log
+from .state import RunState
 
 __all__ = ["WATCH_AFTER", "StopWatch"]
 
@@ -37,7 +37,7 @@ class StopWatch:
     seconds, follow the log for a stop (from what the run knew at its start). A
     quick step costs one timer, not a task."""
 
-    def __init__(self, run: RunContext) -> None:
+    def __init__(self, run: RunState) -> None:
         self._run = run
         self._after = run.state.last_seq
         self._timer: asyncio.TimerHandle | None = None
@@ -58,7 +58,7 @@ class StopWatch:
                 await self._task
 
 
-async def _watch(run: RunContext, after: int) -> None:
+async def _watch(run: RunState, after: int) -> None:
     """Follow the log; raise the stop signal when a stop for the current turn lands."""
     world, sid = run.writer.world, run.sid
     while True:
@@ -78,6 +78,6 @@ async def _watch(run: RunContext, after: int) -> None:
                     await aclose()
 
 
-def _for_current_turn(run: RunContext, prompt: object) -> bool:
+def _for_current_turn(run: RunState, prompt: object) -> bool:
     cur = run.state.current
     return cur is None or prompt in (cur.prompt, None)

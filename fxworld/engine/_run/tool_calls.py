@@ -10,6 +10,11 @@ finished is handled on its own: an idempotent one runs again (attempt + 1, the
 same ``execution_id``), any other becomes ``tool.interrupted`` and the model
 hears that it may have partly run.
 
+A result the world refuses to save (too large for one entry, or not valid
+Unicode) is saved as an error the model hears, naming its size and the world's
+limit (:mod:`fxworld.engine.unsaved`); the turn goes on and the tool is not run
+again.
+
 A stop cancels a running async tool (its call becomes ``tool.interrupted``); a
 sync tool runs in a thread and is let finish, and its result is saved.
 
@@ -25,18 +30,20 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fxworld.errors import InvalidArgument
+from fxworld.errors import InvalidArgument, InvalidEntry
 from fxworld.scrub import error_text
 from fxworld.types import NewEntry
 
-from . import log
-from .context import RunContext
+from .. import log
+from ..context import own_copy
+from ..replay import CallState, RunTools, stopped_message
+from ..steps import StepJournal
+from ..tools import Tool, ToolContext, render_output
+from ..unsaved import refused_result
+from .children import start_child
 from .faults import crash_point
-from .replay import CallState, RunTools, stopped_message
 from .signals import Cut
-from .steps import StepJournal
-from .subagents import start_child
-from .tools import Tool, ToolContext, render_output
+from .state import RunState
 
 __all__ = ["run_tools", "run_started", "start_entries", "tool_entry"]
 
@@ -69,7 +76,7 @@ def start_entries(
     return entries, runs
 
 
-async def run_tools(run: RunContext, step: RunTools) -> None:
+async def run_tools(run: RunState, step: RunTools) -> None:
     """The step after a replay: calls never started, or idempotent ones to run
     again; their ``tool.started`` entries in one append, then the runs."""
     if run.signals.stop:
@@ -82,7 +89,7 @@ async def run_tools(run: RunContext, step: RunTools) -> None:
     await run_started(run, runs)
 
 
-async def run_started(run: RunContext, runs: Sequence[Run]) -> None:
+async def run_started(run: RunState, runs: Sequence[Run]) -> None:
     """Run calls whose ``tool.started`` is saved, and save each one's result."""
     if len(runs) == 1:  # the common case: no task to make
         await _save(run, [await _result(run, *runs[0])])
@@ -90,12 +97,42 @@ async def run_started(run: RunContext, runs: Sequence[Run]) -> None:
         await _together(run, runs)
 
 
-async def _save(run: RunContext, finished: list[NewEntry]) -> None:
-    await run.writer.append(finished)
+async def _save(run: RunState, finished: list[NewEntry]) -> None:
+    try:
+        await run.writer.append(finished)
+    except InvalidEntry as e:  # nothing of it was written (W15)
+        await _save_refused(run, finished, e)
     crash_point("after-tool-finished")
 
 
-async def _together(run: RunContext, runs: Sequence[Run]) -> None:
+async def _save_refused(run: RunState, finished: list[NewEntry], e: InvalidEntry) -> None:
+    """Save results the world refused: each refused one as an error the model
+    hears (one by one when several went together: only the refused ones)."""
+    if len(finished) > 1:
+        for entry in finished:
+            await _save_refused_one(run, entry)
+    elif finished[0].kind == log.TOOL_FINISHED:
+        await _save_as_error(run, finished[0], e)
+    else:
+        raise e
+
+
+async def _save_refused_one(run: RunState, entry: NewEntry) -> None:
+    try:
+        await run.writer.append([entry])
+    except InvalidEntry as e:
+        if entry.kind != log.TOOL_FINISHED:
+            raise
+        await _save_as_error(run, entry, e)
+
+
+async def _save_as_error(run: RunState, entry: NewEntry, e: InvalidEntry) -> None:
+    error = refused_result(entry, e)
+    logger.warning("session %s: %s", run.sid, error.data["output"])
+    await run.writer.append([error])
+
+
+async def _together(run: RunState, runs: Sequence[Run]) -> None:
     """Parallel calls at the same time; each result is appended as its call ends
     (results that come while another is being appended go together next)."""
     lock = asyncio.Lock()
@@ -118,7 +155,7 @@ async def _together(run: RunContext, runs: Sequence[Run]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
+async def _result(run: RunState, c: CallState, attempt: int) -> NewEntry:
     """:func:`_run_call` inside its ``execute_tool`` span, current while the tool
     runs (so the tool's own spans nest under it)."""
     span = run.telemetry.tool(c, attempt)
@@ -138,7 +175,7 @@ async def _result(run: RunContext, c: CallState, attempt: int) -> NewEntry:
         span.end()
 
 
-async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
+async def _run_call(run: RunState, c: CallState, attempt: int) -> NewEntry:
     """Run one call; the entry of its result (a tool that raises is a result the
     model sees; a call a stop cut is ``tool.interrupted``)."""
     tool = run.agent.tools[c.name]
@@ -150,7 +187,7 @@ async def _run_call(run: RunContext, c: CallState, attempt: int) -> NewEntry:
     journal = StepJournal(run.writer, c)
     try:
         ctx = ToolContext(
-            c.execution_id, run.sid, c.id, c.name, attempt, run.context, journal=journal
+            c.execution_id, run.sid, c.id, c.name, attempt, own_copy(run.context), journal=journal
         )
         if tool.is_async:  # a stop cancels it
             with run.signals.cutting(handover=False):

@@ -3,7 +3,7 @@
 :func:`for_run` gives a run :class:`OtelRun` then (else
 :data:`~fxworld.engine.telemetry.OFF`): its turn spans (``invoke_agent``), the
 ``chat`` and ``execute_tool`` spans under them, and the metrics
-(:class:`Instruments`). Every OpenTelemetry import here runs only once the
+(:class:`~fxworld.engine.telemetry.Instruments`). Every OpenTelemetry import here runs only once the
 application has imported OpenTelemetry itself. ``docs/observability.md`` lists
 every span, attribute and metric.
 """
@@ -18,95 +18,26 @@ from typing import Any, Final
 from fxworld.models.base import Model, ModelResponse
 from fxworld.types import Entry, Fence, WakeLease
 
-from .replay import CallState, Replay, StartTurn, Step
-from .telemetry import (
+from ..replay import CallState, Replay, StartTurn, Step
+from ..telemetry import (
     OFF,
-    SCHEMA_URL,
     TRACE_FIELD,
     Call,
     RunTelemetry,
-    api,
     capture_content,
+    providers,
 )
 
-__all__ = ["Instruments", "OtelRun", "for_run", "approvals_waiting"]
-
-
-class Instruments:
-    """The metrics, made once per meter provider."""
-
-    def __init__(self, meter: Any) -> None:
-        self.steps = meter.create_counter("fxworld.steps", "{step}", "Steps a worker ran")
-        self.turns = meter.create_counter("fxworld.turns", "{turn}", "Turns that ended")
-        self.takeovers = meter.create_counter(
-            "fxworld.takeovers", "{takeover}", "Turns taken over after their worker died"
-        )
-        self.tool_duration = meter.create_histogram(
-            "fxworld.tool.duration", "s", "How long a tool run took"
-        )
-        self.wake_lag = meter.create_histogram(
-            "fxworld.wake.lag", "s", "From a wake's due time to a worker taking it"
-        )
-        self.approvals = meter.create_up_down_counter(
-            "fxworld.approvals.waiting", "{call}", "Calls waiting for a person's decision"
-        )
-        self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", "{token}", "Tokens used per model call"
-        )
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", "s", "How long a model call took"
-        )
-
-
-_made: dict[str, tuple[Any, Any]] = {}
-"""Per kind ("tracer", "meter"): (the provider, what was made of it)."""
-
-
-def _of(kind: str, provider: Any, make: Any) -> Any:
-    held = _made.get(kind)
-    if held is None or held[0] is not provider:
-        held = _made[kind] = (provider, make(provider))
-    return held[1]
-
-
-def _providers() -> tuple[Any, Any]:
-    """The tracer and the instruments of the providers the application set (None: unset)."""
-    otel = api()
-    if otel is None:
-        return None, None
-    tracer = None
-    provider = otel.get_tracer_provider()
-    if not isinstance(provider, otel.ProxyTracerProvider | otel.NoOpTracerProvider):
-        tracer = _of("tracer", provider, _tracer)
-    instruments = None
-    from opentelemetry import metrics
-
-    mp = metrics.get_meter_provider()
-    if not isinstance(mp, metrics.NoOpMeterProvider) and type(mp).__name__ != "_ProxyMeterProvider":
-        instruments = _of(
-            "meter", mp, lambda p: Instruments(p.get_meter("fxworld", None, SCHEMA_URL))
-        )
-    return tracer, instruments
-
-
-def _tracer(provider: Any) -> Any:
-    return provider.get_tracer("fxworld", None, SCHEMA_URL)
+__all__ = ["OtelRun", "for_run"]
 
 
 def for_run(agent_name: str, wake: WakeLease) -> RunTelemetry:
     """The telemetry of one run of ``wake``: :data:`OFF` unless the application set
     a provider."""
-    tracer, instruments = _providers()
+    tracer, instruments = providers()
     if tracer is None and instruments is None:
         return OFF
     return OtelRun(tracer, instruments, agent_name, wake)
-
-
-def approvals_waiting(delta: int) -> None:
-    """A decision saved from any process: one call less waits (when metrics are on)."""
-    _tracer_unused, instruments = _providers()
-    if instruments is not None:
-        instruments.approvals.add(delta)
 
 
 _DUE_AT_ONCE: Final = frozenset({"prompt", "approval.decided", "stop.requested", "turn.yielded"})

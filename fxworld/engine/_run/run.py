@@ -6,12 +6,12 @@ and then repeats: decide the next step from the state
 (:func:`~fxworld.engine.replay.next_step`), hand it to its handler, which appends
 what happened with the fence before the next step is decided. The handlers:
 
-- the model step (:mod:`fxworld.engine.model_step`) and the tool step
-  (:mod:`fxworld.engine.tool_step`), watched for a stop while slow
-  (:mod:`fxworld.engine.stop_watch`) and timed for the deadline
-  (:mod:`fxworld.engine.deadline`);
-- the approval and stop steps (:mod:`fxworld.engine.approval_step`);
-- the turn's own entries and the yield (:mod:`fxworld.engine.turn_step`).
+- the model step (:mod:`fxworld.engine._run.model_call`) and the tool step
+  (:mod:`fxworld.engine._run.tool_calls`), watched for a stop while slow
+  (:mod:`fxworld.engine._run.stop_watch`) and timed for the deadline
+  (:mod:`fxworld.engine._run.deadline`);
+- the approval and stop steps (:mod:`fxworld.engine._run.approval_wait`);
+- the turn's own entries and the yield (:mod:`fxworld.engine._run.turn_edges`).
 
 A child session (an agent tool's: :mod:`fxworld.engine.subagents`) runs with the
 child's agent, found from the worker's through the path its first prompt names;
@@ -20,7 +20,10 @@ before it finishes the wake (a run that dies in between leaves the report to the
 next delivery).
 
 ``Fenced`` means another worker replaced this one: the run stops at once, with no
-further write and no further side effect. A wake that finds nothing to do (e.g.
+further write and no further side effect. An entry the world refuses
+(``InvalidEntry``, ``EntryTooLarge``) where no step turned it into an outcome of
+its own (:mod:`fxworld.engine.unsaved`) fails the running turn at once: a turn is
+never left to stall and be delivered again. A wake that finds nothing to do (e.g.
 the one a stop or a decision left behind, due again once the run it reached
 finished: W13), or only calls still waiting for a decision, is finished without
 taking the session, so it writes no ``fence``; a request that lands meanwhile
@@ -33,25 +36,13 @@ import asyncio
 import contextlib
 import logging
 
-from fxworld.errors import Fenced
+from fxworld.errors import Fenced, InvalidEntry
 from fxworld.protocol import World
 from fxworld.types import WakeLease
 
-from . import clock
-from .approval_step import (
-    request_approval,
-    stop_turn,
-    time_out_approval,
-    wait_for_approval,
-    wait_for_child,
-)
-from .context import AgentParts, RunContext
-from .deadline import Deadline
-from .fenced import FencedWriter, StopRun
-from .log_fields import LogFields, set_fields
-from .model_step import call_model
-from .otel_run import for_run
-from .replay import (
+from .. import clock, log
+from ..log_fields import LogFields, set_fields
+from ..replay import (
     CallModel,
     DiscardText,
     FinishTurn,
@@ -66,11 +57,25 @@ from .replay import (
     WaitForApproval,
     WaitForChild,
 )
+from ..subagents import AgentParts, agent_for, no_agent
+from ..unsaved import turn_refused
+from .approval_wait import (
+    request_approval,
+    stop_turn,
+    time_out_approval,
+    wait_for_approval,
+    wait_for_child,
+)
+from .children import report_to_parent
+from .deadline import Deadline
+from .fenced import FencedWriter, StopRun
+from .model_call import call_model
+from .otel import for_run
 from .signals import Signals
+from .state import RunState
 from .stop_watch import StopWatch
-from .subagents import agent_for, no_agent, report_to_parent
-from .tool_step import run_tools
-from .turn_step import (
+from .tool_calls import run_tools
+from .turn_edges import (
     discard_text,
     fail_refused,
     finish_turn,
@@ -102,7 +107,7 @@ class SessionRun:
     ) -> None:
         self.writer = FencedWriter(world, wake, lease=lease)
         self.root = agent
-        self.run = RunContext(self.writer, agent, signals)
+        self.run = RunState(self.writer, agent, signals)
         self.deadline = deadline
         self.sid = wake.session_id
         self.writer.on_news = self._note_stop
@@ -127,6 +132,8 @@ class SessionRun:
         except Fenced:
             logger.info("session %s: replaced by another worker; stopping", self.sid)
             outcome = "replaced by another worker"
+        except InvalidEntry as e:
+            outcome = await self._refused(e)
         except Exception:
             logger.exception("session %s: run failed; its lease will expire and retry", self.sid)
             outcome = "run failed"
@@ -135,6 +142,23 @@ class SessionRun:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
+
+    async def _refused(self, e: InvalidEntry) -> str:
+        """The world refused an entry of the running turn: the turn fails, naming
+        it, and the wake is finished (another one comes for prompts that wait)."""
+        logger.exception("session %s: an entry was refused", self.sid)
+        cur = self.run.state.current
+        if cur is None:  # nothing to fail: its lease will expire and retry
+            return "run failed"
+        error = turn_refused(e)
+        try:
+            failed = log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=error)
+            await self.writer.append([failed], wake=0.0)
+            await self.writer.finish_wake()
+        except Exception:
+            logger.exception("session %s: its turn could not be failed", self.sid)
+            return "run failed"
+        return f"turn failed: {error}"
 
     async def _go(self) -> None:
         if await self._nothing_to_do():
@@ -184,7 +208,7 @@ class SessionRun:
             return
         agent = agent_for(self.root, path)
         refusal = "" if agent is not None else no_agent(path)
-        self.run = RunContext(
+        self.run = RunState(
             self.writer, agent or self.root, self.run.signals, path=path, refusal=refusal
         )
         name = getattr(self.run.agent, "name", "agent")

@@ -11,7 +11,7 @@
 - A call the log shows waiting for a decision waits by the log, not by the
   tools of this deploy: dropping ``needs_approval`` never runs it undecided.
 - ``StopTurn``: a ``stop.requested`` for the current turn ends it with
-  ``turn.stopped`` (how a running step is cut: :mod:`fxworld.engine.signals`),
+  ``turn.stopped`` (how a running step is cut: :mod:`fxworld.engine._run.signals`),
   after passing the stop on to the child sessions its calls wait for.
 - ``WaitForChild``: only calls waiting for their child sessions (agent tools) are
   left; like an approval, the run finishes its wake and holds nothing, and each
@@ -23,14 +23,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 
+from fxworld.errors import InvalidEntry
 from fxworld.types import NewEntry
 
-from . import clock, log
-from .approvals import decision_key, expired_decision, requested_entry
-from .context import RunContext
-from .faults import crash_point
-from .replay import (
+from .. import clock, log
+from ..approvals import decision_key, expired_decision, requested_entry
+from ..replay import (
     CallState,
     RequestApproval,
     StopTurn,
@@ -38,8 +38,10 @@ from .replay import (
     WaitForApproval,
     WaitForChild,
 )
-from .subagents import stop_children
-from .tools import Tool
+from ..tools import Tool
+from .children import stop_children
+from .faults import crash_point
+from .state import RunState
 
 __all__ = [
     "approval_entries",
@@ -68,39 +70,33 @@ def approval_entries(
     return entries, (min(timeouts) if timeouts else None)
 
 
-async def request_approval(run: RunContext, step: RequestApproval) -> None:
+async def request_approval(run: RunState, step: RequestApproval) -> None:
     entries, wake = approval_entries(run.agent.tools, step.calls)
     await run.writer.append(entries, wake=wake)
     run.telemetry.approvals(len(entries))
     crash_point("after-approval-requested")
 
 
-async def time_out_approval(run: RunContext, step: TimeOutApproval) -> None:
+async def time_out_approval(run: RunState, step: TimeOutApproval) -> None:
     decided = expired_decision(step.call.execution_id, step.reason)
     # keyed like a person's decision: if one landed first, it stands (W6)
     await run.writer.append_keyed(decided, decision_key(step.call.execution_id))
     run.telemetry.approvals(-1)
 
 
-async def stop_turn(run: RunContext, step: StopTurn) -> None:
+async def stop_turn(run: RunState, step: StopTurn) -> None:
     cur = run.state.current
     assert cur is not None
     await stop_children(run, step.reason)
-    await run.writer.append(
-        [
-            log.entry(
-                log.TURN_STOPPED,
-                prompt=cur.prompt,
-                turn=cur.turn,
-                text=step.text,
-                reason=step.reason,
-            )
-        ]
-    )
+    stopped = partial(log.entry, log.TURN_STOPPED, prompt=cur.prompt, turn=cur.turn)
+    try:
+        await run.writer.append([stopped(text=step.text, reason=step.reason)])
+    except InvalidEntry:  # its text so far, too large to save again: its chunks hold it
+        await run.writer.append([stopped(text="", reason=step.reason)])
     logger.info("session %s: turn stopped", run.sid)
 
 
-async def wait_for_approval(run: RunContext, step: WaitForApproval) -> None:
+async def wait_for_approval(run: RunState, step: WaitForApproval) -> None:
     """Only undecided calls are left: hold nothing. A decision's wake brings a
     worker back; the first expiry has its own delayed wake."""
     if step.due is not None:
@@ -108,7 +104,7 @@ async def wait_for_approval(run: RunContext, step: WaitForApproval) -> None:
     logger.info("session %s: waiting for approval; holding nothing", run.sid)
 
 
-async def wait_for_child(run: RunContext, step: WaitForChild) -> None:
+async def wait_for_child(run: RunState, step: WaitForChild) -> None:
     """Only calls waiting for their child sessions are left: hold nothing; each
     child's ``child.finished`` brings a worker back."""
     logger.info(

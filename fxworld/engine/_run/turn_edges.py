@@ -9,7 +9,8 @@ open, finish it, give it up, or yield it to another worker.
   run again: ``tool.interrupted`` tells the model it may have partly run.
 - ``FinishTurn``: a reply saved without its ``turn.finished`` (logs of older versions).
 - The answer (:func:`answer_entries`): ``turn.finished``, its ``output`` validated
-  against the agent's ``output_type``; or ``output.invalid`` and the model answers
+  against the agent's ``output_type`` (then without ``text``: the answer's text is
+  its ``message``'s, not saved twice); or ``output.invalid`` and the model answers
   again; or, after ``output_retries`` of them, ``turn.failed``.
 - A turn of a session whose context does not fit the agent's ``context_type``
   fails at its start: no tool runs with it.
@@ -20,19 +21,23 @@ open, finish it, give it up, or yield it to another worker.
   on it) ends with ``turn.failed`` instead of crashing workers forever.
 - A turn of a child session whose agent the worker does not find (a deploy
   without its agent tool) fails, at its start or where it stands.
+- The first turn of a child session whose parent no longer waits for it
+  (:func:`~fxworld.engine._run.children.parent_moved_on`) is stopped at its start:
+  no model call, no tool.
 """
 
 from __future__ import annotations
 
 from fxworld.types import NewEntry
 
-from . import log
-from .context import RunContext, new_id
+from .. import log
+from ..context import short_errors
+from ..replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
+from ..typed_output import check_output, type_name
+from .children import parent_moved_on
 from .faults import crash_point
-from .replay import DiscardText, FinishTurn, InterruptTool, StartTurn, interrupted_message
-from .session_context import short_errors
-from .tool_step import tool_entry
-from .typed_output import check_output
+from .state import RunState, new_id
+from .tool_calls import tool_entry
 
 __all__ = [
     "start_turn",
@@ -46,18 +51,23 @@ __all__ = [
 ]
 
 
-async def start_turn(run: RunContext, step: StartTurn) -> None:
+async def start_turn(run: RunState, step: StartTurn) -> None:
     trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
     turn = new_id()
     entries = [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=turn, **trace)]
     refused = _context_refused(run)
     if refused:
         entries.append(log.entry(log.TURN_FAILED, prompt=step.prompt, turn=turn, error=refused))
+    elif step.prompt == 1 and run.state.parent is not None:  # a child's first turn
+        moved = await parent_moved_on(run)
+        if moved:
+            stopped = log.entry(log.TURN_STOPPED, prompt=1, turn=turn, text="", reason=moved)
+            entries.append(stopped)
     await run.writer.append(entries)
     crash_point("after-turn-started")
 
 
-def _context_refused(run: RunContext) -> str:
+def _context_refused(run: RunState) -> str:
     """Why the session's context does not fit the agent's ``context_type``, or no
     agent runs it ("": it runs)."""
     if run.refusal:
@@ -76,7 +86,7 @@ def _context_refused(run: RunContext) -> str:
     return ""
 
 
-def answer_entries(run: RunContext, call: str, text: str) -> list[NewEntry]:
+def answer_entries(run: RunState, call: str, text: str) -> list[NewEntry]:
     """The entries that follow the answer ``text`` of model call ``call`` (a reply
     without tool calls), in the same append: ``turn.finished``; with an
     ``output_type``, its ``output`` once ``text`` validates, else ``output.invalid``
@@ -88,38 +98,36 @@ def answer_entries(run: RunContext, call: str, text: str) -> list[NewEntry]:
     if output_type is None:
         return [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text)]
     output, error = check_output(output_type, text)
-    if output is not None:
-        return [
-            log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, text=text, output=output)
-        ]
+    if output is not None:  # (its text is the message's, saved once: not again here)
+        return [log.entry(log.TURN_FINISHED, prompt=cur.prompt, turn=cur.turn, output=output)]
     entries = [log.entry(log.OUTPUT_INVALID, call=call, error=error)]
     if cur.output_tries >= run.agent.output_retries:
         failed = (
-            f"the answer did not match {output_type.__name__} after "
+            f"the answer did not match {type_name(output_type)} after "
             f"{cur.output_tries + 1} tries: {error}"
         )
         entries.append(log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=failed))
     return entries
 
 
-async def discard_text(run: RunContext, step: DiscardText) -> None:
+async def discard_text(run: RunState, step: DiscardText) -> None:
     await run.writer.append([log.entry(log.TEXT_DISCARDED, call=step.call, reason="cut")])
 
 
-async def interrupt_tool(run: RunContext, step: InterruptTool) -> None:
+async def interrupt_tool(run: RunState, step: InterruptTool) -> None:
     c = step.call
     message = interrupted_message(c.name, c.execution_id)
     await run.writer.append([tool_entry(log.TOOL_INTERRUPTED, c, message=message)])
 
 
-async def finish_turn(run: RunContext, step: FinishTurn) -> None:
+async def finish_turn(run: RunState, step: FinishTurn) -> None:
     cur = run.state.current
     assert cur is not None
     crash_point("before-turn-finished")
     await run.writer.append(answer_entries(run, cur.last_call, step.text))
 
 
-async def yield_turn(run: RunContext, reason: str) -> None:
+async def yield_turn(run: RunState, reason: str) -> None:
     """Hand the session on (``reason``: ``"handover"`` or ``"deadline"``) and finish
     the wake: the new wake lands with ``turn.yielded`` (W7)."""
     cur = run.state.current
@@ -131,7 +139,7 @@ async def yield_turn(run: RunContext, reason: str) -> None:
     await run.writer.finish_wake()
 
 
-async def give_up_if_redelivered(run: RunContext) -> None:
+async def give_up_if_redelivered(run: RunState) -> None:
     """``turn.failed`` for a turn delivered more than ``max_deliveries`` times."""
     cur = run.state.current
     attempt = run.writer.wake.attempt
@@ -146,7 +154,7 @@ async def give_up_if_redelivered(run: RunContext) -> None:
     )
 
 
-async def fail_refused(run: RunContext) -> None:
+async def fail_refused(run: RunState) -> None:
     """``turn.failed`` for a running turn that cannot run here (``run.refusal``)."""
     cur = run.state.current
     if cur is None or not run.refusal:

@@ -8,8 +8,8 @@ the other steps only append. A turn that yields to the deadline appends
 
 from __future__ import annotations
 
-from . import clock
-from .replay import CallModel, RunTools, Step
+from .. import clock
+from ..replay import CallModel, RunTools, Step
 
 __all__ = ["Deadline"]
 

@@ -9,7 +9,7 @@ Two signals reach a running session:
   continues at once.
 - **stop**: a ``stop.requested`` for the current turn was seen (in what an append
   read of other writers, or by following the log while a slow step runs: see
-  :mod:`fxworld.engine.stop_watch`). The model stream is cut (its saved text
+  :mod:`fxworld.engine._run.stop_watch`). The model stream is cut (its saved text
   stays), no new tool starts, an async tool is cancelled, a sync one is let finish,
   and ``turn.stopped`` ends the turn.
 

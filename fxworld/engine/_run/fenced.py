@@ -33,7 +33,7 @@ from fxworld.errors import BackendUnavailable, LeaseLost
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
-from .replay import Replay
+from ..replay import Replay
 
 __all__ = ["FencedWriter", "StopRun"]
 
