@@ -5,7 +5,7 @@ of *entries* at dense positions ``seq = 1, 2, 3, ...``. A *fence* is the token a
 process holds while it runs a session's turns; it carries an integer *epoch*. A
 *wake* is a request that some worker run a session, taken under a *lease*.
 
-The guarantees are numbered W1-W17. Every backend keeps all of them unless its
+The guarantees are numbered W1-W18. Every backend keeps all of them unless its
 ``capabilities`` say otherwise (W17), and the conformance kit
 (``fxworld_conformance``) checks each of them by number, under concurrent writers
 and crashes. Backends import only fxworld's public surface: this module, ``types``,
@@ -133,9 +133,10 @@ class World(Protocol):
     stay valid. Entry data must be a JSON object (string keys, JSON
     values, no NaN) and a kind 1..64 characters, not reserved; otherwise
     :class:`~fxworld.errors.InvalidEntry`. An entry whose encoded data is over the
-    world's ``max_entry_bytes`` (default 1 MiB) raises
+    world's ``max_entry_bytes`` (default 64 MiB) raises
     :class:`~fxworld.errors.EntryTooLarge`. Nothing partial is written for a
-    rejected call. Other arguments out of range raise
+    rejected call. An entry up to the limit, however large, is one entry saved in
+    its call's atomic write (docs/large-values.md). Other arguments out of range raise
     :class:`~fxworld.errors.InvalidArgument`: a cursor, limit or ``expect`` that is
     not an integer from 0 (1 for a limit) to 2**63-1, a delay or lease that is not
     a number of seconds up to 100 years (over 0 for a lease), an empty or over-256
@@ -277,7 +278,7 @@ class WakeBatcher(Protocol):
 class SessionLister(Protocol):
     """Optional: a world that can list its sessions (used by ``fxworld sessions list``).
 
-    Not part of W1-W17; the kit does not require it.
+    Not part of W1-W18; the kit does not require it.
     """
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
@@ -292,7 +293,7 @@ class WakeLister(Protocol):
 
     Read-only: neither method takes, renews or finishes a wake, so W11-W13 are
     untouched. The inspector shows these; ``fxworld.prune`` keeps a session whose
-    wake is due or leased. Not part of W1-W17; the kit checks it where a world has it.
+    wake is due or leased. Not part of W1-W18; the kit checks it where a world has it.
     A third-party world satisfies it by having both methods.
     """
 
@@ -315,7 +316,7 @@ class LastEntryReader(Protocol):
     ``fxworld.prune`` reads it to see how long a session has been idle (its ``at``)
     and where its log ends. Without it, the end is found by one-entry reads
     (gallop, then bisect: about 2 log2(n) requests for a log of n entries). Not
-    part of W1-W17; the kit checks it where a world has it
+    part of W1-W18; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -335,7 +336,7 @@ class IdleDeleter(Protocol):
     look ("idle for 30 days") and the delete would be deleted with the log,
     although its append returned (a lost prompt). ``delete_if_idle`` checks and
     deletes in one atomic step, so an append or a pending wake always wins. Not
-    part of W1-W17; the kit checks it where a world has it
+    part of W1-W18; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -360,7 +361,7 @@ class NamespaceDropper(Protocol):
     and drops each one when the check ends (also after a failure or Ctrl-C), so a
     kit run leaves nothing in the database it was pointed at; a world without this
     method leaves them, and the kit says which (docs/conformance.md). Applications
-    may use it to remove a tenant or a test environment. Not part of W1-W17.
+    may use it to remove a tenant or a test environment. Not part of W1-W18.
     A third-party world satisfies it by having the method.
     """
 

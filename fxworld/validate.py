@@ -55,8 +55,9 @@ __all__ = [
     "seconds_option",
 ]
 
-DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024
-"""The default limit on one entry's encoded data, in bytes (1 MiB)."""
+DEFAULT_MAX_ENTRY_BYTES = 64 * 1024 * 1024
+"""The default limit on one entry's encoded data, in bytes (64 MiB): a large value
+is saved as one entry, in the world's single atomic write (docs/large-values.md)."""
 
 MAX_DATA_DEPTH = 500
 """How deeply entry data may nest (objects and arrays); deeper is ``InvalidEntry``
@@ -161,8 +162,8 @@ def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> st
         raise InvalidEntry(f"entry data is not JSON: {e}") from None
     except RecursionError:
         raise InvalidEntry("entry data is nested too deeply") from None
-    try:
-        size = len(text.encode("utf-8"))
+    try:  # ASCII text (O(1) to know) is its own size: no copy of a large value
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidEntry("entry data is not valid Unicode (a lone surrogate?)") from None
     if size > max_bytes:

@@ -88,10 +88,16 @@ def entry(session_id: str, row: Any) -> Entry:
     return Entry(session_id, row[0], kind_in(row[1]), json.loads(row[2]), row[3], row[4])
 
 
+JSONB_BYTES = 1 << 20
+"""Data longer than this (in characters of JSON) is stored as text in ``raw``: a large
+value is written at the cost of its bytes, with no jsonb parse (docs/large-values.md)."""
+
+
 def jsonb_safe(data: str) -> bool:
-    """Whether jsonb gives ``data`` back unchanged: it refuses ``\\u0000`` and turns
-    floats with a positive exponent (``1e+23``) into integers."""
-    return "\\u0000" not in data and "e+" not in data
+    """Whether ``data`` goes to the ``jsonb`` column: jsonb gives it back unchanged (it
+    refuses ``\\u0000`` and turns floats with a positive exponent, ``1e+23``, into
+    integers) and it is not a large value (:data:`JSONB_BYTES`)."""
+    return len(data) <= JSONB_BYTES and "\\u0000" not in data and "e+" not in data
 
 
 _KIND_ESCAPE = re.compile(r"[\\\x00\ud800-\udfff]")

@@ -25,19 +25,29 @@ batch carries ``S`` = ``{key: last seq of its call}``, every key of its generati
 to the segment's end (a segment written by an earlier version has none); a batch
 carries ``kf`` and ``K``, every key of the positions ``kf`` to just before it, when
 its writer knew them.
+
+Large values (docs/large-values.md): a batch whose data is over :data:`INLINE_BYTES`
+is copied into segments (and held in a world's memory) without its entries, marked
+``r``; a reader GETs the batch's own object for them. Batches are never removed
+while their generation lives, so the reference always resolves (after a ``delete``
+the object is a stub and the reader restarts, as on any position of an ended
+generation).
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fxworld_s3._store import dumps, loads
 
-__all__ = ["Keys", "Batch", "start_of", "DUE_PREFIXES"]
+__all__ = ["Keys", "Batch", "start_of", "DUE_PREFIXES", "INLINE_BYTES"]
 
 _W = 20
+INLINE_BYTES = 1 << 20
+"""A batch whose entries' data (JSON characters) is over this is a large batch:
+segments and memory hold it without its entries (``ref``)."""
 _T = 15  # digits of a due index key's time in ms (enough until the year 33658)
 DUE_PREFIXES = 4
 """Prefixes the due index is spread over, so that no single prefix is hot."""
@@ -122,6 +132,14 @@ class Batch:
     real: bool = True  # False for the empty start of a generation (no object)
     keys_from: int | None = None  # kf: keys_before holds every key of positions kf..first-1
     keys_before: dict[str, int] = field(default_factory=dict)  # K: key -> last seq (W6)
+    ref: bool = False  # r: its entries are not here: read them from the batch's own object
+
+    def slim(self) -> Batch:
+        """This batch as a segment or a world's memory holds it: a large batch
+        (over :data:`INLINE_BYTES`) without its entries, marked ``ref``."""
+        if self.ref or sum(len(data) for _, data in self.items) <= INLINE_BYTES:
+            return self
+        return replace(self, items=[], ref=True)
 
     @property
     def last(self) -> int:
@@ -142,6 +160,8 @@ class Batch:
                 out[name] = value
         if self.deleted:
             out["D"] = True
+        if self.ref:  # "x": null, so that a world of an earlier version fails to read
+            out["r"], out["x"] = True, None  # it rather than miss its entries
         if self.keys_from is not None:
             out["kf"] = self.keys_from
             out["K"] = self.keys_before
@@ -162,10 +182,11 @@ class Batch:
             token=str(d.get("t", "")),
             wake=d.get("w"),
             at=float(d.get("at", 0.0)),
-            items=[(str(k), str(v)) for k, v in d.get("x", [])],
+            items=[(str(k), str(v)) for k, v in d.get("x") or []],
             deleted=bool(d.get("D", False)),
             keys_from=d.get("kf"),
             keys_before={str(k): int(s) for k, s in d.get("K", {}).items()},
+            ref=bool(d.get("r", False)),
         )
 
     @classmethod

@@ -73,9 +73,9 @@ class State:
             if batch.first == self.keys_upto + 1:
                 self.know(_own_key(batch), batch.first, batch.last)
         if batch.first > self.tail.first or not self.tail.real:
-            self.tail = batch
+            self.tail = batch.slim()
         if batch.first > self.compacted() and len(self.recent) < SEGMENT_ENTRIES:
-            self.recent[batch.first] = batch
+            self.recent[batch.first] = batch.slim()  # a large batch: without its entries
 
     def know(self, keys: dict[str, int], lo: int, hi: int) -> None:
         """Learn ``keys``: every key of the positions ``lo`` to ``hi``. Joined to what
@@ -388,11 +388,26 @@ class Logs:
     # -- reading ----------------------------------------------------------------------
 
     async def batches(
-        self, sid: str, st: State, after: int, limit: int
+        self, sid: str, st: State, after: int, limit: int, *, fill: bool = True
     ) -> tuple[list[Batch], bool]:
         """The batches holding seqs ``after+1 .. after+limit`` (as far as they
         exist), in order, and whether the read reached the tail. Raises
-        :class:`Restart` if it met the generation's end."""
+        :class:`Restart` if it met the generation's end. A large batch that a
+        segment holds as a reference is read from its own object (``fill=False``:
+        left as it is, for a caller that needs no entries)."""
+        out, reached = await self._batches(sid, st, after, limit)
+        refs = [b.first for b in out if b.ref] if fill else []
+        if refs:
+            got = await _gather(lambda f: self.get_batch(sid, st, f), refs)
+            full = dict(zip(refs, got, strict=True))
+            if any(b is None or b.deleted for b in full.values()):
+                raise Restart
+            out = [(full[b.first] or b) if b.ref else b for b in out]
+        return out, reached
+
+    async def _batches(
+        self, sid: str, st: State, after: int, limit: int
+    ) -> tuple[list[Batch], bool]:
         out: list[Batch] = []
         p = after + 1
         end = after + limit
@@ -401,7 +416,7 @@ class Logs:
         for first, last in _chain(st.segments or [], p):
             got = await self.get_segment(sid, st, (first, last))
             if got is None:  # superseded and removed: list again
-                return await self.batches(sid, st, after, limit)
+                return await self._batches(sid, st, after, limit)
             out += [b for b in got[1] if b.last >= p and b.first <= end]
             p = last + 1
             if p > end:
@@ -454,7 +469,7 @@ class Logs:
         while st.keys_upto < st.tail.last:
             before = st.keys_upto
             try:
-                await self.batches(sid, st, st.keys_upto, 10_000)
+                await self.batches(sid, st, st.keys_upto, 10_000, fill=False)
             except Restart:
                 return await self.state_again(sid)
             if st.keys_upto == before:
@@ -492,7 +507,7 @@ class Logs:
         chain = _chain(st.segments or [], 1)
         start = chain[-1][1] + 1 if chain else 1
         fresh = _held(st, start) or await self._read_after(sid, st, start)
-        fresh = _bounded(fresh)
+        fresh = [b.slim() for b in _bounded(fresh)]  # a large batch: a reference only
         if len(fresh) < COMPACT_EVERY:
             return
         last = fresh[-1].last
@@ -558,7 +573,7 @@ class Logs:
             b = st.recent.get(f) or fetched.get(f)
             if b is None or b.deleted:
                 break
-            out.append(b)
+            out.append(b.slim())
         return out
 
     # -- delete -----------------------------------------------------------------------
@@ -650,7 +665,7 @@ def segment_body(batches: list[Batch], keys: dict[str, int] | None) -> bytes:
     """A segment's object: the list of its batches; the last one also carries ``S``,
     when known, the generation's key map up to the segment's end (a world of an
     earlier version reads the list and ignores the field)."""
-    out = [b.to_json() for b in batches]
+    out = [b.slim().to_json() for b in batches]
     if keys is not None:
         out[-1]["S"] = keys
     return dumps(out)

@@ -19,7 +19,7 @@ from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
 from fxworld_s3._follow import Poller
-from fxworld_s3._layout import Batch, Keys
+from fxworld_s3._layout import Batch, Keys, start_of
 from fxworld_s3._log import Logs, Restart, State, Write
 from fxworld_s3._store import Store
 from fxworld_s3._wakes import Wakes
@@ -357,8 +357,8 @@ class S3World:
         order, so a follower yields them without a request (W10)."""
         st = self.logs.states.get(session_id)
         batch = None if st is None else st.recent.get(cursor + 1)
-        if batch is None or batch.deleted or not batch.count:
-            return []
+        if batch is None or batch.deleted or not batch.count or batch.ref:
+            return []  # a large batch is held without its entries: read it
         return _entries(session_id, [batch], cursor, batch.count)
 
     # -- enqueue-wake ------------------------------------------------------------------
@@ -402,7 +402,7 @@ class S3World:
             after = 0
         while True:
             try:
-                batches, reached = await self.logs.batches(sid, st, after, 100_000)
+                batches, reached = await self.logs.batches(sid, st, after, 100_000, fill=False)
             except Restart:
                 return None
             for b in batches:
@@ -474,8 +474,10 @@ class S3World:
         await self._here()
         st = await self.logs.refresh(session_id, await self.logs.state(session_id))
         tail = st.tail  # confirmed: nothing after it (W9: the chain has no hole)
+        if tail.ref:  # a large batch is held without its entries: read its object
+            tail = await self.logs.get_batch(session_id, st, tail.first) or start_of(0)
         if not tail.real or tail.deleted or not tail.count:
-            return None
+            return None  # (a large tail gone: the session was deleted meanwhile)
         return _entries(session_id, [tail], tail.last - 1, 1)[0]
 
     async def delete_if_idle(self, session_id: str, *, last: int) -> bool:

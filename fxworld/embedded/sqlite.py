@@ -14,7 +14,7 @@ is never changed). With ``rw`` or ``ro`` a missing file is a one-line
 ``ConfigurationError``, and nothing is created: ``fxworld sessions`` reads with
 ``ro``, so a typo in the path is an error, not a new, empty world.
 
-Capabilities: ``durable`` and ``shared``. Every guarantee W1-W17 holds, also when
+Capabilities: ``durable`` and ``shared``. Every guarantee W1-W18 holds, also when
 several OS processes open the same file at once:
 
 - The file is in WAL mode: readers never block writers nor wait for them. Every

@@ -1,6 +1,6 @@
 """EncryptedWorld: any world, with entry data sealed at rest (docs/encryption.md).
 
-It keeps every guarantee W1-W17 of the world it wraps: each call is checked as the
+It keeps every guarantee W1-W18 of the world it wraps: each call is checked as the
 protocol says (W15, with the limit on the *plaintext*), then forwarded with the
 same ``fence``, ``key`` and ``wake``, so the inner world's atomicity, fencing, keys
 and wakes are the ones that hold. What changes is what is stored as an entry's

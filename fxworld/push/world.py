@@ -82,7 +82,7 @@ def _timeout(given: float | None) -> float:
 
 class PushingWorld:
     """Wraps ``inner`` so that each wake it makes durable is followed by
-    ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W17
+    ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W18
     is the inner world's: each call is forwarded unchanged. The optional
     protocols are there exactly when ``inner`` has them. ``timeout``: the seconds
     one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 5)."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -385,8 +387,9 @@ class BatchRetakesLeased(BrokenWorld):
 class EpochHandedOutAgain(BrokenWorld):
     breaks, what = "W1", "acquire hands out epoch 1 again, though it fenced the log at a newer one"
     # the fence it hands out is stale at once: writes under it are refused (W2, W3,
-    # W8, W14), and the Fenced error names epoch 1 (W16)
-    also = frozenset({"W2", "W3", "W8", "W14", "W16"})
+    # W8, W14, W18: the large values' scenarios write fenced too), and the Fenced
+    # error names epoch 1 (W16)
+    also = frozenset({"W2", "W3", "W8", "W14", "W16", "W18"})
 
     async def acquire(self, session_id: str) -> Fence:
         fence = await super().acquire(session_id)
@@ -402,6 +405,91 @@ class TakeWakeHangs(BrokenWorld):
         validate.lease(lease)
         await asyncio.Event().wait()  # the bug: nothing ever sets it
         raise AssertionError("unreachable")
+
+
+_LARGE = 1 << 20  # bytes of JSON over which the two worlds below treat a value as large
+
+
+def _large(data: dict[str, Any]) -> bool:
+    return len(json.dumps(data)) > _LARGE
+
+
+def _half(entry: Entry) -> Entry:
+    """``entry`` with the first half of each of its strings only."""
+    data = {k: v[: len(v) // 2] if isinstance(v, str) else v for k, v in entry.data.items()}
+    return replace(entry, data=data)
+
+
+class TornLargeValue(BrokenWorld):
+    breaks = "W18"
+    what = "a large value is readable in pieces: for 0.3 s after its append, only its first half"
+    also = frozenset({"W15"})  # the entry that just fits the size limit is large too
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._torn: dict[tuple[str, int], float] = {}
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        seq = await super().append(
+            session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+        )
+        until = time.monotonic() + 0.3
+        for i, entry in enumerate(entries):
+            if _large(entry.data):
+                self._torn[(session_id, seq - len(entries) + 1 + i)] = until
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        now = time.monotonic()
+        got = await super().read(session_id, after, limit=limit)
+        return [_half(x) if self._torn.get((session_id, x.seq), 0) > now else x for x in got]
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+        self._torn = {k: v for k, v in self._torn.items() if k[0] != session_id}
+
+
+class LargeValueKeptAfterDelete(BrokenWorld):
+    breaks = "W18"
+    what = (
+        "large values live in a blob area by position, created only if absent, and delete "
+        "leaves them there: a new large value at a deleted one's position reads as the old"
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._blobs: dict[tuple[str, int], dict[str, Any]] = {}
+
+    async def append(
+        self,
+        session_id: str,
+        entries: Sequence[NewEntry],
+        *,
+        fence: Fence | None = None,
+        expect: int | None = None,
+        key: str | None = None,
+        wake: float | None = None,
+    ) -> int:
+        seq = await super().append(
+            session_id, entries, fence=fence, expect=expect, key=key, wake=wake
+        )
+        for i, entry in enumerate(entries):
+            if _large(entry.data):
+                self._blobs.setdefault((session_id, seq - len(entries) + 1 + i), dict(entry.data))
+        return seq
+
+    async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
+        got = await super().read(session_id, after, limit=limit)
+        return [replace(x, data=self._blobs.get((session_id, x.seq), x.data)) for x in got]
 
 
 _CLASSES: dict[str, type[BrokenWorld]] = {
@@ -425,6 +513,8 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "batch_retakes_leased": BatchRetakesLeased,
     "epoch_handed_out_again": EpochHandedOutAgain,
     "take_wake_hangs": TakeWakeHangs,
+    "torn_large_value": TornLargeValue,
+    "large_value_kept_after_delete": LargeValueKeptAfterDelete,
 }
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {

@@ -1,5 +1,6 @@
 """What the world cannot save is a clear, typed error where it arises, never a
-stalled turn, on every world (at its default entry limit): a tool's result too
+stalled turn, on every world (at a 1 MiB entry limit: the default is 64 MiB,
+docs/large-values.md, and what is over a limit is the same error at any): a tool's result too
 large is an error the model hears and the turn goes on; a prompt over the limit
 is refused before anything is written; a reply or answer too large fails the
 turn naming it; an answer the log refuses is an answer to retry; a step's result
@@ -37,8 +38,9 @@ class Report(pydantic.BaseModel):
 
 @pytest.fixture
 async def world(engine_world_url: str) -> AsyncIterator[World]:
-    """A fresh world of the engine worlds, at its default entry limit."""
-    w = fxworld.open_world(engine_world_url)
+    """A fresh world of the engine worlds, at an entry limit of 1 MiB."""
+    sep = "&" if "?" in engine_world_url else "?"
+    w = fxworld.open_world(f"{engine_world_url}{sep}max_entry_bytes={MiB}")
     try:
         yield w
     finally:
