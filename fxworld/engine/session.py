@@ -22,7 +22,8 @@ from .events import StreamEvent
 from .fork import fork_session
 from .limits import check_max_model_calls
 from .replay import conversation
-from .subagents import delete_session
+from .subagents import open_children
+from .tail import replay_latest_turn
 from .telemetry import trace_context
 from .turn import Accepted, Turn
 
@@ -283,5 +284,20 @@ class Session(Generic[OutputT]):
     async def delete(self) -> None:
         """Remove the session's log and pending wake (W14). A turn running in it
         stops writing (the session is taken first), and the child sessions of its
-        agent tools' calls are stopped (:func:`~fxworld.engine.subagents.delete_session`)."""
+        agent tools' calls are stopped (:func:`delete_session`)."""
         await delete_session(await self.agent.ready(), self.id)
+
+
+async def delete_session(world: World, sid: str) -> None:
+    """Delete session ``sid`` (W14) and stop the child sessions its running turn
+    waits for. The session is taken first (a new fence: a replaced worker lands no
+    call after it), then read, deleted, and its children stopped: a child made
+    after that finds its parent gone and does not run."""
+    await world.acquire(sid)
+    state = await replay_latest_turn(world, sid)
+    children = open_children(state.current, None)
+    await world.delete(sid)
+    for child in children:
+        await approvals.request_stop(
+            world, child, f"its parent session {sid} was deleted", actor=f"session:{sid}"
+        )

@@ -37,9 +37,9 @@ child turn is never started twice and the parent waits holding nothing:
 
 ``stop.requested`` on the parent's turn is passed on to every child it waits for
 (``stop_children``) before ``turn.stopped`` ends it; deleting the parent
-(:func:`delete_session`, behind ``Session.delete``) stops them too. The worker's
-side (``fxworld.engine._run.children``) says why each of these holds with a
-worker stalled anywhere. An approval inside the
+(:func:`~fxworld.engine.session.delete_session`, behind ``Session.delete``)
+stops them too. The worker's side (``fxworld.engine._run.children``) says why
+each of these holds with a worker stalled anywhere. An approval inside the
 child is the child's own: decided on the child session like any other, while the
 parent waits for the child's answer.
 """
@@ -53,9 +53,7 @@ from fxworld.errors import InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
 
-from .approvals import request_stop
 from .replay import TurnState
-from .tail import replay_latest_turn
 from .tools import Tool
 
 __all__ = [
@@ -66,7 +64,6 @@ __all__ = [
     "child_key",
     "is_child_session_id",
     "open_children",
-    "delete_session",
     "agent_for",
     "no_agent",
 ]
@@ -133,21 +130,6 @@ def open_children(cur: TurnState | None, tools: Mapping[str, Tool] | None) -> li
         if not c.resolved and (c.child is not None or agent_call):
             found.append(c.child or child_session_id(c.execution_id))
     return found
-
-
-async def delete_session(world: World, sid: str) -> None:
-    """Delete session ``sid`` (W14) and stop the child sessions its running turn
-    waits for. The session is taken first (a new fence: a replaced worker lands no
-    call after it), then read, deleted, and its children stopped: a child made
-    after that finds its parent gone and does not run."""
-    await world.acquire(sid)
-    state = await replay_latest_turn(world, sid)
-    children = open_children(state.current, None)
-    await world.delete(sid)
-    for child in children:
-        await request_stop(
-            world, child, f"its parent session {sid} was deleted", actor=f"session:{sid}"
-        )
 
 
 def _not_called(**_: Any) -> Any:
