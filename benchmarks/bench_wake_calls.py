@@ -34,35 +34,15 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 
-from fxworld import Agent, MemoryWorld, open_world, tool  # noqa: E402
+from fxworld import Agent, MemoryWorld, open_world  # noqa: E402
 from fxworld.aws import lambda_handler  # noqa: E402
 from fxworld.protocol import World  # noqa: E402
 from fxworld.push import message_body  # noqa: E402
 from fxworld.testing import ScriptedModel  # noqa: E402
 from fxworld.web import signed_headers, wake_handler  # noqa: E402
-from tests.support.world_calls import CountingWorld  # noqa: E402
+from tests.support.world_calls import CountingWorld, Recorder, slow_step  # noqa: E402
 
 SECRET = "bench-secret-0123456789abcdef"
-
-
-class Recorder:
-    """A push that records what it was asked to send."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
-        self.sent.append(session_id)
-
-    async def close(self) -> None:
-        pass
-
-
-@tool(idempotent=True)
-async def slow_step(n: int) -> str:
-    """Takes 0.6 s."""
-    await asyncio.sleep(0.6)
-    return f"step {n} done"
 
 
 def script(kind: str) -> list[Any]:

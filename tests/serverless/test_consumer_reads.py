@@ -13,37 +13,17 @@ from typing import Any
 import httpx
 import pytest
 
-from fxworld import Agent, MemoryWorld, tool
+from fxworld import Agent, MemoryWorld
 from fxworld.aws import lambda_handler
 from fxworld.push import message_body
 from fxworld.testing import ScriptedModel
 from fxworld.web import signed_headers, wake_handler
-from tests.support.world_calls import CountingWorld
+from tests.support.world_calls import CountingWorld, Recorder, slow_step
 
 pytestmark = pytest.mark.timeout(60)
 
 SECRET = "test-secret-0123456789abcdef"
 READS = {"read", "last_entry", "follow"}
-
-
-class Recorder:
-    """A push that records what it was asked to send."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
-        self.sent.append(session_id)
-
-    async def close(self) -> None:
-        pass
-
-
-@tool(idempotent=True)
-async def slow_step(n: int) -> str:
-    """Takes 0.6 s."""
-    await asyncio.sleep(0.6)
-    return f"step {n} done"
 
 
 def counted_agent(script: list[Any]) -> tuple[Agent, CountingWorld, Recorder]:

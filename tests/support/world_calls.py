@@ -5,14 +5,16 @@ tests and benchmarks that say how many world calls something costs."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from fxworld import tool
 from fxworld.protocol import World
 from fxworld.types import Entry, Fence, NewEntry, WakeLease
 
-__all__ = ["CountingWorld"]
+__all__ = ["CountingWorld", "Recorder", "slow_step"]
 
 _OPTIONAL = (
     "take_wakes",
@@ -108,3 +110,23 @@ class CountingWorld:
     async def delete(self, session_id: str) -> None:
         self._note("delete")
         await self.inner.delete(session_id)
+
+
+class Recorder:
+    """A push that records what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
+        self.sent.append(session_id)
+
+    async def close(self) -> None:
+        pass
+
+
+@tool(idempotent=True)
+async def slow_step(n: int) -> str:
+    """Takes 0.6 s."""
+    await asyncio.sleep(0.6)
+    return f"step {n} done"
