@@ -9,10 +9,10 @@
    ``FXWORLD_GATEWAY_URL`` when set) with the deployment's OIDC token as its key
    (read with the ``vercel-oidc`` package, extra ``fxworld[vercel]``; without it,
    the variable itself), so there is no key to set. The token is read again for
-   every model request, never kept: Vercel refreshes it (each request carries a
-   fresh ``x-vercel-oidc-token``, which Vercel's Python runtime, and the wake
-   route, make the ``vercel.headers`` context), so an instance that lives longer
-   than one token never sends an expired one.
+   every model request, never kept: Vercel refreshes it (Vercel's Python runtime
+   may make each request's ``x-vercel-oidc-token`` the ``vercel.headers``
+   context; the wake route never does: it takes no credential from a caller), so
+   an instance that lives longer than one token never sends an expired one.
 2. Otherwise the provider prefix chooses the adapter: ``anthropic/…`` is
    :class:`~fxworld.models.anthropic.AnthropicModel`, ``openai/…`` is
    :class:`~fxworld.models.openai.OpenAIModel`; each SDK reads its own standard

@@ -17,9 +17,14 @@ service: the route then answers 403 and runs nothing; a malformed one gets 400.
 Both are final for the queue (nothing to deliver again); only the real message,
 still leased, is redelivered after its lease.
 
-The request's headers are the ``vercel.headers`` context while it is handled (as
-the SDK's ``accept_and_handle`` does), so the queue calls and the model's OIDC
-token (:mod:`fxworld.models.resolve`) use this request's token.
+No credential is taken from the request: its headers are read only into the
+delivery's metadata, and its ``x-vercel-oidc-token`` (which anyone can send) is
+never made the ``vercel.headers`` context, where the SDK would cache it for every
+later queue and model call of the instance. The queue calls and the model's OIDC
+token (:mod:`fxworld.models.resolve`) use this function's own: ``$VERCEL_QUEUE_TOKEN``,
+else the OIDC token of its environment and runtime (``$VERCEL_OIDC_TOKEN``, the
+token file, the context Vercel's runtime sets). The body is read only after the
+queue service has vouched for the delivery.
 
 After the run (the route's own, which answers from how the run said the session
 ended, ``WorkResult.ended``, reading nothing after it): a session whose work is
@@ -111,7 +116,6 @@ async def handle_delivery(
 ) -> JSONResponse:
     """Verify, run (``run(session_id, started)``, the route's own), settle; see the module."""
     try:
-        from vercel.headers import HeadersContext
         from vercel.queue import CommunicationError, QueueClient, QueueError, RetryableError
     except ImportError as e:  # pragma: no cover - depends on the install
         return error_response(
@@ -121,37 +125,36 @@ async def handle_delivery(
         metadata = delivery_metadata(headers)
     except ValueError as e:  # SanitizedName's refusal of a bad name is one too
         return error_response(400, "invalid_delivery", f"not a Vercel Queues delivery: {e}")
-    session_id = session_of(body)
-    with HeadersContext({k.lower(): v for k, v in headers.items()}).use():
-        client = QueueClient(region=metadata.region)
-        seconds = max(1, math.ceil(lease))
-        try:  # the queue service vouches for the delivery, or nothing runs
-            await client.extend_lease(metadata, seconds)
-        except (CommunicationError, RetryableError) as e:
-            return error_response(503, "queue_unavailable", f"could not verify: {e}")
-        except QueueError as e:
-            return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
+    client = QueueClient(region=metadata.region)
+    seconds = max(1, math.ceil(lease))
+    try:  # the queue service vouches for the delivery, or nothing runs
+        await client.extend_lease(metadata, seconds)
+    except (CommunicationError, RetryableError) as e:
+        return error_response(503, "queue_unavailable", f"could not verify: {e}")
+    except QueueError as e:
+        return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
+    session_id = session_of(body)  # verified: now the body is read
 
-        async def renew() -> None:  # as the world's lease: a crash frees it within `lease`
-            while True:
-                await asyncio.sleep(seconds / 3)
-                with contextlib.suppress(QueueError):
-                    await client.extend_lease(metadata, seconds)
+    async def renew() -> None:  # as the world's lease: a crash frees it within `lease`
+        while True:
+            await asyncio.sleep(seconds / 3)
+            with contextlib.suppress(QueueError):
+                await client.extend_lease(metadata, seconds)
 
-        renewing = asyncio.create_task(renew())
-        try:
-            response = await run(session_id, started)
-        finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
-        try:
-            if response.status_code == 503:  # work left that nothing pushed: deliver again
-                await client.retry_after(metadata, _retry_after(response))
-            else:
-                await client.acknowledge(metadata)
-        except QueueError:  # its lease runs out and it is delivered again: harmless
-            pass
+    renewing = asyncio.create_task(renew())
+    try:
+        response = await run(session_id, started)
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
+    try:
+        if response.status_code == 503:  # work left that nothing pushed: deliver again
+            await client.retry_after(metadata, _retry_after(response))
+        else:
+            await client.acknowledge(metadata)
+    except QueueError:  # its lease runs out and it is delivered again: harmless
+        pass
     return JSONResponse(_body(response), status_code=200)
 
 
