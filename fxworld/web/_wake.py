@@ -86,11 +86,13 @@ class WakeHandler:
 
     - 401 for a missing, wrong or stale signature (nothing ran); 413, 405; 400 for
       a signed body that is not JSON or names an invalid ``session_id``.
-    - A copy of a signed request (a replay or a duplicate delivery: the same
-      signature) that arrives while the original runs, or after it was answered
-      200 within the replay window, starts nothing: it gets the original's
-      answer. At most ``max_runs`` (2) runs at once per handler; beyond them,
-      503 ``busy`` with ``Retry-After``.
+    - A request's only power is "look for due turns now": the worker takes wakes
+      from the world, so a replay (to any instance, or after a restart) re-runs
+      no turn and repeats no effect; it runs only what is due anyway, once.
+      Within this handler, a copy (the same signature) that arrives while the
+      original runs, or after it was answered 200 within the replay window,
+      starts nothing: it gets the original's answer. At most ``max_runs`` (2)
+      runs at once per handler; beyond them, 503 ``busy`` with ``Retry-After``.
     - 200 ``{"status": "done"}``: the named session's last turn is over.
     - 200 ``{"status": "waiting"}``: its turn waits for a person's decision on a
       call (``needs_approval``): nothing runs until one comes, so the message is
