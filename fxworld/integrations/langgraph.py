@@ -41,7 +41,9 @@ after the checkpoint asked for; a page is one ``read``, see
   each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
   ``delete_for_runs``: free the storage of what they remove by compacting each
   thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
-  the thread, then 8 requests), never one being written; ``delete_for_runs`` has
+  the thread, then 8 requests), never one being written (written less than
+  ``quiet`` seconds ago: what they remove is hidden, without taking the thread's
+  fence, and a later compaction frees it); ``delete_for_runs`` has
   no thread, so it reads every thread, and compacts those that hold a checkpoint
   of the runs.
 """
@@ -132,7 +134,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     ``world``: any World; ``None`` means :func:`fxworld.world` (``FXWORLD_URL``, else
     the embedded SQLite world). ``serde``: LangGraph's serializer protocol (default
-    ``JsonPlusSerializer``). The world is set up on first use.
+    ``JsonPlusSerializer``). ``quiet``: seconds a thread must have gone unwritten
+    before ``prune``/``delete_for_runs`` compact it (younger: it is being written,
+    and what they remove is hidden instead, freed by a later compaction). The world
+    is set up on first use.
 
     Async methods run on the caller's loop (the first one to use the saver owns the
     world's connections; another loop's calls are handed to it). Sync methods
@@ -141,8 +146,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
     they would deadlock.
     """
 
-    def __init__(self, world: World | None = None, *, serde: SerializerProtocol | None = None):
+    def __init__(
+        self,
+        world: World | None = None,
+        *,
+        serde: SerializerProtocol | None = None,
+        quiet: float = 300.0,
+    ):
         super().__init__(serde=serde)
+        self.quiet = quiet
         self.world: World = world if world is not None else fxworld.world()
         self._writers: dict[str, _Writer] = {}
         self._known: dict[tuple[str, str, str], None] = {}
@@ -428,7 +440,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         :mod:`~fxworld.integrations.langgraph_compaction`); a fence this saver took
         outside a run is stale after it (W14), so it is taken again at the next
         write."""
-        if await compact(self.world, sid, choose):
+        if await compact(self.world, sid, choose, quiet=self.quiet):
             held = self._writers.get(sid)
             if held is not None and held.run is None:
                 del self._writers[sid]

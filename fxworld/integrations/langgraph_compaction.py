@@ -20,11 +20,15 @@ the process dies at any point:
 5. It writes what it keeps back into the empty thread, in one append (W4), and
    deletes the staging session (only if it still holds this compaction's set).
 
-A refusal at 2, 3 or 4 leaves the thread as it was, and the checkpoints to remove
-are hidden behind an ``lg.dropped`` entry instead (W3: it lands whatever the
-thread's writer does), for a later compaction to free. A run still holding the
-thread's fence when step 4 goes through is refused at its next write
-(``ThreadTakenOver``, W14): compact threads that are not running.
+A thread is being written when its newest entry is younger than ``quiet`` seconds
+(a run's fence, checkpoint or writes, by the world's commit time): it is not
+compacted at all (no marker, no delete: a delete would refuse the running writer's
+fence, W14). A refusal at 2, 3 or 4, or a thread being written, leaves the thread
+as it was, and the checkpoints to remove are hidden behind an ``lg.dropped`` entry
+instead (W3: it lands whatever the thread's writer does, and takes no fence), for a
+later compaction to free. Only a run that has written nothing for ``quiet`` seconds
+(a node running longer than that) can still be refused at its next write
+(``ThreadTakenOver``, W14).
 
 Between 4 and 5 the thread is empty. A reader that finds a thread holding no
 LangGraph entry (:func:`newest_first`) looks in the staging session and, if a set
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fxworld.errors import Conflict
@@ -93,12 +98,14 @@ def normalized(entries: list[Entry], keep: Callable[[Entry], bool]) -> list[NewE
     return out
 
 
-async def compact(world: World, sid: str, choose: Choose) -> bool:
+async def compact(world: World, sid: str, choose: Choose, *, quiet: float = 0.0) -> bool:
     """Remove from the thread ``sid`` the checkpoints ``choose`` names, with their
     writes, freeing their storage and that of those an ``lg.dropped`` hid (see the
     module). Whether it rewrote the thread. When it cannot (the world has no
     ``delete_if_idle``, or the thread was written meanwhile), it hides them behind
-    an ``lg.dropped`` entry instead (W3), for a later compaction to free."""
+    an ``lg.dropped`` entry instead (W3), for a later compaction to free; so it
+    does, without taking the thread, when the thread was written less than
+    ``quiet`` seconds ago (being written)."""
     entries = await whole(world, sid)
     scan = ThreadScan()
     for e in entries:
@@ -109,7 +116,9 @@ async def compact(world: World, sid: str, choose: Choose) -> bool:
     if not (gone or hidden):
         return False
     kept = normalized(entries, lambda e: scan.live(e) and (e.data["ns"], e.data["id"]) not in gone)
-    if isinstance(world, IdleDeleter) and await _swap(world, sid, entries[-1].seq, kept):
+    written = datetime.now(UTC) - entries[-1].at < timedelta(seconds=quiet)  # being written
+    swap = not written and isinstance(world, IdleDeleter)
+    if swap and await _swap(world, sid, entries[-1].seq, kept):
         return True
     if gone:
         await world.append(sid, [NewEntry(DROPPED, {"checkpoints": sorted(map(list, gone))})])
