@@ -80,7 +80,14 @@ from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
 
 from .langgraph_batching import ThreadAppends
-from .langgraph_compaction import Choose, compact, delete_thread, newest_first, normalized
+from .langgraph_compaction import (
+    Choose,
+    compact,
+    delete_thread,
+    newest_first,
+    normalized,
+    thread_entries,
+)
 from .langgraph_log import (
     CHECKPOINT,
     KINDS,
@@ -89,7 +96,6 @@ from .langgraph_log import (
     ThreadScan,
     is_thread_session,
     thread_session,
-    whole,
 )
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
@@ -324,7 +330,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 if not sid.startswith(PREFIX):
                     return
                 if not is_thread_session(sid):  # a compaction's staging session
-                    continue
+                    sid = sid[: len(thread_session(""))]  # its thread's
+                    if await self.world.read(sid, 0, limit=1):
+                        continue  # listed as itself
+                    await thread_entries(self.world, sid)  # written back (or not staged)
                 first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
                 if first:
                     yield first[0].data["thread"]
@@ -470,7 +479,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         """Append the source's live checkpoints, each followed by its writes (so no
         position of the source is named in the target), in batches."""
         src, dst = thread_session(source), thread_session(target)
-        entries = await whole(self.world, src)
+        entries = await thread_entries(self.world, src)
         scan = ThreadScan()
         for e in entries:
             scan.see(e)

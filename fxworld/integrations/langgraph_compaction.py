@@ -34,8 +34,11 @@ Between 4 and 5 the thread is empty. A reader that finds a thread holding no
 LangGraph entry (:func:`newest_first`) looks in the staging session and, if a set
 is staged there, writes it back itself (step 5, ``expect=`` the log's end, so it
 happens once): a crash between 4 and 5 loses nothing, and a run that starts in
-between reads the kept checkpoints. Deleting a thread deletes its staging session
-first.
+between reads the kept checkpoints. So does every other access of a thread:
+:func:`thread_entries` (a compaction's read, ``copy_thread``), and a listing of the
+threads (``list(None)``, ``delete_for_runs``), which finds such a thread by its
+staging session (the thread's id and a suffix) and writes it back before it
+looks at it. Deleting a thread deletes its staging session first.
 
 Costs: a compaction reads the whole thread once, then makes 8 requests: the
 marker, the staging delete, the stage, the delete, the write-back (a look at the
@@ -68,7 +71,14 @@ from .langgraph_log import (
     whole,
 )
 
-__all__ = ["compact", "restore", "newest_first", "normalized", "delete_thread"]
+__all__ = [
+    "compact",
+    "restore",
+    "newest_first",
+    "thread_entries",
+    "normalized",
+    "delete_thread",
+]
 
 _ATTEMPTS = 8
 """How often a write-back retries when the empty thread was appended to (a run
@@ -106,7 +116,7 @@ async def compact(world: World, sid: str, choose: Choose, *, quiet: float = 0.0)
     an ``lg.dropped`` entry instead (W3), for a later compaction to free; so it
     does, without taking the thread, when the thread was written less than
     ``quiet`` seconds ago (being written)."""
-    entries = await whole(world, sid)
+    entries = await thread_entries(world, sid)
     scan = ThreadScan()
     for e in entries:
         scan.see(e)
@@ -187,6 +197,16 @@ async def _recover(world: World, sid: str, end: int) -> bool:
         await _unstage(world, staging_session(sid), staged[0].data.get("token", ""), staged[-1].seq)
         return True
     return await last_seq(world, sid) != end
+
+
+async def thread_entries(world: World, sid: str) -> list[Entry]:
+    """The whole log of the thread ``sid``, given back first what a compaction
+    staged if the thread holds no LangGraph entry (see the module)."""
+    entries = await whole(world, sid)
+    held = any(e.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING) for e in entries)
+    if not held and await _recover(world, sid, entries[-1].seq if entries else 0):
+        entries = await whole(world, sid)
+    return entries
 
 
 async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
