@@ -40,6 +40,15 @@ threads (``list(None)``, ``delete_for_runs``), which finds such a thread by its
 staging session (the thread's id and a suffix) and writes it back before it
 looks at it. Deleting a thread deletes its staging session first.
 
+A compaction killed after its marker and before its delete leaves the thread
+ending at the marker, and maybe a staged set. The next read of the thread that
+finds the log ending at a marker ends that compaction (an empty ``lg.dropped``
+appended with ``expect=`` the marker, so a compaction still under way is refused
+at its delete, and falls back to ``lg.dropped``) and deletes its staged set (the
+marker names it by its token): a delete of the thread by another path afterwards
+brings nothing back (that read costs 4 requests more: the append, and the
+staging session's end, head and delete).
+
 Costs: a compaction reads the whole thread once, then makes 8 requests: the
 marker, the staging delete, the stage, the delete, the write-back (a look at the
 empty thread and one append) and the staging delete (a look and a conditional
@@ -138,11 +147,12 @@ async def compact(world: World, sid: str, choose: Choose, *, quiet: float = 0.0)
 async def _swap(world: World, sid: str, end: int, kept: list[NewEntry]) -> bool:
     """Steps 2 to 5 of the module's list."""
     deleter: Any = world  # an IdleDeleter (checked by the caller)
+    token = uuid.uuid4().hex
     try:
-        marker = await world.append(sid, [NewEntry(COMPACTING, {})], expect=end)  # W5
-    except Conflict:
+        marker = await world.append(sid, [NewEntry(COMPACTING, {"token": token})], expect=end)
+    except Conflict:  # W5
         return False
-    staging, token, staged = staging_session(sid), uuid.uuid4().hex, 0
+    staging, staged = staging_session(sid), 0
     await world.delete(staging)  # stale, or its compaction can no longer delete
     if kept:
         try:
@@ -209,6 +219,22 @@ async def thread_entries(world: World, sid: str) -> list[Entry]:
     return entries
 
 
+async def _abandon(world: World, sid: str, marker: Entry) -> None:
+    """A read found the thread ending at a compaction's marker (a compaction under
+    way, or killed after it staged): end that compaction here, so its staged set can
+    never be written back over a thread deleted since by another path. An empty
+    ``lg.dropped`` lands only if the log still ends at the marker (W5), and then
+    the compaction's delete is refused (W14) and its set is deleted."""
+    try:
+        await world.append(sid, [NewEntry(DROPPED, {"checkpoints": []})], expect=marker.seq)
+    except Conflict:
+        return  # written or deleted since: that compaction went on or was refused
+    staging = staging_session(sid)
+    await _unstage(
+        world, staging, str(marker.data.get("token", "")), await last_seq(world, staging)
+    )
+
+
 async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
     """The thread's entries, newest first, one page at a time
     (:func:`~fxworld.logends.backwards`). A log that holds no
@@ -218,6 +244,8 @@ async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
         end = await last_seq(world, sid)
         held = False
         async for entry in backwards(world, sid, end):
+            if entry.seq == end and entry.kind == COMPACTING:
+                await _abandon(world, sid, entry)
             held = held or entry.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING)
             yield entry
         if held or not await _recover(world, sid, end):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fxworld.integrations.langgraph import WorldSaver, thread_session
+from fxworld.integrations.langgraph_log import staging_session
 from tests.integrations.conftest import open_test_world, world_url_for
 from tests.integrations.test_langgraph_saver import config
 
@@ -27,33 +28,52 @@ from fxworld.integrations.langgraph_log import is_thread_session
 from tests.integrations.test_langgraph_saver import config, counter
 
 
-class KilledAfterDeleting:
-    """The world, this process SIGKILLed once a compaction deleted a thread."""
+class Killed:
+    """The world, this process SIGKILLed once a compaction deleted a thread
+    (``after-delete``) or staged what it keeps (``after-stage``)."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __init__(self, inner: Any, point: str) -> None:
+        self.inner, self.point = inner, point
 
     async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
         deleted = bool(await self.inner.delete_if_idle(session_id, last=last))
-        if deleted and is_thread_session(session_id):
+        if deleted and is_thread_session(session_id) and self.point == "after-delete":
             os.kill(os.getpid(), signal.SIGKILL)  # before the write-back
         return deleted
+
+    async def append(self, session_id: str, entries: Any, **kw: Any) -> int:
+        seq = int(await self.inner.append(session_id, entries, **kw))
+        if entries[0].kind == "lg.staged" and self.point == "after-stage":
+            os.kill(os.getpid(), signal.SIGKILL)  # before the delete
+        return seq
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
 
-async def main(url: str, runs: list[str]) -> None:
+async def main(url: str, point: str, runs: list[str]) -> None:
     world = open_world(url)
-    saver = WorldSaver(KilledAfterDeleting(world), quiet=0)  # type: ignore[arg-type]
+    saver = WorldSaver(Killed(world, point), quiet=0)  # type: ignore[arg-type]
     app = counter(3).compile(checkpointer=saver)
     for run in runs:
         await app.ainvoke({"n": 0}, config("t", run_id=run))
     await saver.adelete_for_runs([runs[0]])
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2:]))
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
 '''
+
+
+async def _killed_compaction(url: str, point: str) -> list[str]:
+    """Three runs of thread ``t``, then ``delete_for_runs`` of the first, in a process
+    SIGKILLed at ``point``; the runs' ids."""
+    runs = [str(uuid.uuid4()) for _ in range(3)]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CHILD, url, point, *runs, env=env, cwd=os.getcwd()
+    )
+    assert await asyncio.wait_for(child.wait(), 120) == -signal.SIGKILL
+    return runs
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -62,16 +82,9 @@ def sql_world_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 async def test_a_compaction_killed_after_its_delete_is_rolled_forward_at_the_next_access(
-    sql_world_url: str, tmp_path: Path
+    sql_world_url: str,
 ) -> None:
-    runs = [str(uuid.uuid4()) for _ in range(3)]
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CHILD, sql_world_url, *runs, env=env, cwd=os.getcwd()
-    )
-    assert (
-        await asyncio.wait_for(child.wait(), 120) == -signal.SIGKILL
-    )  # killed between the delete and the write-back
+    runs = await _killed_compaction(sql_world_url, "after-delete")
     world = open_test_world(sql_world_url)
     try:
         assert await world.read(thread_session("t")) == []  # the thread was deleted
@@ -84,5 +97,22 @@ async def test_a_compaction_killed_after_its_delete_is_rolled_forward_at_the_nex
         await saver.acopy_thread("t", "copy")
         copied = {t.metadata["run_id"] async for t in saver.alist(config("copy"))}
         assert copied == {runs[2]}
+    finally:
+        await world.close()
+
+
+async def test_a_compaction_killed_after_staging_leaves_nothing_a_later_delete_brings_back(
+    sql_world_url: str,
+) -> None:
+    runs = await _killed_compaction(sql_world_url, "after-stage")
+    world = open_test_world(sql_world_url)
+    try:
+        saver = WorldSaver(world, quiet=0)
+        listed = {t.metadata["run_id"] async for t in saver.alist(config("t"))}
+        assert listed == set(runs)  # the old thread, as it was
+        assert await world.read(staging_session(thread_session("t"))) == []  # discarded
+        await world.delete(thread_session("t"))  # deleted by another path
+        assert [t async for t in saver.alist(config("t"))] == []  # nothing comes back
+        assert await saver.aget_tuple(config("t")) is None
     finally:
         await world.close()
