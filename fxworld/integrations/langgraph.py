@@ -41,7 +41,9 @@ after the checkpoint asked for; a page is one ``read``, see
   each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
   ``delete_for_runs``: free the storage of what they remove by compacting each
   thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
-  the thread, then 8 requests), never one being written; ``delete_for_runs`` has
+  the thread, then 8 requests), never one being written (written less than
+  ``quiet`` seconds ago: what they remove is hidden, without taking the thread's
+  fence, and a later compaction frees it); ``delete_for_runs`` has
   no thread, so it reads every thread, and compacts those that hold a checkpoint
   of the runs.
 """
@@ -78,7 +80,14 @@ from fxworld.protocol import SessionLister, World
 from fxworld.types import Entry, Fence, NewEntry
 
 from .langgraph_batching import ThreadAppends
-from .langgraph_compaction import Choose, compact, delete_thread, newest_first, normalized
+from .langgraph_compaction import (
+    Choose,
+    compact,
+    delete_thread,
+    newest_first,
+    normalized,
+    thread_entries,
+)
 from .langgraph_log import (
     CHECKPOINT,
     KINDS,
@@ -87,7 +96,6 @@ from .langgraph_log import (
     ThreadScan,
     is_thread_session,
     thread_session,
-    whole,
 )
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
@@ -132,7 +140,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     ``world``: any World; ``None`` means :func:`fxworld.world` (``FXWORLD_URL``, else
     the embedded SQLite world). ``serde``: LangGraph's serializer protocol (default
-    ``JsonPlusSerializer``). The world is set up on first use.
+    ``JsonPlusSerializer``). ``quiet``: seconds a thread must have gone unwritten
+    before ``prune``/``delete_for_runs`` compact it (younger: it is being written,
+    and what they remove is hidden instead, freed by a later compaction). The world
+    is set up on first use.
 
     Async methods run on the caller's loop (the first one to use the saver owns the
     world's connections; another loop's calls are handed to it). Sync methods
@@ -141,8 +152,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
     they would deadlock.
     """
 
-    def __init__(self, world: World | None = None, *, serde: SerializerProtocol | None = None):
+    def __init__(
+        self,
+        world: World | None = None,
+        *,
+        serde: SerializerProtocol | None = None,
+        quiet: float = 300.0,
+    ):
         super().__init__(serde=serde)
+        self.quiet = quiet
         self.world: World = world if world is not None else fxworld.world()
         self._writers: dict[str, _Writer] = {}
         self._known: dict[tuple[str, str, str], None] = {}
@@ -312,7 +330,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 if not sid.startswith(PREFIX):
                     return
                 if not is_thread_session(sid):  # a compaction's staging session
-                    continue
+                    sid = sid[: len(thread_session(""))]  # its thread's
+                    if await self.world.read(sid, 0, limit=1):
+                        continue  # listed as itself
+                    await thread_entries(self.world, sid)  # written back (or not staged)
                 first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
                 if first:
                     yield first[0].data["thread"]
@@ -428,7 +449,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         :mod:`~fxworld.integrations.langgraph_compaction`); a fence this saver took
         outside a run is stale after it (W14), so it is taken again at the next
         write."""
-        if await compact(self.world, sid, choose):
+        if await compact(self.world, sid, choose, quiet=self.quiet):
             held = self._writers.get(sid)
             if held is not None and held.run is None:
                 del self._writers[sid]
@@ -458,7 +479,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         """Append the source's live checkpoints, each followed by its writes (so no
         position of the source is named in the target), in batches."""
         src, dst = thread_session(source), thread_session(target)
-        entries = await whole(self.world, src)
+        entries = await thread_entries(self.world, src)
         scan = ThreadScan()
         for e in entries:
             scan.see(e)

@@ -20,18 +20,34 @@ the process dies at any point:
 5. It writes what it keeps back into the empty thread, in one append (W4), and
    deletes the staging session (only if it still holds this compaction's set).
 
-A refusal at 2, 3 or 4 leaves the thread as it was, and the checkpoints to remove
-are hidden behind an ``lg.dropped`` entry instead (W3: it lands whatever the
-thread's writer does), for a later compaction to free. A run still holding the
-thread's fence when step 4 goes through is refused at its next write
-(``ThreadTakenOver``, W14): compact threads that are not running.
+A thread is being written when its newest entry is younger than ``quiet`` seconds
+(a run's fence, checkpoint or writes, by the world's commit time): it is not
+compacted at all (no marker, no delete: a delete would refuse the running writer's
+fence, W14). A refusal at 2, 3 or 4, or a thread being written, leaves the thread
+as it was, and the checkpoints to remove are hidden behind an ``lg.dropped`` entry
+instead (W3: it lands whatever the thread's writer does, and takes no fence), for a
+later compaction to free. Only a run that has written nothing for ``quiet`` seconds
+(a node running longer than that) can still be refused at its next write
+(``ThreadTakenOver``, W14).
 
 Between 4 and 5 the thread is empty. A reader that finds a thread holding no
 LangGraph entry (:func:`newest_first`) looks in the staging session and, if a set
 is staged there, writes it back itself (step 5, ``expect=`` the log's end, so it
 happens once): a crash between 4 and 5 loses nothing, and a run that starts in
-between reads the kept checkpoints. Deleting a thread deletes its staging session
-first.
+between reads the kept checkpoints. So does every other access of a thread:
+:func:`thread_entries` (a compaction's read, ``copy_thread``), and a listing of the
+threads (``list(None)``, ``delete_for_runs``), which finds such a thread by its
+staging session (the thread's id and a suffix) and writes it back before it
+looks at it. Deleting a thread deletes its staging session first.
+
+A compaction killed after its marker and before its delete leaves the thread
+ending at the marker, and maybe a staged set. The next read of the thread that
+finds the log ending at a marker ends that compaction (an empty ``lg.dropped``
+appended with ``expect=`` the marker, so a compaction still under way is refused
+at its delete, and falls back to ``lg.dropped``) and deletes its staged set (the
+marker names it by its token): a delete of the thread by another path afterwards
+brings nothing back (that read costs 4 requests more: the append, and the
+staging session's end, head and delete).
 
 Costs: a compaction reads the whole thread once, then makes 8 requests: the
 marker, the staging delete, the stage, the delete, the write-back (a look at the
@@ -45,6 +61,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fxworld.errors import Conflict
@@ -63,7 +80,14 @@ from .langgraph_log import (
     whole,
 )
 
-__all__ = ["compact", "restore", "newest_first", "normalized", "delete_thread"]
+__all__ = [
+    "compact",
+    "restore",
+    "newest_first",
+    "thread_entries",
+    "normalized",
+    "delete_thread",
+]
 
 _ATTEMPTS = 8
 """How often a write-back retries when the empty thread was appended to (a run
@@ -93,13 +117,15 @@ def normalized(entries: list[Entry], keep: Callable[[Entry], bool]) -> list[NewE
     return out
 
 
-async def compact(world: World, sid: str, choose: Choose) -> bool:
+async def compact(world: World, sid: str, choose: Choose, *, quiet: float = 0.0) -> bool:
     """Remove from the thread ``sid`` the checkpoints ``choose`` names, with their
     writes, freeing their storage and that of those an ``lg.dropped`` hid (see the
     module). Whether it rewrote the thread. When it cannot (the world has no
     ``delete_if_idle``, or the thread was written meanwhile), it hides them behind
-    an ``lg.dropped`` entry instead (W3), for a later compaction to free."""
-    entries = await whole(world, sid)
+    an ``lg.dropped`` entry instead (W3), for a later compaction to free; so it
+    does, without taking the thread, when the thread was written less than
+    ``quiet`` seconds ago (being written)."""
+    entries = await thread_entries(world, sid)
     scan = ThreadScan()
     for e in entries:
         scan.see(e)
@@ -109,7 +135,9 @@ async def compact(world: World, sid: str, choose: Choose) -> bool:
     if not (gone or hidden):
         return False
     kept = normalized(entries, lambda e: scan.live(e) and (e.data["ns"], e.data["id"]) not in gone)
-    if isinstance(world, IdleDeleter) and await _swap(world, sid, entries[-1].seq, kept):
+    written = datetime.now(UTC) - entries[-1].at < timedelta(seconds=quiet)  # being written
+    swap = not written and isinstance(world, IdleDeleter)
+    if swap and await _swap(world, sid, entries[-1].seq, kept):
         return True
     if gone:
         await world.append(sid, [NewEntry(DROPPED, {"checkpoints": sorted(map(list, gone))})])
@@ -119,11 +147,12 @@ async def compact(world: World, sid: str, choose: Choose) -> bool:
 async def _swap(world: World, sid: str, end: int, kept: list[NewEntry]) -> bool:
     """Steps 2 to 5 of the module's list."""
     deleter: Any = world  # an IdleDeleter (checked by the caller)
+    token = uuid.uuid4().hex
     try:
-        marker = await world.append(sid, [NewEntry(COMPACTING, {})], expect=end)  # W5
-    except Conflict:
+        marker = await world.append(sid, [NewEntry(COMPACTING, {"token": token})], expect=end)
+    except Conflict:  # W5
         return False
-    staging, token, staged = staging_session(sid), uuid.uuid4().hex, 0
+    staging, staged = staging_session(sid), 0
     await world.delete(staging)  # stale, or its compaction can no longer delete
     if kept:
         try:
@@ -180,6 +209,32 @@ async def _recover(world: World, sid: str, end: int) -> bool:
     return await last_seq(world, sid) != end
 
 
+async def thread_entries(world: World, sid: str) -> list[Entry]:
+    """The whole log of the thread ``sid``, given back first what a compaction
+    staged if the thread holds no LangGraph entry (see the module)."""
+    entries = await whole(world, sid)
+    held = any(e.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING) for e in entries)
+    if not held and await _recover(world, sid, entries[-1].seq if entries else 0):
+        entries = await whole(world, sid)
+    return entries
+
+
+async def _abandon(world: World, sid: str, marker: Entry) -> None:
+    """A read found the thread ending at a compaction's marker (a compaction under
+    way, or killed after it staged): end that compaction here, so its staged set can
+    never be written back over a thread deleted since by another path. An empty
+    ``lg.dropped`` lands only if the log still ends at the marker (W5), and then
+    the compaction's delete is refused (W14) and its set is deleted."""
+    try:
+        await world.append(sid, [NewEntry(DROPPED, {"checkpoints": []})], expect=marker.seq)
+    except Conflict:
+        return  # written or deleted since: that compaction went on or was refused
+    staging = staging_session(sid)
+    await _unstage(
+        world, staging, str(marker.data.get("token", "")), await last_seq(world, staging)
+    )
+
+
 async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
     """The thread's entries, newest first, one page at a time
     (:func:`~fxworld.logends.backwards`). A log that holds no
@@ -189,6 +244,8 @@ async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
         end = await last_seq(world, sid)
         held = False
         async for entry in backwards(world, sid, end):
+            if entry.seq == end and entry.kind == COMPACTING:
+                await _abandon(world, sid, entry)
             held = held or entry.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING)
             yield entry
         if held or not await _recover(world, sid, end):

@@ -19,8 +19,12 @@ sessions whole and at most one in part, and no wake. Rerun with ``resume=True``
 the target (else ``InvalidArgument``: nothing to resume), and each of the file's
 sessions that the target has must be the start of the file's, compared entry by
 entry (else :class:`~fxworld.errors.SessionDiverged`, for every such session, before
-anything is written). The writing is the copy's
-(:class:`~fxworld.moving.replicate.Replicator`), so nothing lands twice. The marker
+anything is written). Before its first wake an import adds ``import.waking`` to the
+marker: once it is there, a worker may have answered a session that got its wake,
+so a session the target holds whole and followed by more is accepted as imported
+(it gets no wake again); the others get their wakes, and the marker is deleted.
+The writing is the copy's (:class:`~fxworld.moving.replicate.Replicator`), so
+nothing lands twice. The marker
 names the file by its bytes: a new export of the same world is another file, and
 resumes nothing.
 """
@@ -41,12 +45,14 @@ from .records import EndRecord, EntryRecord, WakeRecord
 from .replicate import Replicator
 from .transfer import SILENT, CopiedSession, Progress, all_diverged, give_wake
 
-__all__ = ["import_file", "marker_id", "MARKER_PREFIX", "MARKER_KIND"]
+__all__ = ["import_file", "marker_id", "MARKER_PREFIX", "MARKER_KIND", "WAKING_KIND"]
 
 MARKER_PREFIX = "fximport."
 """The marker of an import under way is the session ``fximport.<SHA-256 of the file>``."""
 MARKER_KIND = "import.started"
-"""The kind of the marker's one entry."""
+"""The kind of the marker's first entry."""
+WAKING_KIND = "import.waking"
+"""The kind of the marker's entry appended before the import's first wake."""
 
 
 def marker_id(summary: FileSummary) -> str:
@@ -69,8 +75,9 @@ async def import_file(
     of this same file), then write them all, and give their wakes."""
     summary = checked or check_file(path, max_entry_bytes=entry_limit(target))
     marker = marker_id(summary)
+    waking = False
     if resume:
-        await _check_resumable(target, path, marker)
+        waking = await _check_resumable(target, path, marker)
     else:
         await _check_new(target, summary, marker)
     if not summary.sessions:
@@ -78,7 +85,9 @@ async def import_file(
     started = {"v": 1, "file_sha256": summary.sha256, "sessions": len(summary.sessions),
                "entries": summary.entries}  # fmt: skip
     await target.append(marker, [NewEntry(MARKER_KIND, started)], key=f"import:{summary.sha256}")
-    done = await _write(target, path, progress)
+    done = await _write(target, path, progress, answered=waking)
+    key = f"import-waking:{summary.sha256}"
+    await target.append(marker, [NewEntry(WAKING_KIND, {"v": 1})], key=key)
     for session in done:
         await give_wake(target, session.session_id, session.wake)
     await target.delete(marker)
@@ -101,10 +110,13 @@ async def _check_new(target: World, summary: FileSummary, marker: str) -> None:
     )
 
 
-async def _check_resumable(target: World, path: Path, marker: str) -> None:
+async def _check_resumable(target: World, path: Path, marker: str) -> bool:
     """Refuse to resume unless the target holds this file's marker, and each of the
-    file's sessions it has is the start of the file's."""
-    if not await target.read(marker, 0, limit=1):
+    file's sessions it has is the start of the file's (or all of it and more, once
+    the wakes began). Whether they began."""
+    noted = await target.read(marker, 0, limit=10)
+    waking = any(e.kind == WAKING_KIND for e in noted)
+    if not noted:
         raise InvalidArgument(
             f"{path}: the target holds no interrupted import of this file (no session "
             f"{marker}): nothing to resume"
@@ -112,11 +124,12 @@ async def _check_resumable(target: World, path: Path, marker: str) -> None:
     diverged: list[SessionDiverged] = []
     for sid, entries in _sessions(path):
         try:
-            await _compare(target, sid, entries)
+            await _compare(target, sid, entries, answered=waking)
         except SessionDiverged as e:
             diverged.append(e)
     if diverged:
         raise all_diverged(diverged)
+    return waking
 
 
 def _sessions(path: Path) -> Iterator[tuple[str, Iterator[EntryRecord]]]:
@@ -125,18 +138,25 @@ def _sessions(path: Path) -> Iterator[tuple[str, Iterator[EntryRecord]]]:
     return groupby(entries, key=lambda rec: rec.entry.session_id)
 
 
-async def _compare(target: World, sid: str, entries: Iterator[EntryRecord]) -> None:
+async def _compare(
+    target: World, sid: str, entries: Iterator[EntryRecord], *, answered: bool
+) -> None:
     """Raise ``SessionDiverged`` unless the target's log of ``sid`` is the start of
-    ``entries``; writes nothing."""
+    ``entries`` (or, if ``answered``, all of them and more); writes nothing."""
     replicator = Replicator(target, sid)
     for rec in entries:
         if not await replicator.holds(rec.entry, rec.key):
             return  # the target ends here
-    await replicator.finish()  # the file's session ended: the target holds no more
+    if not answered:
+        await replicator.finish()  # the file's session ended: the target holds no more
 
 
-async def _write(target: World, path: Path, progress: Progress) -> list[CopiedSession]:
-    """Bring each session of the file in ``target`` up to it (no wake yet)."""
+async def _write(
+    target: World, path: Path, progress: Progress, *, answered: bool
+) -> list[CopiedSession]:
+    """Bring each session of the file in ``target`` up to it (no wake yet). If
+    ``answered``, a session the target holds whole and more (a worker answered it
+    after its wake) is imported, and owes no wake."""
     done: list[CopiedSession] = []
     current: Replicator | None = None
     due: datetime | None = None
@@ -147,7 +167,11 @@ async def _write(target: World, path: Path, progress: Progress) -> list[CopiedSe
         if current is not None and (
             isinstance(rec, EndRecord) or rec.entry.session_id != current.sid
         ):
-            done.append(CopiedSession(current.sid, current.fed, await current.finish(), due))
+            if answered and await current.answered():
+                due = None  # imported, and answered by a worker since its wake
+            else:
+                await current.finish()
+            done.append(CopiedSession(current.sid, current.fed, current.written, due))
             progress.session_done()
             current, due = None, None
         if isinstance(rec, EntryRecord):

@@ -148,11 +148,16 @@ class Replicator:
         self.check.see(entry)
         self.fed = entry.seq
 
+    async def answered(self) -> bool:
+        """Write what is left; whether the target goes on past the source (the
+        source's whole log, then more: a worker answered the session there)."""
+        await self.flush()
+        return await self._next_of_target() is not None
+
     async def finish(self) -> int:
         """Write what is left; refuse a target longer than the source. Returns the
         number of entries this run wrote."""
-        await self.flush()
-        if await self._next_of_target() is not None:
+        if await self.answered():
             raise SessionDiverged(
                 self.sid, self.fed + 1, "the target holds entries the source has not"
             )

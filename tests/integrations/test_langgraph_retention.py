@@ -5,6 +5,7 @@ nothing kept when the process stops half way. ``copy_thread`` keeps early writes
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from pathlib import Path
@@ -13,12 +14,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import pytest
+from langgraph.graph import END, START, StateGraph
 
 from fxworld import MemoryWorld
 from fxworld.integrations.langgraph import WorldSaver, thread_session
 from fxworld.integrations.langgraph_log import staging_session
 from tests.integrations.conftest import open_test_world, world_url_for
-from tests.integrations.test_langgraph_saver import checkpoint_named, config, counter
+from tests.integrations.test_langgraph_saver import Count, checkpoint_named, config, counter
 
 
 async def stored(url: str, sid: str) -> tuple[int, int]:
@@ -65,7 +67,7 @@ async def test_prune_keep_latest_frees_the_rows_and_bytes_of_what_it_removes(
 ) -> None:
     world = open_test_world(sql_world_url)
     try:
-        saver = WorldSaver(world)
+        saver = WorldSaver(world, quiet=0)
         app = counter(20).compile(checkpointer=saver)
         await app.ainvoke({"n": 0}, config("long"))
         await app.ainvoke({"n": 0}, config("other"))
@@ -91,7 +93,7 @@ async def test_delete_for_runs_frees_the_rows_and_bytes_of_those_runs(
 ) -> None:
     world = open_test_world(sql_world_url)
     try:
-        saver = WorldSaver(world)
+        saver = WorldSaver(world, quiet=0)
         app = counter(10).compile(checkpointer=saver)
         first, second = str(uuid.uuid4()), str(uuid.uuid4())
         await app.ainvoke({"n": 0}, config("t", run_id=first))
@@ -129,7 +131,7 @@ class WrittenWhileDeleting:
 
 async def test_a_thread_written_while_it_is_pruned_is_not_rewritten() -> None:
     inner = MemoryWorld()
-    saver = WorldSaver(WrittenWhileDeleting(inner))  # type: ignore[arg-type]
+    saver = WorldSaver(WrittenWhileDeleting(inner), quiet=0)  # type: ignore[arg-type]
     await counter(5).compile(checkpointer=saver).ainvoke({"n": 0}, config("t"))
     before = await inner.read(thread_session("t"))
     await saver.aprune(["t"], strategy="keep_latest")
@@ -165,7 +167,7 @@ class StopsAfterDeleting:
 
 async def test_a_prune_stopped_between_delete_and_write_back_loses_nothing_kept() -> None:
     inner = MemoryWorld()
-    stopping = WorldSaver(StopsAfterDeleting(inner))  # type: ignore[arg-type]
+    stopping = WorldSaver(StopsAfterDeleting(inner), quiet=0)  # type: ignore[arg-type]
     await counter(5).compile(checkpointer=stopping).ainvoke({"n": 0}, config("t"))
     with pytest.raises(RuntimeError, match="stopped"):
         await stopping.aprune(["t"], strategy="keep_latest")
@@ -188,3 +190,37 @@ async def test_a_copy_keeps_the_writes_that_landed_before_their_checkpoint() -> 
     await saver.acopy_thread("t", "copy")
     copied = [t.pending_writes async for t in saver.alist(config("copy"))]
     assert copied == [[("task-2", "n", 2)], [("task-1", "n", 1)]]
+
+
+async def test_a_run_goes_on_while_delete_for_runs_removes_an_older_run_of_its_thread(
+    sql_world_url: str,
+) -> None:
+    world = open_test_world(sql_world_url)
+    try:
+        saver = WorldSaver(world)
+        old, live = str(uuid.uuid4()), str(uuid.uuid4())
+        await counter(3).compile(checkpointer=saver).ainvoke({"n": 0}, config("t", run_id=old))
+        inside, release = asyncio.Event(), asyncio.Event()
+
+        async def slow(state: Count) -> dict[str, int]:
+            inside.set()
+            await release.wait()
+            return {"n": state["n"] + 10}
+
+        graph = StateGraph(Count)
+        graph.add_node("slow", slow)
+        graph.add_node("step", lambda s: {"n": s["n"] + 1})
+        graph.add_edge(START, "slow")
+        graph.add_edge("slow", "step")
+        graph.add_edge("step", END)
+        running = asyncio.create_task(
+            graph.compile(checkpointer=saver).ainvoke({"n": 0}, config("t", run_id=live))
+        )
+        await inside.wait()  # the live run holds the thread's fence, inside a node
+        await WorldSaver(world).adelete_for_runs([old])  # another process's saver
+        release.set()
+        assert await running == {"n": 11}  # not ThreadTakenOver
+        runs = {t.metadata["run_id"] async for t in saver.alist(config("t"))}
+        assert runs == {live}
+    finally:
+        await world.close()
