@@ -1,5 +1,5 @@
 """RedisWorld on real Redis (one server, and a three-master Cluster): the whole kit
-and every guarantee W1-W17, then what is
+and every guarantee W1-W18, then what is
 particular to Redis (one command per call, NOSCRIPT reload, durability detection,
 partitions, Cluster slots, delete, credentials)."""
 

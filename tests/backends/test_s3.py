@@ -1,5 +1,5 @@
 """S3World on a real S3 server (SeaweedFS ``weed mini``, or MinIO in Docker): the
-whole kit and every guarantee W1-W17, then what is particular to S3 (the conditional-write check at
+whole kit and every guarantee W1-W18, then what is particular to S3 (the conditional-write check at
 setup, request counts, compaction under races, wake intents of writers that died,
 errors and credentials)."""
 

@@ -1,4 +1,4 @@
-"""docs/contract.md section 2 (W1-W17), called exactly as a stranger reading it would,
+"""docs/contract.md section 2 (W1-W18), called exactly as a stranger reading it would,
 where the conformance kit does not reach: URL options, storage that cannot be opened,
 each backend's declared capabilities, several world objects on one URL, namespaces.
 The kit's scenarios of every guarantee run on the same worlds in tests/backends.
