@@ -50,6 +50,7 @@ _COMMANDS = (
     "inspect",
     "moving",
     "tick",
+    "langgraph",
 )
 
 EXTRAS: dict[str, str] = {

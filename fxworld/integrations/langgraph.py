@@ -97,8 +97,9 @@ from .langgraph_log import (
     is_thread_session,
     thread_session,
 )
+from .langgraph_migration import copy_threads, next_version
 
-__all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
+__all__ = ["WorldSaver", "ThreadTakenOver", "copy_threads", "thread_session", "KINDS", "PREFIX"]
 
 _KNOWN = 1000
 """Checkpoints a saver remembers as being in the log (to tell early writes)."""
@@ -170,6 +171,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """Integers (1, 2, ...) on a thread started here; on a thread copied from a
+        saver that numbers versions with strings (the incumbents), the next string of
+        that scheme, so that copied threads run on (see
+        :mod:`~fxworld.integrations.langgraph_migration`)."""
+        return next_version(current)
 
     # -- plumbing ------------------------------------------------------------
 
