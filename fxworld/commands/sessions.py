@@ -37,10 +37,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
-from fxworld.engine.summary import STATES, summarize
+from fxworld.engine.summary import STATES, State, Summary, nested_state, summarize
 
 if TYPE_CHECKING:
-    from fxworld.protocol import SessionLister
+    from fxworld.protocol import SessionLister, World
 
 __all__ = ["register", "format_entry", "HEADER", "turn_tokens", "cli_actor"]
 
@@ -236,6 +236,15 @@ def _lister(world: Any, command: str, url: str) -> SessionLister | None:
     return None
 
 
+async def _nested(world: World, summary: Summary) -> State:
+    """``summary``'s state, its child sessions read to see whether one waits for
+    approval (a child's approval is its parent's business)."""
+    children: dict[str, State] = {}
+    for child in summary.children.values():
+        children[child] = await _nested(world, summarize(child, await _whole(world, child)))
+    return nested_state(summary, children.get)
+
+
 async def _list(args: argparse.Namespace) -> int:
     """One line per session, newest activity first: its id, its state and the time
     of its last entry (each log is read whole: this is a tool for a person)."""
@@ -250,15 +259,22 @@ async def _list(args: argparse.Namespace) -> int:
         lister = _lister(world, "list", url)
         if lister is None:
             return 2
-        rows: list[tuple[datetime, str, str]] = []
+        summaries: dict[str, tuple[datetime, Summary]] = {}
         after = ""
         while ids := await lister.list_sessions(after=after, limit=500):
             for sid in ids:
                 entries = await _whole(world, sid)
                 if entries:
-                    rows.append((entries[-1].at, summarize(sid, entries).state, sid))
+                    summaries[sid] = (entries[-1].at, summarize(sid, entries))
             after = ids[-1]
-        rows.sort(reverse=True)
+
+        def state_of(sid: str) -> State | None:  # a child's approval is its parent's too
+            found = summaries.get(sid)
+            return None if found is None else nested_state(found[1], state_of)
+
+        rows = sorted(
+            ((at, str(state_of(sid)), sid) for sid, (at, _) in summaries.items()), reverse=True
+        )
         if args.state is not None:
             rows = [row for row in rows if row[1] == args.state]
         total = len(rows)
@@ -313,7 +329,7 @@ async def _show(args: argparse.Namespace) -> int:
             print("\ntokens per turn:")
             for line in tokens:
                 print("  " + line)
-        print(f"session {sid!r}: {summarize(sid, entries).state}", file=sys.stderr)
+        print(f"session {sid!r}: {await _nested(world, summarize(sid, entries))}", file=sys.stderr)
         return 0
     finally:
         await world.close()

@@ -24,6 +24,13 @@ Each decision and stop records its ``actor``, who asked for it (:func:`check_act
 note of an approval, the reason of a denial (which is also its ``reason``, the
 field readers before ``note`` know). The timeout's denial has no actor: no one
 decided it.
+
+A parent's business includes its children's approvals: while an agent tool's call
+waits for its child session (:mod:`~fxworld.engine.subagents`), the approvals the
+child (or its own children) waits for are listed with the parent's, each naming the
+session it belongs to (:attr:`Approval.session_id`), and a decision given to the
+parent on such a call is saved in that child, where its worker waits for it (as
+the Agents SDK surfaces nested approvals on the outer run).
 """
 
 from __future__ import annotations
@@ -95,6 +102,7 @@ class Approval:
     expires_at: datetime | None
     timeout: float | None = None
     cursor: str = ""
+    session_id: str = ""
 
     def event_data(self) -> dict[str, Any]:
         """The data of its ``approval.requested`` event, as the stream shows it."""
@@ -150,12 +158,21 @@ def _waiting(state: Replay) -> list[CallState]:
     return [c for c in cur.calls if c.approval == "requested" and not c.resolved]
 
 
+def _children(state: Replay) -> list[str]:
+    """The child sessions the running turn's calls wait for (``child.started``)."""
+    cur = state.current
+    if cur is None or cur.stop:
+        return []
+    return [c.child for c in cur.calls if c.child is not None and not c.resolved]
+
+
 async def pending_approvals(world: World, sid: str) -> list[Approval]:
     """The calls of session ``sid``'s running turn that wait for a decision now
-    (a call past its ``expires_at`` does not: its timeout decides it)."""
+    (a call past its ``expires_at`` does not: its timeout decides it), then those
+    its child sessions wait for, depth first."""
     state = await replay_latest_turn(world, sid)
     now = clock.now()
-    return [
+    found = [
         Approval(
             c.execution_id,
             c.id,
@@ -165,10 +182,14 @@ async def pending_approvals(world: World, sid: str) -> list[Approval]:
             c.expires_at,
             c.timeout,
             encode_cursor(sid, c.requested_seq),
+            sid,
         )
         for c in _waiting(state)
         if c.requested_at is not None and not c.expired(now)
     ]
+    for child in _children(state):
+        found.extend(await pending_approvals(world, child))
+    return found
 
 
 async def decide(
@@ -200,6 +221,11 @@ async def decide(
         return
     call = next((c for c in _waiting(state) if c.execution_id == execution_id), None)
     if call is None:
+        for child in _children(state):  # a child's approval, decided from its parent
+            try:
+                return await decide(world, child, execution_id, approved, text, actor=actor)
+            except UnknownCall:
+                continue
         raise UnknownCall(sid, execution_id)
     if call.expired(clock.now()):
         decision = expired_decision(execution_id, expiry_reason(call.timeout))

@@ -229,7 +229,9 @@ class Session(Generic[OutputT]):
         approving a denied call raises :class:`~fxworld.errors.AlreadyDecided`;
         past the call's ``approval_timeout``, :class:`~fxworld.errors.ApprovalExpired`
         (the timeout denied it: its denial is saved, if no worker saved it yet); a
-        call that does not wait in the session's latest turn raises
+        call that waits in a child session of the latest turn (an agent tool's) is
+        decided there; a call that waits neither in the session's latest turn nor in
+        such a child raises
         :class:`~fxworld.errors.UnknownCall`; a bad ``actor`` or ``note``,
         :class:`~fxworld.errors.InvalidArgument` (nothing is written)."""
         w = await self.agent.ready()
@@ -246,7 +248,9 @@ class Session(Generic[OutputT]):
 
     async def pending_approvals(self) -> list[approvals.Approval]:
         """The calls of the running turn that wait for a decision (not those past
-        their ``expires_at``). Reads only the latest turn, however long the log."""
+        their ``expires_at``), then those its agent tools' child sessions wait for
+        (``Approval.session_id`` names the session). Reads only the latest turn of
+        each, however long the log."""
         return await approvals.pending_approvals(await self.agent.ready(), self.id)
 
     async def stop(self, reason: str | None = None, *, actor: str | None = None) -> None:

@@ -6,7 +6,9 @@ list`` and ``show`` (:func:`summarize`) and the inspector's pages (a
 say the same words for the same log. A state is one of :data:`STATES`:
 
 - ``waiting for approval``: a call of the running turn waits for a person's
-  decision, and its ``approval_timeout`` has not passed;
+  decision, and its ``approval_timeout`` has not passed; with
+  :func:`nested_state`, also a turn whose agent tool waits for a child session
+  that waits for one (a child's approval is its parent's business);
 - ``running``: a turn runs (or waits for the worker it was handed on to), or a
   prompt waits for its turn;
 - ``failed`` / ``stopped``: how the last turn ended;
@@ -18,7 +20,7 @@ with it without loading the engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -27,7 +29,7 @@ from fxworld.types import Entry
 
 from . import log
 
-__all__ = ["State", "STATES", "PREVIEW", "Summary", "summarize"]
+__all__ = ["State", "STATES", "PREVIEW", "Summary", "summarize", "nested_state"]
 
 State = Literal["running", "waiting for approval", "idle", "failed", "stopped"]
 STATES: Final[tuple[State, ...]] = ("running", "waiting for approval", "idle", "failed", "stopped")
@@ -64,6 +66,8 @@ class Summary:
     preview: str = ""
     #: execution id -> (tool name, expires at, seq of its ``approval.requested``)
     requested: dict[str, tuple[str, datetime | None, int]] = field(default_factory=dict)
+    #: execution id -> the child session the running turn's agent-tool call waits for
+    children: dict[str, str] = field(default_factory=dict)
 
     @property
     def waiting(self) -> dict[str, str]:
@@ -112,9 +116,12 @@ class Summary:
             self.parked = False
         elif e.kind in (log.TURN_YIELDED, log.CHILD_STARTED):  # the turn waits, held by none
             self.parked = self.running
+            if e.kind == log.CHILD_STARTED and self.running:
+                self.children[str(d.get("execution_id"))] = str(d.get("session"))
         elif e.kind == log.TURN_STARTED:
             self.turns += 1
             self.running, self.requested, self.parked = True, {}, False
+            self.children = {}
             self.answering = max(self.answering, _int(d.get("prompt")))
         elif e.kind == log.MESSAGE and isinstance(d.get("usage"), dict):
             self.input_tokens += _int(d["usage"].get("input_tokens"))
@@ -125,9 +132,25 @@ class Summary:
             self.requested[str(d.get("execution_id"))] = (str(d.get("name")), expires, e.seq)
         elif e.kind == log.APPROVAL_DECIDED:
             self.requested.pop(str(d.get("execution_id")), None)
+        elif e.kind == log.CHILD_FINISHED:
+            self.children.pop(str(d.get("execution_id")), None)
         elif e.kind in log.TURN_END_KINDS:
             self.running, self.requested, self.parked = False, {}, False
+            self.children = {}
             self.ended = e.kind.partition(".")[2]
+
+
+def nested_state(summary: Summary, state_of: Callable[[str], State | None]) -> State:
+    """``summary``'s state, counting its children's approvals as its own: a running
+    turn whose agent tool waits for a child that waits for approval (``state_of``
+    gives a child session's state, nested the same way; ``None``: unknown) is
+    ``waiting for approval``."""
+    own = summary.state
+    if own == "running" and any(
+        state_of(child) == "waiting for approval" for child in summary.children.values()
+    ):
+        return "waiting for approval"
+    return own
 
 
 def summarize(session_id: str, entries: Iterable[Entry]) -> Summary:

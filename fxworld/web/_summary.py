@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable
 from typing import Final
 
-from fxworld.engine.summary import STATES, State, Summary
+from fxworld.engine.summary import STATES, State, Summary, nested_state
 from fxworld.protocol import SessionLister, World
 
 __all__ = ["UNLISTED_KEPT", "ActivityIndex", "catch_up"]
@@ -179,10 +179,15 @@ class ActivityIndex:
         moves its session on with no entry)."""
         ordered, now = self.ordered(), time.monotonic()
         if self._states is None or self._states[0] is not ordered or now - self._states_at > 1:
-            states = [s.state for s in ordered]
+            states = [nested_state(s, self._state_of) for s in ordered]
             self._states = (ordered, states, {name: states.count(name) for name in STATES})
             self._states_at = now
         return self._states
+
+    def _state_of(self, sid: str) -> State | None:
+        """A session's state, a child's approval counted as its parent's too."""
+        found = self.summaries.get(sid)
+        return None if found is None else nested_state(found, self._state_of)
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]

@@ -5,8 +5,8 @@ With real worker processes, on every engine world: a SIGKILL inside the child's
 turn; the child's turn is started once and the parent gets its answer. On
 SQLite: a parent killed right after it made its child finds the same child, and
 one trace holds both turns. In one process (MemoryWorld): a stop of the parent
-stops its running child; an approval inside the child is decided on the child
-(over HTTP) while the parent waits; bad input; a child whose agent is gone.
+stops its running child; an approval inside the child is listed by the parent and
+decided from it (over HTTP) while the parent waits; bad input; a child whose agent is gone.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class Shipping(pydantic.BaseModel):
     date: str
 
 
-async def test_an_approval_in_the_child_is_decided_on_the_child_while_the_parent_waits() -> None:
+async def test_an_approval_in_the_child_is_the_parents_and_is_decided_from_it() -> None:
     from fxworld.web import create_app
 
     @tool(needs_approval=True)
@@ -216,16 +216,21 @@ async def test_an_approval_in_the_child_is_decided_on_the_child_while_the_parent
     await asyncio.wait_for(desk.work(until_idle=True, poll_interval=0.02), 30)
     parent, child = await both_logs(desk, turn.session_id)
     assert kinds(parent)[-1] == log.CHILD_STARTED  # the parent waits, holding nothing
-    assert await desk.session(turn.session_id).pending_approvals() == []
     child_id = child[0].session_id
     (waiting,) = await desk.session(child_id).pending_approvals()
+    # The parent lists its child's approval, naming the session it waits in...
+    assert await desk.session(turn.session_id).pending_approvals() == [waiting]
+    assert waiting.session_id == child_id and waiting.input == {"order": "A"}
 
-    app = create_app(desk, allow_anyone=True)  # decided like any other: here over HTTP
+    app = create_app(desk, allow_anyone=True)  # ...and it is decided from the parent
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-        url = f"/sessions/{child_id}/approvals/{waiting.execution_id}"
-        decided = await http.post(url, json={"approve": True})
+        url = f"/sessions/{turn.session_id}/approvals/{waiting.execution_id}"
+        decided = await http.post(url, json={"approve": True, "note": "ok"})
     assert decided.status_code < 300, decided.text
+    (saved,) = [e.data for e in await desk.world.read(child_id) if e.kind == log.APPROVAL_DECIDED]
+    assert saved["approved"] is True and saved["note"] == "ok"  # saved where it waits
+    assert not [e for e in await desk.world.read(turn.session_id) if e.kind == log.APPROVAL_DECIDED]
     await asyncio.wait_for(desk.work(until_idle=True, poll_interval=0.02), 30)
     assert await turn == "Done."
     parent, child = await both_logs(desk, turn.session_id)

@@ -13,7 +13,7 @@ import pytest
 from fxworld import NewEntry, SqliteWorld
 from fxworld.cli import main
 from fxworld.engine import log
-from fxworld.engine.summary import STATES, summarize
+from fxworld.engine.summary import STATES, nested_state, summarize
 from fxworld.types import Entry
 from tests.web._turns import seed
 
@@ -85,3 +85,16 @@ def test_the_command_line_and_the_inspector_say_the_same_state(
     cli = {r[0]: r[1] for r in rows}
     assert cli == inspector
     assert set(cli.values()) == set(STATES)  # every state is in the comparison
+
+
+def test_a_parent_whose_child_waits_for_approval_waits_for_approval_too() -> None:
+    child_started = (log.CHILD_STARTED, {"execution_id": "x1", "session": "child-x1"})
+    parent = summarize("p", entries(PROMPT, STARTED, child_started))
+    child = summarize("child-x1", entries(PROMPT, STARTED, requested("y1", None)))
+    states = {"child-x1": nested_state(child, lambda _: None)}
+    assert parent.state == "running"  # its own log says only that it waits for a child
+    assert nested_state(parent, states.get) == "waiting for approval"
+    assert nested_state(parent, {"child-x1": "running"}.get) == "running"
+    done = (log.CHILD_FINISHED, {"execution_id": "x1", "session": "child-x1"})
+    finished = summarize("p", entries(PROMPT, STARTED, child_started, done))
+    assert nested_state(finished, states.get) == "running"  # that child answered already
