@@ -180,6 +180,10 @@
         list.insertAdjacentHTML("beforeend", d.html);
       }
     }
+    (d.updates || []).forEach(function (u) { // cards drawn again (calls a turn's end cut)
+      var card = document.getElementById(u[0]);
+      if (card) card.outerHTML = u[1];
+    });
     if (group && d.head) group.querySelector("summary").outerHTML = d.head;
     if (group && d.actions) list.insertAdjacentHTML("afterend", d.actions);
     showRetry(d.state);
