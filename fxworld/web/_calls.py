@@ -265,14 +265,14 @@ class Call:
             bad = end.data.get("is_error") is True
             if end.kind == log.CHILD_FINISHED:
                 link = session_link(end.data.get("session"), "child")
-                late = " after its turn ended (the model did not hear it)" if self.cut else ""
-                parts.append(f"its child session {link} answered{late}{output}")
+                after = " after its turn ended (the model did not hear it)" if self.cut else ""
+                parts.append(f"its child session {link} answered{after}{output}")
             else:
                 parts.append(f"{'raised' if bad else 'returned'}{output}")
-        for late in self.late:
-            output = value_html(late.data.get("output"), sid, late.seq, pointer("output"))
+        for x in self.late:
+            output = value_html(x.data.get("output"), sid, x.seq, pointer("output"))
             parts.append(
-                f'<div class="late">#{late.seq}: ended in its thread after its call was cut'
+                f'<div class="late">#{x.seq}: ended in its thread after its call was cut'
                 f"{output}</div>"
             )
         return f'<div class="result">{"".join(parts)}</div>' if parts else ""

@@ -195,13 +195,13 @@ class Timeline:
             turn.end = kind
             updates = self._cut(turn, kind)
             self.turn = None
-        call = str(data.get("call")) if kind == log.TEXT else None
+        model_call = str(data.get("call")) if kind == log.TEXT else None
         text = shown(str(data.get("text", ""))) if kind == log.TEXT else None
         return Row(
             seq,
             kind,
             card,
-            call,
+            model_call,
             text,
             eid,
             group="" if turn is None else turn.group,
@@ -347,13 +347,15 @@ class Timeline:
         return body
 
 
-def decide_box(eid: str, label: str = "") -> str:
+def decide_box(eid: str, label: str = "", *, session_id: str = "") -> str:
     """The controls that decide waiting call ``eid`` (``label``: HTML before them):
     a note (an approval's note, a denial's reason), Approve, and Deny, which the
-    page's script asks to confirm before it is sent."""
+    page's script asks to confirm before it is sent. ``session_id``: the session
+    the call waits in, when it is not the page's (a child's)."""
     e = esc(eid)
+    other = f' data-sid="{esc(session_id)}"' if session_id else ""
     return (
-        f'<div class="decide" data-eid="{e}">{label}'
+        f'<div class="decide" data-eid="{e}"{other}>{label}'
         f'<input class="decision-note" maxlength="2000" aria-label="note or reason for {e}"'
         ' placeholder="note or reason (optional)"> '
         '<button class="approve">Approve</button> <button class="deny">Deny…</button>'
@@ -536,9 +538,9 @@ def assemble(rows: Sequence[Row], *, retry: bool = False) -> str:
             top.append(cards)
         card = row.replaces or f"e{row.seq}"  # a call's entry: in its card's place
         where.setdefault(card, cards)[card] = row.html
-        for card, html in row.updates:
+        for card, again in row.updates:
             if card in where:
-                where[card][card] = html
+                where[card][card] = again
     last = next((x for x in reversed(top) if isinstance(x, _Group)), None)
     html: list[str] = []
     for x in top:
