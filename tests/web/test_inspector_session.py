@@ -1,0 +1,168 @@
+"""The inspector's session page in process (httpx on the ASGI app, over SQLite
+worlds that real agents wrote): a tool's durable steps in its card, nothing stale
+after a stop, a child's approval decided from its parent, turns numbered and paged,
+a large value shown by its size and start with a download of the whole. The
+same in Chromium: ``test_browser_console.py``."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fxworld import open_world
+from fxworld.engine import log
+from fxworld.web import create_inspector
+from tests.web import _console, _turns
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inspect")
+
+
+def _card(page: str, eid: str) -> str:
+    """The card of call ``eid`` (cards hold steps, ``<li class="step``, not entries)."""
+    found = [c for c in page.split('<li class="entry')[1:] if f'data-eid="{eid}">' in c]
+    assert found and "k-tool-started" in found[0], f"no card of {eid}"
+    return found[0]
+
+
+def _text(html: str) -> str:
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
+
+
+async def test_a_tools_card_holds_its_steps_and_says_what_may_have_partly_run(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    await _console.refund_run(url)
+    world = open_world(url)
+    await _console.refund_cut(world)
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = (await client.get("/sessions/refunds")).text
+    await app.state.close()
+    entries = await world.read("refunds", 0)
+    await world.close()
+    first = next(e.data["execution_id"] for e in entries if e.kind == log.TOOL_STARTED)
+    ran = _text(_card(page, first))
+    assert re.search(r"1\. reserve finished .*2\. charge_back finished .*3\. email finished", ran)
+    assert "Ran: reserve, charge_back, email." in ran and '"charge": "ch_42"' in ran
+    cut = _text(_card(page, "xr2"))
+    assert "1. reserve finished" in cut and '"hold": "H-A-2"' in cut
+    assert "2. charge_back interrupted: started, never finished; it may have partly run" in cut
+    assert "3. email never reached" in cut
+    assert "May have partly run: charge_back. Never reached: email." in cut
+    assert "ran again after a crash (attempt 2)" in cut
+    # no step entry is a card of its own, and the turns are numbered, not seqs
+    assert 'class="entry k-step' not in page
+    heads = re.findall(r'<span class="turn-n">([^<]*)</span>', page)
+    assert heads == ["turn 1", "turn 2"]
+
+
+async def test_a_child_waiting_for_approval_is_decided_from_its_parent(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    child = await _console.desk_waiting(url)
+    world = open_world(url)
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = (await client.get("/sessions/desk")).text
+        box = page.split('<div id="waiting">')[1].split('<p id="flash"')[0]
+        fragment = (await client.get("/sessions/desk/waiting")).text
+        [eid] = re.findall(r'data-eid="([^"]+)" data-sid="' + child + '"', box)
+        decided = await client.post(
+            f"/sessions/{child}/approvals/{eid}", json={"approve": True, "note": "ok by ops"}
+        )
+    await app.state.close()
+    assert "issue_credit" in box and "acme-7" in box and "late delivery, ticket T-881" in box
+    assert "in the child session" in box and "billing" in box
+    assert fragment + "</div>" == box  # (the page script asks for the boxes again)
+    assert decided.status_code == 200
+    await _console.desk_finish(url)
+    parent = await world.read("desk", 0)
+    mine = [
+        {k: v for k, v in e.data.items() if k != "v"}
+        for e in await world.read(child, 0)
+        if e.kind == log.APPROVAL_DECIDED
+    ]
+    await world.close()
+    assert parent[-1].kind == log.TURN_FINISHED
+    assert mine == [{"execution_id": eid, "approved": True, "actor": "local", "note": "ok by ops"}]
+
+
+async def test_after_a_stop_a_childs_card_waits_no_more_and_holds_its_late_report(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    await _console.desk_waiting(url)
+    world = open_world(url)
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        stop = await client.post("/sessions/desk/stop", json={"reason": "wrong account"})
+        assert stop.status_code == 202
+        await _console.desk_finish(url)
+        page = (await client.get("/sessions/desk")).text
+    await app.state.close()
+    entries = await world.read("desk", 0)
+    await world.close()
+    kinds = [e.kind for e in entries]
+    late = entries[-1]
+    assert kinds.index(log.TURN_STOPPED) < kinds.index(log.CHILD_FINISHED)  # after its turn
+    card = _text(_card(page, late.data["execution_id"]))
+    assert "waits for its child" not in card and "runs in the child session" not in card
+    assert "answered after its turn ended (the model did not hear it)" in card
+    assert "stop requested by local" in _text(page) and "wrong account" in page
+    assert f'id="e{late.seq}"' not in page  # no loose card: it is in its call's
+
+
+async def test_turns_are_paged_newest_first_and_keep_their_numbers(tmp_path: Path) -> None:
+    world = open_world(f"sqlite:///{tmp_path / 'w.db'}")
+    await world.setup()
+    for _ in range(25):
+        await _turns.finished_turn(world, "long")
+    app = create_inspector(world, allow_anyone=True, page_turns=10)
+    async with _client(app) as client:
+        latest = (await client.get("/sessions/long")).text
+        link = re.search(r'id="older" href="([^"]+)"', latest)
+        assert link
+        older = (await client.get(link.group(1).replace("&amp;", "&"))).text
+        again = (await client.get(link.group(1).split("&amp;")[0])).text  # without turns=
+    await app.state.close()
+    await world.close()
+
+    def numbers(page: str) -> list[str]:
+        return re.findall(r'<span class="turn-n">turn (\d+)</span>', page)
+
+    assert numbers(latest) == [str(n) for n in range(16, 26)]
+    assert "&amp;turns=15" in link.group(0)
+    assert numbers(older) == [str(n) for n in range(6, 16)]
+    assert numbers(again) == numbers(older)
+    assert latest.count('class="entry') < 10 * 8  # 10 turns, not 25
+
+
+async def test_a_large_value_shows_its_size_and_start_and_downloads_whole(tmp_path: Path) -> None:
+    world = open_world(f"sqlite:///{tmp_path / 'w.db'}")
+    await world.setup()
+    await _console.big_result(world)
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = await client.get("/sessions/s-big")
+        link = re.search(r'<a class="download" href="\./s-big/([^"]+)"', page.text)
+        assert link
+        whole = await client.get("/sessions/s-big/" + link.group(1).replace("&amp;", "&"))
+        missing = await client.get("/sessions/s-big/values/4?at=/nothing")
+    await app.state.close()
+    entries = await world.read("s-big", 0)
+    await world.close()
+    value = next(e.data["output"] for e in entries if e.kind == log.TOOL_FINISHED)
+    assert len(page.content) < 100_000  # the page holds the start, not 3 MiB
+    assert "3.0 MiB" in page.text and f"{_console.BIG_BYTES:,} bytes" in page.text
+    assert "Terms of service, section 0." in page.text
+    assert whole.status_code == 200 and whole.text == value
+    assert whole.headers["content-disposition"].startswith("attachment;")
+    assert missing.status_code == 404
