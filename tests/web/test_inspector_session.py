@@ -166,3 +166,40 @@ async def test_a_large_value_shows_its_size_and_start_and_downloads_whole(tmp_pa
     assert whole.status_code == 200 and whole.text == value
     assert whole.headers["content-disposition"].startswith("attachment;")
     assert missing.status_code == 404
+
+
+async def test_a_values_download_and_a_childs_approval_are_authorized_as_the_page(
+    tmp_path: Path,
+) -> None:
+    """The download answers only a viewer ``authorize`` lets view the session, and
+    only what ``visible`` shows of the entry; a child's waiting call is shown on
+    its parent's page only to a viewer who may view the child."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    child = await _console.desk_waiting(url)
+    world = open_world(url)
+    await _console.big_result(world)
+
+    def authorize(request: Any, session_id: str, action: str) -> bool:
+        return request.headers.get("x-who") == "ops" or not session_id.startswith(
+            ("child-", "s-big")
+        )
+
+    def visible(request: Any, event: Any) -> Any:
+        hide = request.headers.get("x-hide") and event.kind == log.TOOL_FINISHED
+        return None if hide else event
+
+    app = create_inspector(world, authorize=authorize, visible=visible)
+    href = "/sessions/s-big/values/6?at=/output"
+    async with _client(app) as client:
+        ops = {"x-who": "ops"}
+        whole = await client.get(href, headers=ops)
+        refused = await client.get(href)
+        hidden = await client.get(href, headers={**ops, "x-hide": "1"})
+        shown = (await client.get("/sessions/desk/waiting", headers=ops)).text
+        not_shown = (await client.get("/sessions/desk/waiting")).text
+    await app.state.close()
+    await world.close()
+    assert whole.status_code == 200 and len(whole.content) == _console.BIG_BYTES
+    assert (refused.status_code, hidden.status_code) == (403, 404)
+    assert f'data-sid="{child}"' in shown and "acme-7" in shown
+    assert not_shown == ""
