@@ -87,6 +87,11 @@ class Call:
         return str(self.started.data.get("name"))
 
     @property
+    def child_id(self) -> str:
+        """Its child session's id ("" before its ``child.started``)."""
+        return "" if self.child is None else str(self.child.data.get("session"))
+
+    @property
     def open(self) -> bool:
         return self.end is None and not self.cut
 
@@ -120,12 +125,13 @@ class Call:
 
     # -- drawing ------------------------------------------------------------------
 
-    def html(self, known_steps: Sequence[str] = ()) -> str:
+    def html(self, known_steps: Sequence[str] = (), *, asking: bool = False) -> str:
         """The call's card. ``known_steps``: the steps earlier calls of this tool ran,
-        in order (those this call, ended, did not start were never reached)."""
+        in order (those this call, ended, did not start were never reached);
+        ``asking``: a call waits for a decision in its child session."""
         s, d = self.started, self.started.data
         last = self._last()
-        notes = self._notes()
+        notes = self._notes(asking)
         kinds = esc(s.kind) if last is s else f"{esc(s.kind)} → {esc(last.kind)}"
         seqs = str(s.seq) if last is s else f"{s.seq} → #{last.seq}"
         classes = "entry k-tool-started"
@@ -151,7 +157,7 @@ class Call:
         seen = [self.started, self.latest, self.child, self.end]
         return max((x for x in seen if x is not None), key=lambda x: x.seq)
 
-    def _notes(self) -> str:
+    def _notes(self, asking: bool) -> str:
         notes = []
         attempt = (self.latest or self.started).data.get("attempt")
         if isinstance(attempt, int) and attempt > 1:
@@ -168,6 +174,8 @@ class Call:
         elif self.cut:
             what = "its child answered" if self.child is not None else "it returned"
             notes.append(("warn", f"its turn {_CUT.get(self.cut, 'ended')} before {what}"))
+        elif self.child is not None and asking:
+            notes.append(("wait", "waits for its child session, which waits for approval"))
         elif self.child is not None:
             notes.append(("wait", "waits for its child session"))
         else:

@@ -330,7 +330,8 @@ class _Inspector:
                 given = await turns_between(self.world, sid, 0, before - 1)
             prior = given - here
         prior = max(0, prior)  # the turns started before the page's first entry
-        timeline = Timeline(sid, waiting=summary.waiting, next_turn=prior + 1)
+        boxes, asking = await self._waiting(request, summary)
+        timeline = Timeline(sid, waiting=summary.waiting, next_turn=prior + 1, asking=asking)
         opened = await self._resume(request, sid, timeline, start)
         rows = opened + timeline.rows(await self._shown(request, sid, entries))
         wake = "unknown (this world cannot say)"
@@ -346,7 +347,7 @@ class _Inspector:
             last=last if before > last else before - 1,
             live=before > last,
             wake=wake,
-            waiting=await self._waiting(request, summary),
+            waiting=boxes,
         )
         return self._html(request, sid, body)
 
@@ -354,13 +355,14 @@ class _Inspector:
         """The boxes of the calls that wait for a decision (the page's script asks)."""
         sid = await self._session(request, "view")
         summary = await self.index.session(sid)
-        html = await self._waiting(request, summary)
+        html, _ = await self._waiting(request, summary)
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
-    async def _waiting(self, request: Request, summary: Summary) -> str:
+    async def _waiting(self, request: Request, summary: Summary) -> tuple[str, set[str]]:
         """The boxes of the calls that wait for a decision, as far as ``visible`` lets
         this viewer see their ``approval.requested``: the session's own, and those of
-        the child sessions its running turn waits for that this viewer may view."""
+        the child sessions its running turn waits for that this viewer may view; and
+        the session's own children a call waits in (deeper or not)."""
         sid = summary.session_id
         own = []
         for eid in summary.waiting:
@@ -377,7 +379,7 @@ class _Inspector:
                 found = await self._entry(request, c.session_id, c.seq)
                 if found is not None and found.kind == log.APPROVAL_REQUESTED:
                     children.append((c, found))
-        return waiting_html(sid, own, children)
+        return waiting_html(sid, own, children), {c.via[0] for c, _ in children}
 
     async def value(self, request: Request) -> Response:
         """One value of an entry, whole, as a download; as ``visible`` shows the entry."""

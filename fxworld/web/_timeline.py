@@ -124,10 +124,16 @@ class Timeline:
     turn it sees start."""
 
     def __init__(
-        self, session_id: str, *, waiting: Collection[str] = (), next_turn: int = 1
+        self,
+        session_id: str,
+        *,
+        waiting: Collection[str] = (),
+        next_turn: int = 1,
+        asking: Collection[str] = (),
     ) -> None:
         self.session_id = session_id
         self.waiting = waiting
+        self.asking = asking  # child sessions in which a call waits for a decision
         self.next_turn = next_turn
         self.turn: OpenTurn | None = None
         self._prompts: dict[int, Shown] = {}  # prompts seen, not answered yet
@@ -231,6 +237,13 @@ class Timeline:
                     known.append(str(item.data.get("step")))
         return call
 
+    def _asking(self, turn: OpenTurn) -> bool:
+        """Whether a call of ``turn`` waits for a child in which a call waits for a decision."""
+        return any(
+            (c := self._calls.get(eid)) is not None and c.open and c.child_id in self.asking
+            for eid in turn.executions
+        )
+
     def _call_row(self, item: Shown, call: Call, eid: str) -> Row:
         """The row of an entry of ``call``: its card, drawn again in its place."""
         turn = self.turn
@@ -238,7 +251,7 @@ class Timeline:
         return Row(
             item.seq,
             item.kind,
-            call.html(self._tool_steps.get(call.name, ())),
+            call.html(self._tool_steps.get(call.name, ()), asking=call.child_id in self.asking),
             execution_id=eid,
             group=call.group,
             head=self.head(turn) if mine and turn is not None else "",
@@ -276,6 +289,8 @@ class Timeline:
             word, css = _OUTCOME.get(turn.end, (turn.end, ""))
         elif turn.asked & set(self.waiting):
             word, css = "waiting for approval", "st-waiting-for-approval"
+        elif self._asking(turn):
+            word, css = "waiting for approval in a child session", "st-waiting-for-approval"
         else:
             word, css = "running", "st-running"
         last = (turn.last_at or turn.started) if turn.end else datetime.now(UTC)

@@ -106,8 +106,11 @@ def test_a_support_desk_works_its_sessions_from_the_session_page(
         text = box.text_content()
         assert "issue_credit" in text and "acme-7" in text and "late delivery, ticket T-881" in text
         assert "in the child session" in text
+        head = page.text_content("#timeline > li.turn summary")
+        assert "waiting for approval in a child session" in head
         box.locator("input.decision-note").fill("goodwill credit, ok by Dana")
         shot(page.locator("#waiting"), "inspector-approval-input")
+        shot(page, "inspector-session")  # the whole page (docs/inspector.md opens with it)
         box.locator("button.approve").click()
         page.wait_for_selector(f'#waiting .decide[data-sid="{child}"]', state="detached")
         assert "Approved" in page.text_content("#flash")

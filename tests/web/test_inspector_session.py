@@ -81,6 +81,9 @@ async def test_a_child_waiting_for_approval_is_decided_from_its_parent(tmp_path:
     await app.state.close()
     assert "issue_credit" in box and "acme-7" in box and "late delivery, ticket T-881" in box
     assert "in the child session" in box and "billing" in box
+    head = _text(page.split('<summary class="turn-head">')[1].split("</summary>")[0])
+    assert "waiting for approval in a child session" in head  # not "running"
+    assert "waits for its child session, which waits for approval" in page
     assert fragment + "</div>" == box  # (the page script asks for the boxes again)
     assert decided.status_code == 200
     await _console.desk_finish(url)
