@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from fxworld import open_world
+from fxworld import MemoryWorld, open_world
 from fxworld.engine import log
 from fxworld.web import create_inspector
 from tests.web import _console, _turns
@@ -206,3 +206,17 @@ async def test_a_values_download_and_a_childs_approval_are_authorized_as_the_pag
     assert (refused.status_code, hidden.status_code) == (403, 404)
     assert f'data-sid="{child}"' in shown and "acme-7" in shown
     assert not_shown == ""
+
+
+async def test_a_64_mib_value_never_reaches_the_page() -> None:
+    """The largest value a default world takes: the page shows its size and start
+    (a few KiB; the live stream's rows are drawn by the same code)."""
+    world = MemoryWorld()
+    big = "The quick brown fox. " * ((64 * 1024 * 1024 - 4096) // 21)
+    await world.append("huge", [log.entry(log.PROMPT, text=big, key="k")])
+    app = create_inspector(world, allow_anyone=True)
+    async with _client(app) as client:
+        page = await client.get("/sessions/huge")
+    await app.state.close()
+    assert len(page.content) < 50_000 and f"{len(big):,} bytes" in page.text
+    assert 'href="./huge/values/1?at=/text"' in page.text
