@@ -66,7 +66,9 @@
     box.querySelector(".confirm").hidden = !on;
     box.querySelector("button.approve").hidden = on;
     box.querySelector("button.deny:not(.yes)").hidden = on;
-    if (on) box.querySelector("button.yes").focus();
+    var note = box.querySelector("input.decision-note");
+    note.placeholder = on ? "the reason (the model hears it)" : "note or reason (optional)";
+    if (on) (note.value.trim() ? box.querySelector("button.yes") : note).focus();
   }
 
   function decide(box, button) {
