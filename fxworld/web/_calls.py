@@ -77,6 +77,15 @@ class Call:
     late: list[Shown] = field(default_factory=list)  # the tool's own tool.late
     cut: str = ""  # the turn end that came while the call was open
     ended_turn: bool = False  # its turn has ended (what comes now is late)
+    _drawn: dict[tuple[int, str], str] = field(default_factory=dict, init=False, repr=False)
+
+    def _value(self, item: Shown, at: str, value: object) -> str:
+        """Value ``at`` of entry ``item`` as a page shows it, drawn once (the card is
+        drawn again at each entry of the call; a large value is measured once)."""
+        key = (item.seq, at)
+        if key not in self._drawn:
+            self._drawn[key] = value_html(value, self.session_id, item.seq, at)
+        return self._drawn[key]
 
     @property
     def card_id(self) -> str:
@@ -142,7 +151,7 @@ class Call:
         never = [] if self.open else [n for n in known_steps if n not in self.steps]
         body = (
             f"<b>{esc(d.get('name'))}</b>"
-            f"{value_html(d.get('input'), self.session_id, s.seq, pointer('input'))}"
+            f"{self._value(s, pointer('input'), d.get('input'))}"
             f'<div class="eid">execution {esc(d.get("execution_id"))}</div>'
             f"{self._steps_html(never)}{self._story(never)}{self._result()}"
         )
@@ -200,7 +209,6 @@ class Call:
         return f'<ol class="steps" aria-label="durable steps">{"".join(items)}</ol>'
 
     def _step_html(self, n: int, step: Step) -> str:
-        sid = self.session_id
         state, css, detail = "running", "s-running", ""
         if step.finished is not None:
             f = step.finished
@@ -209,11 +217,11 @@ class Call:
                 detail = f'<div class="said">{esc(f.data.get("error"))}</div>'
             else:
                 state, css = "finished", "s-finished"
-                detail = value_html(f.data.get("result"), sid, f.seq, pointer("result"))
+                detail = self._value(f, pointer("result"), f.data.get("result"))
         elif step.late is not None:
             late = step.late
             state, css = "finished in its thread after the call was cut", "s-late"
-            detail = value_html(late.data.get("output"), sid, late.seq, pointer("output"))
+            detail = self._value(late, pointer("output"), late.data.get("output"))
         elif not self.open:
             state, css = "interrupted: started, never finished; it may have partly run", "s-cut"
         seqs = " ".join(f"#{x.seq}" for x in (step.started, step.finished, step.late) if x)
@@ -258,7 +266,7 @@ class Call:
         return f'<div class="story">{esc(" ".join(said))}</div>'
 
     def _result(self) -> str:
-        sid, end, child = self.session_id, self.end, self.child
+        end, child = self.end, self.child
         parts = []
         if child is not None and end is None and not self.cut:
             link = session_link(child.data.get("session"), "child")
@@ -269,7 +277,7 @@ class Call:
         if end is not None and end.kind == log.TOOL_INTERRUPTED:
             parts.append(f'<div class="text">{esc(end.data.get("message", ""))}</div>')
         elif end is not None:
-            output = value_html(end.data.get("output"), sid, end.seq, pointer("output"))
+            output = self._value(end, pointer("output"), end.data.get("output"))
             bad = end.data.get("is_error") is True
             if end.kind == log.CHILD_FINISHED:
                 link = session_link(end.data.get("session"), "child")
@@ -278,7 +286,7 @@ class Call:
             else:
                 parts.append(f"{'raised' if bad else 'returned'}{output}")
         for x in self.late:
-            output = value_html(x.data.get("output"), sid, x.seq, pointer("output"))
+            output = self._value(x, pointer("output"), x.data.get("output"))
             parts.append(
                 f'<div class="late">#{x.seq}: ended in its thread after its call was cut'
                 f"{output}</div>"

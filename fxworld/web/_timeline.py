@@ -12,13 +12,15 @@ the server, the page's script in the browser), so both read alike:
 - a ``turn.started`` opens a group (``opens``: its HTML); the rows of the turn go
   in it (``group``: its id), and each of them brings the group's header again
   (``head``: the prompt, the outcome, the duration, the tools);
-- a tool's ``tool.finished`` (or ``tool.interrupted``) becomes one card with its
-  ``tool.started``, which it replaces (``replaces``: the started card's id), with
-  the time the call took;
+- every entry of a tool call (its steps, its child session, its end; by
+  ``execution_id``) draws the call's one card again, in the place of its first
+  ``tool.started`` (``replaces``: that card's id): :mod:`~fxworld.web._calls`;
+- a turn's end draws again the cards of the calls it left open (``updates``), and
+  a child's report that comes after its turn ended goes into its call's card, in
+  that turn's group;
 - streamed text chunks of one model call are joined into one card;
-- an agent tool's call: its ``child.started`` replaces the call's card with one
-  that links to the child session, and its ``child.finished`` ends that card as
-  a ``tool.finished`` does; a child session's first prompt links to its parent.
+- a child session's first prompt links to its parent; turns are numbered from the
+  session's first (``next_turn``: the number of the next one seen).
 """
 
 from __future__ import annotations
