@@ -141,6 +141,7 @@ class Timeline:
         self._prompts: dict[int, Shown] = {}  # prompts seen, not answered yet
         self._calls: dict[str, Call] = {}  # execution id -> its call, in order
         self._tool_steps: dict[str, list[str]] = {}  # tool name -> the steps its calls ran
+        self._asked: dict[str, tuple[Shown, str]] = {}  # eid -> its approval.requested, since
         self._previous: datetime | None = None
         self._boundary: datetime | None = None
         self._parked = False
@@ -198,7 +199,15 @@ class Timeline:
             card = step_card(item, since, self.session_id)
         if kind == log.APPROVAL_REQUESTED and eid is not None and turn is not None:
             turn.asked.add(eid)
+        if kind == log.APPROVAL_REQUESTED and eid is not None:
+            self._asked[eid] = (item, since)
         updates: tuple[tuple[str, str], ...] = ()
+        if kind == log.APPROVAL_DECIDED and eid in self._asked:  # its request waits no more
+            asked, asked_since = self._asked[eid]
+            decided = f'<div class="said">decided at #{seq}: {_decision(data)}</div>'
+            again = self._approval(asked.data, asked.seq, decided=decided)
+            note = f' <span class="badge">{esc(_decision(data, plain=True))}</span>'
+            updates = ((f"e{asked.seq}", _card(asked, asked_since, again, note)),)
         if kind in log.TURN_END_KINDS and turn is not None:
             turn.end = kind
             updates = self._cut(turn, kind)
@@ -348,17 +357,30 @@ class Timeline:
             return _call_alone(kind, d, sid, seq)  # its call's start is not on the page
         if kind == log.APPROVAL_REQUESTED:
             return self._approval(d, seq), ' <span class="badge wait">needs approval</span>'
+        if kind == log.APPROVAL_DECIDED:
+            body, note = _other(kind, d, sid, seq)
+            asked = self._asked.get(str(d.get("execution_id")), (None, ""))[0]
+            if asked is not None:  # what was decided: the call and its input
+                what = value_html(asked.data.get("input"), sid, asked.seq, pointer("input"))
+                body = (
+                    f'{body}<div class="decided-call">the call: <b>{esc(asked.data.get("name"))}'
+                    f"</b> (asked at #{asked.seq}) with the input{what}</div>"
+                )
+            return body, note
         return _other(kind, d, sid, seq)
 
-    def _approval(self, d: dict[str, Any], seq: int) -> str:
+    def _approval(self, d: dict[str, Any], seq: int, decided: str = "") -> str:
         eid = str(d.get("execution_id"))
         expires = d.get("expires_at") or "never"
+        wait = "asked for a decision" if decided else "waits for a decision"
         body = (
-            f"<b>{esc(d.get('name'))}</b> waits for a decision (expires: {esc(expires)})"
+            f"<b>{esc(d.get('name'))}</b> {wait} (expires: {esc(expires)})"
             f'<div class="meta">the input to approve:</div>'
             f"{value_html(d.get('input'), self.session_id, seq, pointer('input'))}"
             f'<div class="eid">execution {esc(eid)}</div>'
         )
+        if decided:
+            return body + decided
         if eid in self.waiting:
             body += decide_box(eid)
         return body
@@ -473,6 +495,15 @@ def _by(d: Mapping[str, Any]) -> str:
     """`` by <actor>`` for an entry that records who asked for it (else nothing)."""
     actor = d.get("actor")
     return f' by <b class="actor">{esc(actor)}</b>' if actor is not None else ""
+
+
+def _decision(d: Mapping[str, Any], *, plain: bool = False) -> str:
+    """A decision in words: ``approved by <actor>``, ``denied (expired)``..."""
+    ok = d.get("approved") is True
+    word = "approved" if ok else ("denied (expired)" if d.get("expired") else "denied")
+    if plain:
+        return word
+    return f"{word}{_by(d)}"
 
 
 def _other(kind: str, d: dict[str, Any], sid: str, seq: int) -> tuple[str, str]:

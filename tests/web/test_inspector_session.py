@@ -220,3 +220,30 @@ async def test_a_64_mib_value_never_reaches_the_page() -> None:
     await app.state.close()
     assert len(page.content) < 50_000 and f"{len(big):,} bytes" in page.text
     assert 'href="./huge/values/1?at=/text"' in page.text
+
+
+async def test_a_decision_names_who_decided_what_and_its_request_waits_no_more() -> None:
+    """ "Who approved this refund?": the decision's card names the actor, the note,
+    the call and the input it approved; the request's card says it was decided."""
+    world = MemoryWorld()
+    await _turns.waiting_turn(world, "desk-1")
+    app = create_inspector(world, authorize=lambda request, sid, action: "ops:dana")
+    async with _client(app) as client:
+        decided = await client.post(
+            "/sessions/desk-1/approvals/xdesk-13", json={"approve": True, "note": "VIP customer"}
+        )
+        page = (await client.get("/sessions/desk-1")).text
+    await app.state.close()
+    assert decided.status_code == 200
+    cards = {c.split('"')[0]: _text(c) for c in page.split('<li class="entry k-')[1:]}
+    assert "approved by ops:dana" in cards["approval-decided"]
+    assert "VIP customer" in cards["approval-decided"]
+    assert (
+        'the call: refund_order (asked at #5) with the input {"id": "A-1041", "amount": 49.9}'
+        in (cards["approval-decided"])
+    )
+    request = cards["approval-requested"]
+    assert (
+        "waits for a decision" not in request and "decided at #6: approved by ops:dana" in request
+    )
+    assert 'class="decide"' not in page
