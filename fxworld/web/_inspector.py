@@ -461,6 +461,7 @@ class _Inspector:
                     "opens": row.opens,
                     "head": row.head,
                     "replaces": row.replaces,
+                    "updates": row.updates,
                     "actions": RETRY if failed else "",
                     "state": summary.state,
                     "turns": summary.turns,

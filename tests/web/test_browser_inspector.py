@@ -310,6 +310,9 @@ def test_deny_asks_first_and_records_who_and_why(
         card.wait_for(timeout=WAIT)  # streamed live
         text = card.text_content()
         assert "denied by local" in text and "refunded twice already" in text
+        assert "the call: refund_order" in text  # what was denied
+        request = page.locator(".k-approval-requested").text_content()  # redrawn live
+        assert "waits for a decision" not in request and "denied by local" in request
         assert page.locator("#waiting .decide").count() == 0
         _shot(page, f"deny-decided-{backend}")
 
