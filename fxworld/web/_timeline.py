@@ -375,7 +375,7 @@ class Timeline:
         wait = "asked for a decision" if decided else "waits for a decision"
         body = (
             f"<b>{esc(d.get('name'))}</b> {wait} (expires: {esc(expires)})"
-            f'<div class="meta">the input to approve:</div>'
+            f'<div class="meta">{"its input" if decided else "the input to approve"}:</div>'
             f"{value_html(d.get('input'), self.session_id, seq, pointer('input'))}"
             f'<div class="eid">execution {esc(eid)}</div>'
         )
