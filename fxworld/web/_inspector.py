@@ -370,7 +370,7 @@ class _Inspector:
             if shown is not None and shown.data.get("execution_id") == eid:
                 own.append(shown)
         children = []
-        if summary.state == "running":  # (a parent waiting on its child reads running)
+        if summary.state in ("running", "waiting for approval"):  # (one on its child: running)
             for c in await child_approvals(self.world, sid):
                 try:
                     await self._check(request, c.session_id, "view")
