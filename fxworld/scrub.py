@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["scrub", "shown", "error_text", "SHOWN_CHARS"]
+__all__ = ["scrub", "shown", "shown_start", "error_text", "SHOWN_CHARS"]
 
 _MASK = "***"
 
@@ -115,10 +115,18 @@ def shown(text: str, limit: int = SHOWN_CHARS) -> str:
     more than ``limit`` characters, whatever the length of ``text``."""
     if len(text) <= limit:
         return scrub(text)
+    return f"{shown_start(text, limit)}… ({len(text)} characters)"
+
+
+def shown_start(text: str, limit: int) -> str:
+    """The start of ``text`` that :func:`shown` keeps when it cuts: at most ``limit``
+    characters, scrubbed, with no part of a secret at the cut (and no note of the
+    length: the caller says how long the whole is)."""
+    if len(text) <= limit:
+        return scrub(text)
     head = text[:limit]
     cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
-    kept = head[: max(cut, 0)].rstrip("0123456789 -\t\r\n")
-    return f"{scrub(kept)}… ({len(text)} characters)"
+    return scrub(head[: max(cut, 0)].rstrip("0123456789 -\t\r\n"))
 
 
 def _card(text: str) -> str:

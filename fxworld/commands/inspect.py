@@ -2,11 +2,16 @@
 
 Pages: ``/`` every session, newest activity first, with its state, last activity,
 turns and tokens, a count per state with a filter for each (``?state=``, kept in the
-URL) and a search by id prefix (``?q=``); ``/sessions/{id}`` its timeline, updated
-as the log grows, each tool call with its result and its durable steps, with
-Approve and Deny (with a note or a reason) on a call waiting for a decision, Stop
-on a running turn and Retry on a failed one; ``/wakes`` the pending wakes, where the
-world can say (see fxworld.web.create_inspector).
+URL) and a search (``?q=``); ``/sessions/{id}`` its newest ten turns (a link loads
+the ones before), numbered from the session's first and updated as the log grows:
+each tool call one card with its input, its durable steps in order (finished,
+interrupted, never reached) and its result, saying what ran and what may have
+partly run; the calls waiting for a decision, with the input to approve, a child
+session's among them (decided in place), with Approve and Deny (a note or a
+reason; Deny asks to confirm); Stop (with a reason, confirmed) on a running turn and
+Retry on a failed one; a value over 4 KiB as its size and first 4 KiB, with a link
+that downloads it whole. ``/wakes`` the pending wakes, where the world can say (see
+fxworld.web.create_inspector).
 
 On a loopback address (the default, 127.0.0.1) it runs without ``--authorize``:
 the machine is the user's own, and requests must name a loopback host (a web

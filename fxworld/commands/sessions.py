@@ -1,4 +1,5 @@
-"""`fxworld sessions list | show ID | approvals ID | approve | deny | stop | fork ID | prune`.
+"""`fxworld sessions list | show ID | value ID SEQ | approvals ID | approve | deny | stop | fork
+ID | prune`.
 
 ``list`` prints the sessions with a non-empty log, newest activity first, one a
 line: its id, its state (``running``, ``waiting for approval``, ``failed``, ...: what
@@ -13,6 +14,8 @@ any. ``approvals ID`` lists the calls waiting for a person's decision;
 ``approve ID EXECUTION_ID`` and ``deny ID EXECUTION_ID`` decide one; ``stop ID``
 stops the running turn; each records its actor, ``cli:<your OS user name>`` unless
 ``--actor NAME`` says who (``show`` prints it, and the note or reason, first).
+A value over 4 KiB shows its size and first 4 KiB, and ``value ID SEQ [POINTER]``
+prints it whole (:mod:`fxworld.commands.values`).
 ``fork ID [--at CURSOR] [--id NEW]`` makes a new session holding ID's
 conversation up to CURSOR (a turn boundary; by default the end of its last
 finished turn) and prints its id. ``prune --idle-for DURATION
@@ -37,6 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
+from fxworld.commands.values import register_value
 from fxworld.engine.summary import STATES, State, Summary, nested_state, summarize
 
 if TYPE_CHECKING:
@@ -115,6 +119,7 @@ def register(sub: Any) -> None:
     fork.add_argument("--id", dest="new_id", default=None, metavar="NEW", help="the fork's id")
     add_world_option(fork)
     fork.set_defaults(func=_fork)
+    register_value(actions)
     prune = actions.add_parser("prune", help="delete whole sessions idle longer than DURATION")
     prune.add_argument("--idle-for", required=True, metavar="DURATION", help="like 30d, 12h or 90s")
     prune.add_argument("--dry-run", action="store_true", help="delete nothing; say what would go")
@@ -150,8 +155,12 @@ _SAID_FIRST = ("actor", "note", "reason")  # who decided, and what they said
 def format_entry(entry: Any, *, width: int | None = 120) -> str:
     """One log line: seq, time, kind, epoch, compact data (cut at ``width`` chars).
     An entry that records its actor (a decision, a stop, a retried prompt) shows
-    the actor and its note or reason first, so a cut line still says who decided."""
-    shown = entry.data
+    the actor and its note or reason first, so a cut line still says who decided.
+    A large value shows its size and first 4 KiB, and a line under the entry names
+    the command that prints it whole (:mod:`fxworld.commands.values`)."""
+    from fxworld.commands.values import shorten
+
+    shown, notes = shorten(entry.session_id, entry.seq, entry.data)
     if "actor" in shown:
         first = {k: shown[k] for k in _SAID_FIRST if k in shown}
         shown = {**first, **{k: v for k, v in shown.items() if k not in first}}
@@ -160,7 +169,8 @@ def format_entry(entry: Any, *, width: int | None = 120) -> str:
         data = data[: width - 1] + "…"
     at = entry.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     epoch = "-" if entry.epoch is None else str(entry.epoch)
-    return f"{entry.seq:>6}  {at:<23}  {entry.kind:<20}  {epoch:>5}  {data}"
+    line = f"{entry.seq:>6}  {at:<23}  {entry.kind:<20}  {epoch:>5}  {data}"
+    return "\n".join([line, *notes])
 
 
 def turn_tokens(entries: Any) -> list[str]:

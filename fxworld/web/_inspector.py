@@ -3,8 +3,13 @@
 ``GET  /``                          the sessions, newest activity first (``?page=``,
                                     ``?q=`` an id prefix; ``?rows=1``: the table's rows)
 ``GET  /wakes``                     the pending wakes (``?after=``), where the world can say
-``GET  /sessions/{id}``             the timeline (``?before=N``: the page before seq N)
+``GET  /sessions/{id}``             its newest turns (``?before=N&turns=T``: the turns
+                                    before seq N, T of them started before it)
 ``GET  /sessions/{id}/follow``      Server-Sent Events: each new entry as a row (``?after=N``)
+``GET  /sessions/{id}/waiting``     the boxes of the calls waiting for a decision, its
+                                    children's too (the page's script refreshes them)
+``GET  /sessions/{id}/values/{seq}?at=/output``  one value of an entry, whole, as a
+                                    download (:mod:`~fxworld.web._values`)
 ``POST /sessions/{id}/approvals/{execution_id}``  ``{"approve": true|false, "note"|"reason"?}``
 ``POST /sessions/{id}/stop``        ``{"reason"?}``
 ``POST /sessions/{id}/retry``       ``{}``: the failed latest turn's prompt, sent again
@@ -55,8 +60,10 @@ from ._options import STREAM_LIFETIME
 from ._refusals import HTTPError, exception_handlers, guard
 from ._requests import ask_authorize, check_request, small_body
 from ._retry import retry_failed_turn
+from ._session_view import child_approvals, newest_turns, turns_between, waiting_html
 from ._summary import ActivityIndex
 from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
+from ._values import resolve, value_response
 
 __all__ = [
     "InspectAction",
@@ -98,7 +105,9 @@ class InspectorOptions:
     allowed_origins: Collection[str] | None = None
     """Origins allowed besides the inspector's own (a request without ``Origin`` passes)."""
     page_entries: int = 200
-    """Entries per timeline page."""
+    """The most entries a timeline page shows."""
+    page_turns: int = 10
+    """Turns per timeline page (the newest first; a link loads the ones before)."""
     page_sessions: int = 50
     """Sessions per sessions page."""
     refresh: float = 1.0
@@ -121,7 +130,7 @@ class InspectorOptions:
                 raise ConfigurationError(f"{name} must be callable")
         if isinstance(self.allowed_origins, str):
             raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
-        if self.page_entries < 1 or self.page_sessions < 1 or not self.refresh > 0:
+        if min(self.page_entries, self.page_turns, self.page_sessions) < 1 or not self.refresh > 0:
             raise ConfigurationError("page sizes and refresh must be positive")
         if not (self.heartbeat > 0 and self.stream_lifetime > 0):
             raise ConfigurationError("heartbeat and stream_lifetime must be positive seconds")
@@ -134,6 +143,7 @@ class InspectorOptionArgs(TypedDict, total=False):
     visible: Callable[[Request, StreamEvent], Any] | None
     allowed_origins: Collection[str] | None
     page_entries: int
+    page_turns: int
     page_sessions: int
     refresh: float
     heartbeat: float
@@ -306,9 +316,22 @@ class _Inspector:
             return self._html(request, "Not found", body, status=404)
         last = summary.seq
         before = _before(request.query_params.get("before"), last)
-        start = max(0, before - 1 - self.options.page_entries)
-        entries = await window(self.world, sid, start, before - 1)
-        timeline = Timeline(sid, waiting=summary.waiting)
+        o = self.options
+        entries = await newest_turns(
+            self.world, sid, before - 1, turns=o.page_turns, cap=o.page_entries
+        )
+        start = entries[0].seq - 1 if entries else before - 1
+        here = sum(1 for e in entries if e.kind == log.TURN_STARTED)
+        if before > last:
+            prior = summary.turns - here
+        else:
+            given = _int_arg(request.query_params.get("turns"), "turns")
+            if given is None:  # (a page asked for by hand: the turns are counted)
+                given = await turns_between(self.world, sid, 0, before - 1)
+            prior = given - here
+        prior = max(0, prior)  # the turns started before the page's first entry
+        boxes, asking = await self._waiting(request, summary)
+        timeline = Timeline(sid, waiting=summary.waiting, next_turn=prior + 1, asking=asking)
         opened = await self._resume(request, sid, timeline, start)
         rows = opened + timeline.rows(await self._shown(request, sid, entries))
         wake = "unknown (this world cannot say)"
@@ -320,22 +343,54 @@ class _Inspector:
             summary,
             rows,
             first=first,
+            turns_before=prior,
             last=last if before > last else before - 1,
             live=before > last,
             wake=wake,
-            waiting=await self._waiting(request, summary),
+            waiting=boxes,
         )
         return self._html(request, sid, body)
 
-    async def _waiting(self, request: Request, summary: Summary) -> dict[str, str]:
-        """Execution id -> tool name of the calls that wait for a decision, as far as
-        ``visible`` lets this viewer see their ``approval.requested``."""
-        out = {}
+    async def waiting(self, request: Request) -> Response:
+        """The boxes of the calls that wait for a decision (the page's script asks)."""
+        sid = await self._session(request, "view")
+        summary = await self.index.session(sid)
+        html, _ = await self._waiting(request, summary)
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    async def _waiting(self, request: Request, summary: Summary) -> tuple[str, set[str]]:
+        """The boxes of the calls that wait for a decision, as far as ``visible`` lets
+        this viewer see their ``approval.requested``: the session's own, and those of
+        the child sessions its running turn waits for that this viewer may view; and
+        the session's own children a call waits in (deeper or not)."""
+        sid = summary.session_id
+        own = []
         for eid in summary.waiting:
-            shown = await self._entry(request, summary.session_id, summary.requested_seq(eid))
+            shown = await self._entry(request, sid, summary.requested_seq(eid))
             if shown is not None and shown.data.get("execution_id") == eid:
-                out[eid] = str(shown.data.get("name"))
-        return out
+                own.append(shown)
+        children = []
+        if summary.state in ("running", "waiting for approval"):  # (one on its child: running)
+            for c in await child_approvals(self.world, sid):
+                try:
+                    await self._check(request, c.session_id, "view")
+                except HTTPError:
+                    continue
+                found = await self._entry(request, c.session_id, c.seq)
+                if found is not None and found.kind == log.APPROVAL_REQUESTED:
+                    children.append((c, found))
+        return waiting_html(sid, own, children), {c.via[0] for c, _ in children}
+
+    async def value(self, request: Request) -> Response:
+        """One value of an entry, whole, as a download; as ``visible`` shows the entry."""
+        sid = await self._session(request, "view")
+        seq = _int_arg(request.path_params["seq"], "seq") or 0
+        shown = await self._entry(request, sid, seq)
+        if shown is None:
+            raise HTTPError(404, "not_found", f"no entry {seq} in session {sid!r}")
+        at = request.query_params.get("at", "")
+        name = f"{sid}-{seq}{at.replace('/', '-')}"
+        return value_response(resolve(shown.data, at), name)
 
     async def _resume(
         self, request: Request, sid: str, timeline: Timeline, after: int
@@ -377,8 +432,12 @@ class _Inspector:
         timeline = Timeline(sid)
         if after:  # times since the entries before the first one streamed, the turn open
             start = max(0, after - _PRIME)
-            await self._resume(request, sid, timeline, start)
             before = await window(self.world, sid, start, after)
+            # the turns started up to ``start``: the summary's, less those after it
+            later = await turns_between(self.world, sid, after, summary.seq)
+            here = sum(1 for e in before if e.kind == log.TURN_STARTED)
+            timeline.next_turn = max(0, summary.turns - later - here) + 1
+            await self._resume(request, sid, timeline, start)
             timeline.rows(await self._shown(request, sid, before))
         entries = bounded_follow(self.world, sid, after)
         try:
@@ -402,6 +461,7 @@ class _Inspector:
                     "opens": row.opens,
                     "head": row.head,
                     "replaces": row.replaces,
+                    "updates": row.updates,
                     "actions": RETRY if failed else "",
                     "state": summary.state,
                     "turns": summary.turns,
@@ -485,6 +545,8 @@ def create_inspector(
         Route("/wakes", guard(r.wakes), methods=["GET"]),
         Route("/sessions/{session_id}", guard(r.session), methods=["GET"]),
         Route("/sessions/{session_id}/follow", guard(r.follow), methods=["GET"]),
+        Route("/sessions/{session_id}/waiting", guard(r.waiting), methods=["GET"]),
+        Route("/sessions/{session_id}/values/{seq}", guard(r.value), methods=["GET"]),
         Route("/sessions/{session_id}/approvals/{execution_id}", guard(r.decide), methods=["POST"]),
         Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
         Route("/sessions/{session_id}/retry", guard(r.retry), methods=["POST"]),

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from fxworld.engine.summary import STATES, Summary
 from fxworld.types import WakeState
 
-from ._timeline import Row, assemble, clock, decide_box, esc, seconds
+from ._timeline import Row, assemble, clock, esc, seconds
 
 __all__ = [
     "PREVIEW_SHOWN",
@@ -137,24 +137,24 @@ def session_body(
     rows: Sequence[Row],
     *,
     first: int,
+    turns_before: int,
     last: int,
     live: bool,
     wake: str,
-    waiting: Mapping[str, str],
+    waiting: str,
 ) -> str:
-    """A session's page. ``waiting``: execution id -> tool name of the calls that
-    wait for a decision, as far as this viewer may see them (``visible``)."""
+    """A session's page. ``waiting``: the boxes of the calls that wait for a
+    decision (:func:`~fxworld.web._session_view.waiting_html`); ``turns_before``:
+    the turns started before entry ``first``, the page's first."""
     r, sid = esc(root), esc(summary.session_id)
     older = (
-        f'<a id="older" href="{r}/sessions/{sid}?before={first}">← entries before #{first}</a>'
+        f'<a id="older" href="{r}/sessions/{sid}?before={first}&amp;turns={turns_before}">'
+        f"← load earlier turns (before #{first}; {turns_before} turns)</a>"
         if first > 1
         else ""
     )
-    newer = "" if live else f'<a href="{r}/sessions/{sid}">latest entries →</a>'
+    newer = "" if live else f'<a href="{r}/sessions/{sid}">latest turns →</a>'
     stop = "" if summary.state in ("running", "waiting for approval") else " hidden"
-    boxes = "".join(
-        decide_box(e, f"<b>{esc(n)}</b> <code>{esc(e)}</code> ") for e, n in waiting.items()
-    )
     takeovers = (
         "a worker died or lost its lease in the middle of a turn, and another one took the"
         f" turn over (the session's latest worker epoch: {summary.epoch or '-'})"
@@ -173,7 +173,7 @@ def session_body(
         '<input id="stop-reason" maxlength="2000" aria-label="reason for the stop"'
         ' placeholder="reason, optional"> <button id="stop-yes" class="stop">Yes, stop it</button>'
         ' <button id="stop-cancel" class="cancel">Cancel</button></span></div>'
-        f'<div id="waiting">{boxes}</div><p id="flash" class="note" aria-live="polite"></p>'
+        f'<div id="waiting">{waiting}</div><p id="flash" class="note" aria-live="polite"></p>'
         f'<p class="pager">{older} {newer}</p>'
         f'<ol class="timeline" id="timeline" data-sid="{sid}" data-last="{last}"'
         f' data-live="{1 if live else 0}">{timeline}</ol>'

@@ -12,29 +12,41 @@ the server, the page's script in the browser), so both read alike:
 - a ``turn.started`` opens a group (``opens``: its HTML); the rows of the turn go
   in it (``group``: its id), and each of them brings the group's header again
   (``head``: the prompt, the outcome, the duration, the tools);
-- a tool's ``tool.finished`` (or ``tool.interrupted``) becomes one card with its
-  ``tool.started``, which it replaces (``replaces``: the started card's id), with
-  the time the call took;
+- every entry of a tool call (its steps, its child session, its end; by
+  ``execution_id``) draws the call's one card again, in the place of its first
+  ``tool.started`` (``replaces``: that card's id): :mod:`~fxworld.web._calls`;
+- a turn's end draws again the cards of the calls it left open (``updates``), and
+  a child's report that comes after its turn ended goes into its call's card, in
+  that turn's group;
 - streamed text chunks of one model call are joined into one card;
-- an agent tool's call: its ``child.started`` replaces the call's card with one
-  that links to the child session, and its ``child.finished`` ends that card as
-  a ``tool.finished`` does; a child session's first prompt links to its parent.
+- a child session's first prompt links to its parent; turns are numbered from the
+  session's first (``next_turn``: the number of the next one seen).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from html import escape
 from typing import Any
-from urllib.parse import quote
 
 from fxworld.engine import log
 from fxworld.scrub import shown
 
+from ._calls import CALL_KINDS, Call, step_card
+from ._html import (
+    Shown,
+    as_int,
+    clock,
+    entry_head,
+    esc,
+    seconds,
+    session_link,
+    text_html,
+    value_html,
+)
 from ._retry import RETRY_PREFIX
+from ._values import pointer
 
 __all__ = [
     "session_link",
@@ -55,56 +67,13 @@ __all__ = [
 _HEAD_PROMPT = 160  # characters of a prompt a turn's header shows
 
 
-def esc(value: object) -> str:
-    """``value`` as text for HTML: scrubbed, cut to ``SHOWN_CHARS`` with no part of
-    a secret left at the cut (the log keeps it whole), escaped."""
-    return escape(shown(str(value)), quote=True)
-
-
-def session_link(session_id: object, css: str) -> str:
-    """A link to another session's page (relative: the pages are ``…/sessions/{id}``)."""
-    sid = str(session_id)
-    return f'<a class="session-link {css}" href="./{escape(quote(sid, safe=""))}">{esc(sid)}</a>'
-
-
-def _json(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return f'<pre class="json">{esc(text)}</pre>'
-
-
-def clock(at: datetime | None) -> str:
-    """A commit time as the pages show it (UTC)."""
-    return "-" if at is None else at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def seconds(value: float) -> str:
-    """A duration in plain words: ``0.42 s``, ``3 min 05 s``, ``2 h 01 min``."""
-    if value < 60:
-        return f"{value:.2f} s"
-    whole = int(value)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
-
-
-@dataclass(frozen=True)
-class Shown:
-    """An entry as ``visible`` lets the client see it (its kind and data may differ
-    from the log's)."""
-
-    seq: int
-    kind: str
-    data: dict[str, Any]
-    at: datetime
-    epoch: int | None
-
-
 @dataclass(frozen=True)
 class Row:
     """One entry as shown: ``html`` is the whole ``<li>`` (empty for a
     ``turn.started``, whose group's header says it all); ``call`` and ``text`` are
     set for a streamed text chunk (the page joins the chunks of one call); see the
-    module for ``group``, ``opens``, ``head`` and ``replaces``."""
+    module for ``group``, ``opens``, ``head``, ``replaces`` and ``updates`` (cards
+    drawn again: ``(card id, its HTML)``, such as the calls a turn's end cut)."""
 
     seq: int
     kind: str
@@ -116,11 +85,13 @@ class Row:
     opens: str = ""
     head: str = ""
     replaces: str = ""
+    updates: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
 class OpenTurn:
-    """A turn as far as the timeline has seen it."""
+    """A turn as far as the timeline has seen it (``number``: 1 for the session's
+    first turn, 2 for the next...)."""
 
     seq: int  # its turn.started
     prompt: int
@@ -132,6 +103,7 @@ class OpenTurn:
     asked: set[str] = field(default_factory=set)  # of its approval.requested entries
     last_at: datetime | None = None
     end: str = ""  # the kind that ended it
+    number: int = 0
 
     @property
     def group(self) -> str:
@@ -143,19 +115,33 @@ _OUTCOME = {
     log.TURN_FAILED: ("failed", "st-failed"),
     log.TURN_STOPPED: ("stopped", "st-stopped"),
 }
+_KEPT_CALLS = 2000  # calls a timeline remembers (a late report finds its card)
 
 
 class Timeline:
     """Renders entries in log order; remembers the previous entry's time (each row
     shows the time since it), the last step boundary (a model message shows the
-    time its call took), the turn in progress and its started tool calls."""
+    time its call took), the turn in progress and the tool calls seen
+    (:class:`~fxworld.web._calls.Call`). ``next_turn``: the number of the next
+    turn it sees start."""
 
-    def __init__(self, session_id: str, *, waiting: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        waiting: Collection[str] = (),
+        next_turn: int = 1,
+        asking: Collection[str] = (),
+    ) -> None:
         self.session_id = session_id
         self.waiting = waiting
+        self.asking = asking  # child sessions in which a call waits for a decision
+        self.next_turn = next_turn
         self.turn: OpenTurn | None = None
         self._prompts: dict[int, Shown] = {}  # prompts seen, not answered yet
-        self._started: dict[str, tuple[Shown, str]] = {}  # eid -> tool.started, its card
+        self._calls: dict[str, Call] = {}  # execution id -> its call, in order
+        self._tool_steps: dict[str, list[str]] = {}  # tool name -> the steps its calls ran
+        self._asked: dict[str, tuple[Shown, str]] = {}  # eid -> its approval.requested, since
         self._previous: datetime | None = None
         self._boundary: datetime | None = None
         self._parked = False
@@ -163,7 +149,8 @@ class Timeline:
     def resume(self, started: Shown, prompt: Shown | None) -> Row:
         """Continue a turn whose ``turn.started`` (and prompt) came before the entries
         given to :meth:`rows`: their rows then go in its group, which the row
-        returned opens."""
+        returned opens (its number: the one before ``next_turn``)."""
+        self.next_turn -= 1
         return self._open(started, prompt)
 
     def rows(self, items: Sequence[Shown]) -> list[Row]:
@@ -198,45 +185,110 @@ class Timeline:
         turn = self.turn
         if turn is not None:
             turn.last_at = at
-        body, note = self._body(kind, data, took)
+        body, note = "", ""
+        if kind not in CALL_KINDS or eid is None or eid not in self._calls:
+            body, note = self._body(kind, data, took, seq)
         if kind in (log.APPROVAL_REQUESTED, log.TURN_YIELDED, log.CHILD_STARTED, log.FENCE):
             self._parked = kind != log.FENCE  # the turn waits, held by no worker
+        if kind in CALL_KINDS and eid is not None:
+            call = self._call(item, eid, since)
+            if call is not None:
+                return self._call_row(item, call, eid)
         card = _card(item, since, body, note)
-        replaces = ""
+        if kind in (log.STEP_STARTED, log.STEP_FINISHED):  # its call is not on the page
+            card = step_card(item, since, self.session_id)
         if kind == log.APPROVAL_REQUESTED and eid is not None and turn is not None:
             turn.asked.add(eid)
-        if kind == log.TOOL_STARTED and eid is not None:
-            self._started[eid] = (item, since)
-            if turn is not None and eid not in turn.executions:
-                turn.executions.add(eid)
-                turn.tools.append(str(data.get("name")))
-        elif kind in _CALL_ENDS and eid in self._started:
-            started, started_since = self._started[eid]
-            if kind != log.CHILD_STARTED:  # (its child.finished replaces the card again)
-                del self._started[eid]
-            card = _tool_card(started, started_since, item)
-            replaces = f"e{started.seq}"
+        if kind == log.APPROVAL_REQUESTED and eid is not None:
+            self._asked[eid] = (item, since)
+        updates: tuple[tuple[str, str], ...] = ()
+        if kind == log.APPROVAL_DECIDED and eid in self._asked:  # its request waits no more
+            asked, asked_since = self._asked[eid]
+            decided = f'<div class="said">decided at #{seq}: {_decision(data)}</div>'
+            again = self._approval(asked.data, asked.seq, decided=decided)
+            note = f' <span class="badge">{esc(_decision(data, plain=True))}</span>'
+            updates = ((f"e{asked.seq}", _card(asked, asked_since, again, note)),)
         if kind in log.TURN_END_KINDS and turn is not None:
             turn.end = kind
-            self.turn, self._started = None, {}
-        call = str(data.get("call")) if kind == log.TEXT else None
+            updates = self._cut(turn, kind)
+            self.turn = None
+        model_call = str(data.get("call")) if kind == log.TEXT else None
         text = shown(str(data.get("text", ""))) if kind == log.TEXT else None
         return Row(
             seq,
             kind,
             card,
-            call,
+            model_call,
             text,
             eid,
             group="" if turn is None else turn.group,
             head="" if turn is None else self.head(turn),
-            replaces=replaces,
+            updates=updates,
         )
+
+    def _call(self, item: Shown, eid: str, since: str) -> Call | None:
+        """The call entry ``item`` belongs to (a new one for a first ``tool.started``);
+        ``None`` for an entry whose call started before the page."""
+        call = self._calls.get(eid)
+        if call is None and item.kind == log.TOOL_STARTED:
+            group = "" if self.turn is None else self.turn.group
+            call = Call(self.session_id, item, since, group)
+            self._calls[eid] = call
+            if len(self._calls) > _KEPT_CALLS:
+                del self._calls[next(iter(self._calls))]
+            if self.turn is not None and eid not in self.turn.executions:
+                self.turn.executions.add(eid)
+                self.turn.tools.append(call.name)
+            return call
+        if call is not None:
+            call.take(item)
+            if item.kind == log.STEP_STARTED:
+                known = self._tool_steps.setdefault(call.name, [])
+                if str(item.data.get("step")) not in known:
+                    known.append(str(item.data.get("step")))
+        return call
+
+    def _asking(self, turn: OpenTurn) -> bool:
+        """Whether a call of ``turn`` waits for a child in which a call waits for a decision."""
+        return any(
+            (c := self._calls.get(eid)) is not None and c.open and c.child_id in self.asking
+            for eid in turn.executions
+        )
+
+    def _call_row(self, item: Shown, call: Call, eid: str) -> Row:
+        """The row of an entry of ``call``: its card, drawn again in its place."""
+        turn = self.turn
+        mine = turn is not None and call.group == turn.group
+        return Row(
+            item.seq,
+            item.kind,
+            call.html(self._tool_steps.get(call.name, ()), asking=call.child_id in self.asking),
+            execution_id=eid,
+            group=call.group,
+            head=self.head(turn) if mine and turn is not None else "",
+            replaces=call.card_id,
+        )
+
+    def _cut(self, turn: OpenTurn, kind: str) -> tuple[tuple[str, str], ...]:
+        """Turn ``turn`` ended (``kind``): its calls learn it; those it left open are
+        drawn again (what they say now)."""
+        updates = []
+        for eid in turn.executions:
+            call = self._calls.get(eid)
+            if call is None:
+                continue
+            was_open = call.open
+            call.turn_ended(kind)
+            if was_open:
+                updates.append((call.card_id, call.html(self._tool_steps.get(call.name, ()))))
+        return tuple(updates)
 
     def _open(self, item: Shown, prompt: Shown | None) -> Row:
         self.turn = _turn(item, prompt)
+        self.turn.number = self.next_turn
+        self.next_turn += 1
         self._prompts = {p: x for p, x in self._prompts.items() if p > self.turn.prompt}
-        self._started, self._parked = {}, False
+        self._parked = False
         head = self.head(self.turn)
         group = self.turn.group
         opens = group_html(group, item.seq, head, "", open=True)
@@ -248,6 +300,8 @@ class Timeline:
             word, css = _OUTCOME.get(turn.end, (turn.end, ""))
         elif turn.asked & set(self.waiting):
             word, css = "waiting for approval", "st-waiting-for-approval"
+        elif self._asking(turn):
+            word, css = "waiting for approval in a child session", "st-waiting-for-approval"
         else:
             word, css = "running", "st-running"
         last = (turn.last_at or turn.started) if turn.end else datetime.now(UTC)
@@ -265,21 +319,27 @@ class Timeline:
         for name in turn.tools:
             counts[name] = counts.get(name, 0) + 1
         tools = ", ".join(f"{esc(n)}{f' &times;{c}' if c > 1 else ''}" for n, c in counts.items())
+        number = f"turn {turn.number}" if turn.number > 0 else "turn"
         return (
-            f'<summary class="turn-head"><span class="state {css}">{word}</span> {prompt}'
+            f'<summary class="turn-head"><span class="turn-n">{number}</span>'
+            f' <span class="state {css}">{word}</span> {prompt}'
             f' <span class="dur" title="from turn.started to its end">{duration}</span>'
             f' <span class="tools">{f"tools: {tools}" if tools else "no tools"}</span>'
-            f' <span class="seq">turn #{turn.seq}, started {clock(turn.started)}</span></summary>'
+            f' <span class="seq" title="the seq of its turn.started">at #{turn.seq},'
+            f" started {clock(turn.started)}</span></summary>"
         )
 
-    def _body(self, kind: str, d: dict[str, Any], took: float | None) -> tuple[str, str]:
+    def _body(self, kind: str, d: dict[str, Any], took: float | None, seq: int) -> tuple[str, str]:
         """The row's body and a note for its head (a badge)."""
+        sid = self.session_id
         if kind == log.PROMPT:  # the first one may hold the session's context, a parent
-            context = f"context{_json(d['context'])}" if "context" in d else ""
+            context = ""
+            if "context" in d:
+                context = f"context{value_html(d['context'], sid, seq, pointer('context'))}"
             parent = _parent(d["parent"]) if isinstance(d.get("parent"), dict) else ""
             again = f"Retry{_by(d)}: the failed turn's prompt, sent again"
             retried = f'<div class="meta">{again}</div>' if "actor" in d else ""
-            text = f'<div class="text">{esc(d.get("text", ""))}</div>'
+            text = text_html(d.get("text", ""), sid, seq, pointer("text"))
             return f"{text}{retried}{parent}{context}", ""
         if kind == log.TEXT:
             return f'<span class="text">{esc(d.get("text", ""))}</span>', ""
@@ -292,45 +352,49 @@ class Timeline:
                 return f"a worker (epoch {epoch}) took the waiting turn up again", ""
             return f"a worker (epoch {epoch}) took the session", ""
         if kind == log.MESSAGE:
-            return _message(d, took), ""
-        if kind == log.TOOL_STARTED:
-            return _tool_started(d)
-        if kind in (log.TOOL_FINISHED, log.CHILD_FINISHED):
-            return _tool_output(d)
-        if kind == log.CHILD_STARTED:
-            child = session_link(d.get("session"), "child")
-            note = ' <span class="badge wait">waits for its child</span>'
-            return f"<b>{esc(d.get('name'))}</b> runs in the child session {child}", note
+            return _message(d, took, sid, seq), ""
+        if kind in (log.TOOL_FINISHED, log.CHILD_FINISHED, log.TOOL_STARTED, log.CHILD_STARTED):
+            return _call_alone(kind, d, sid, seq)  # its call's start is not on the page
         if kind == log.APPROVAL_REQUESTED:
-            return self._approval(d), ' <span class="badge wait">needs approval</span>'
-        return _other(kind, d)
+            return self._approval(d, seq), ' <span class="badge wait">needs approval</span>'
+        if kind == log.APPROVAL_DECIDED:
+            body, note = _other(kind, d, sid, seq)
+            asked = self._asked.get(str(d.get("execution_id")), (None, ""))[0]
+            if asked is not None:  # what was decided: the call and its input
+                what = value_html(asked.data.get("input"), sid, asked.seq, pointer("input"))
+                body = (
+                    f'{body}<div class="decided-call">the call: <b>{esc(asked.data.get("name"))}'
+                    f"</b> (asked at #{asked.seq}) with the input{what}</div>"
+                )
+            return body, note
+        return _other(kind, d, sid, seq)
 
-    def _approval(self, d: dict[str, Any]) -> str:
+    def _approval(self, d: dict[str, Any], seq: int, decided: str = "") -> str:
         eid = str(d.get("execution_id"))
         expires = d.get("expires_at") or "never"
+        wait = "asked for a decision" if decided else "waits for a decision"
         body = (
-            f"<b>{esc(d.get('name'))}</b> waits for a decision (expires: {esc(expires)})"
-            f'{_json(d.get("input"))}<div class="eid">execution {esc(eid)}</div>'
+            f"<b>{esc(d.get('name'))}</b> {wait} (expires: {esc(expires)})"
+            f'<div class="meta">{"its input" if decided else "the input to approve"}:</div>'
+            f"{value_html(d.get('input'), self.session_id, seq, pointer('input'))}"
+            f'<div class="eid">execution {esc(eid)}</div>'
         )
+        if decided:
+            return body + decided
         if eid in self.waiting:
             body += decide_box(eid)
         return body
 
 
-_CALL_ENDS = frozenset(
-    {log.TOOL_FINISHED, log.TOOL_INTERRUPTED, log.CHILD_STARTED, log.CHILD_FINISHED}
-)
-"""The kinds that replace a call's card (its ``tool.started``'s): all but
-``child.started`` end it."""
-
-
-def decide_box(eid: str, label: str = "") -> str:
+def decide_box(eid: str, label: str = "", *, session_id: str = "") -> str:
     """The controls that decide waiting call ``eid`` (``label``: HTML before them):
     a note (an approval's note, a denial's reason), Approve, and Deny, which the
-    page's script asks to confirm before it is sent."""
+    page's script asks to confirm before it is sent. ``session_id``: the session
+    the call waits in, when it is not the page's (a child's)."""
     e = esc(eid)
+    other = f' data-sid="{esc(session_id)}"' if session_id else ""
     return (
-        f'<div class="decide" data-eid="{e}">{label}'
+        f'<div class="decide" data-eid="{e}"{other}>{label}'
         f'<input class="decision-note" maxlength="2000" aria-label="note or reason for {e}"'
         ' placeholder="note or reason (optional)"> '
         '<button class="approve">Approve</button> <button class="deny">Deny…</button>'
@@ -359,21 +423,6 @@ def _turn(started: Shown, prompt: Shown | None) -> OpenTurn:
     return OpenTurn(started.seq, as_int(started.data.get("prompt")), at, text, retry, last_at=at)
 
 
-def as_int(value: object) -> int:
-    """``value`` if it is an int (not a bool), else 0: a log field as a number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _head(seq: str, item: Shown, since: str, kind: str, note: str) -> str:
-    epoch = "" if item.epoch is None else f"epoch {item.epoch}"
-    return (
-        f'<div class="head"><span class="seq">#{seq}</span>'
-        f' <span class="at" title="UTC">{clock(item.at)}</span>'
-        f' <span class="since">{since}</span> <span class="kind">{kind}</span>'
-        f' <span class="worker">{epoch}</span>{note}</div>'
-    )
-
-
 def _card(item: Shown, since: str, body: str, note: str) -> str:
     kind, data = item.kind, item.data
     attrs = f' data-call="{esc(data.get("call"))}"' if kind == log.TEXT else ""
@@ -381,48 +430,12 @@ def _card(item: Shown, since: str, body: str, note: str) -> str:
     attrs += f' data-eid="{esc(eid)}"' if isinstance(eid, str) else ""
     return (
         f'<li class="entry k-{esc(kind.replace(".", "-"))}" id="e{item.seq}"'
-        f' data-seq="{item.seq}"{attrs}>{_head(str(item.seq), item, since, esc(kind), note)}'
+        f' data-seq="{item.seq}"{attrs}>{entry_head(str(item.seq), item, since, esc(kind), note)}'
         f'<div class="body">{body}</div></li>'
     )
 
 
-def _tool_card(started: Shown, since: str, end: Shown) -> str:
-    """One card for a tool call: its start and how it ended, and the time between."""
-    took = seconds((end.at - started.at).total_seconds())
-    d = started.data
-    if end.kind == log.CHILD_STARTED:
-        note = ' <span class="badge wait">waits for its child session</span>'
-        child = session_link(end.data.get("session"), "child")
-        result = f'<div class="text">runs in the child session {child}</div>'
-    elif end.kind == log.TOOL_INTERRUPTED:
-        note = (
-            f' <span class="badge warn">interrupted: not run again ({took} after its start)</span>'
-        )
-        result = f'<div class="text">{esc(end.data.get("message", ""))}</div>'
-    else:
-        bad = end.data.get("is_error") is True
-        word = "error" if bad else "ok"
-        note = f' <span class="badge {"bad" if bad else "ok"}">{word} in {took}</span>'
-        result = f"{'raised' if bad else 'returned'}{_json(end.data.get('output'))}"
-        if end.kind == log.CHILD_FINISHED:
-            child = session_link(end.data.get("session"), "child")
-            result = f"its child session {child} answered{_json(end.data.get('output'))}"
-    running = end.data.get("running")
-    if isinstance(running, list) and running:  # a thread of it was not stopped
-        what = ", ".join(str(p) for p in running)
-        note += f' <span class="badge warn">still running in its thread: {esc(what)}</span>'
-    again, started_note = _tool_started(d)
-    kinds = f"{esc(started.kind)} → {esc(end.kind)}"
-    end_class = esc(end.kind.replace(".", "-"))
-    return (
-        f'<li class="entry k-tool-started k-{end_class}" id="e{started.seq}" data-seq="{end.seq}"'
-        f' data-eid="{esc(d.get("execution_id"))}">'
-        f"{_head(f'{started.seq} → #{end.seq}', started, since, kinds, started_note + note)}"
-        f'<div class="body">{again}<div class="result">{result}</div></div></li>'
-    )
-
-
-def _message(d: dict[str, Any], took: float | None) -> str:
+def _message(d: dict[str, Any], took: float | None, sid: str, seq: int) -> str:
     usage = d.get("usage") if isinstance(d.get("usage"), dict) else None
     tokens = (
         "no usage"
@@ -433,32 +446,27 @@ def _message(d: dict[str, Any], took: float | None) -> str:
     calls = "".join(
         f'<div class="call">calls <b>{esc(c.get("name"))}</b>'
         f' <span class="eid">execution {esc(c.get("execution_id"))}</span>'
-        f"{_json(c.get('input'))}</div>"
-        for c in d.get("tool_calls") or []
+        f"{value_html(c.get('input'), sid, seq, pointer('tool_calls', n, 'input'))}</div>"
+        for n, c in enumerate(d.get("tool_calls") or [])
         if isinstance(c, dict)
     )
-    return (
-        f'<div class="meta">{esc(d.get("model"))}: {tokens}{timing}</div>'
-        f'<div class="text">{esc(d.get("text") or "")}</div>{calls}'
-    )
+    text = text_html(d.get("text") or "", sid, seq, pointer("text"))
+    return f'<div class="meta">{esc(d.get("model"))}: {tokens}{timing}</div>{text}{calls}'
 
 
-def _tool_started(d: dict[str, Any]) -> tuple[str, str]:
-    attempt = d.get("attempt")
-    again = isinstance(attempt, int) and attempt > 1
-    note = f' <span class="badge warn">ran again after a crash (attempt {attempt})</span>'
-    body = (
-        f"<b>{esc(d.get('name'))}</b>"
-        f'{_json(d.get("input"))}<div class="eid">execution {esc(d.get("execution_id"))}</div>'
-    )
-    return body, note if again else ""
-
-
-def _tool_output(d: dict[str, Any]) -> tuple[str, str]:
+def _call_alone(kind: str, d: dict[str, Any], sid: str, seq: int) -> tuple[str, str]:
+    """An entry of a call whose ``tool.started`` is not on the page."""
+    name = f"<b>{esc(d.get('name'))}</b>"
+    if kind == log.CHILD_STARTED:
+        child = session_link(d.get("session"), "child")
+        return f"{name} runs in the child session {child}", ""
+    if kind == log.TOOL_STARTED:
+        return f"{name}{value_html(d.get('input'), sid, seq, pointer('input'))}", ""
     bad = d.get("is_error") is True
     note = ' <span class="badge bad">error</span>' if bad else ""
     child = f" (child session {session_link(d['session'], 'child')})" if "session" in d else ""
-    return f"<b>{esc(d.get('name'))}</b>{child} returned{_json(d.get('output'))}", note
+    output = value_html(d.get("output"), sid, seq, pointer("output"))
+    return f"{name}{child} returned{output}", note
 
 
 _SHORT: dict[str, tuple[str, str]] = {
@@ -489,7 +497,16 @@ def _by(d: Mapping[str, Any]) -> str:
     return f' by <b class="actor">{esc(actor)}</b>' if actor is not None else ""
 
 
-def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
+def _decision(d: Mapping[str, Any], *, plain: bool = False) -> str:
+    """A decision in words: ``approved by <actor>``, ``denied (expired)``..."""
+    ok = d.get("approved") is True
+    word = "approved" if ok else ("denied (expired)" if d.get("expired") else "denied")
+    if plain:
+        return word
+    return f"{word}{_by(d)}"
+
+
+def _other(kind: str, d: dict[str, Any], sid: str, seq: int) -> tuple[str, str]:
     if kind == log.APPROVAL_DECIDED:
         ok = d.get("approved") is True
         why = d.get("note") if ok or "note" in d else d.get("reason")
@@ -510,9 +527,9 @@ def _other(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         shown = d.get(name) if name else None
         tail = f": {esc(shown)}" if shown else ""
         if kind == log.TURN_FINISHED and "output" in d:  # the validated answer
-            tail = f", answering{_json(d['output'])}"
+            tail = f", answering{value_html(d['output'], sid, seq, pointer('output'))}"
         return f'<div class="text">{esc(what)}{tail}</div>', note
-    return _json(d), ""
+    return value_html(d, sid, seq, ""), ""
 
 
 RETRY = (
@@ -546,6 +563,7 @@ def assemble(rows: Sequence[Row], *, retry: bool = False) -> str:
     ``retry``: the session's latest turn failed, and its group shows :data:`RETRY`."""
     top: list[dict[str, str] | _Group] = []  # loose cards, and groups, in order
     groups: dict[str, _Group] = {}
+    where: dict[str, dict[str, str]] = {}  # card id -> the cards that hold it
     for row in rows:
         group = groups.get(row.group)
         if row.opens:
@@ -558,13 +576,19 @@ def assemble(rows: Sequence[Row], *, retry: bool = False) -> str:
             top.append(groups[row.group])
             continue
         if group is not None:
-            cards, group.head, group.ended = group.cards, row.head, row.kind in log.TURN_END_KINDS
+            cards = group.cards
+            group.head = row.head or group.head  # (a late report leaves its turn's as it was)
+            group.ended = group.ended or row.kind in log.TURN_END_KINDS
         elif top and isinstance(top[-1], dict):
             cards = top[-1]
         else:
             cards = {}
             top.append(cards)
-        cards[row.replaces or f"e{row.seq}"] = row.html  # a tool's end: in its start's place
+        card = row.replaces or f"e{row.seq}"  # a call's entry: in its card's place
+        where.setdefault(card, cards)[card] = row.html
+        for card, again in row.updates:
+            if card in where:
+                where[card][card] = again
     last = next((x for x in reversed(top) if isinstance(x, _Group)), None)
     html: list[str] = []
     for x in top:

@@ -46,6 +46,7 @@ SLOW_FIRST = (
     "tests/docs/test_run_locally.py",
     "tests/release/test_release.py",
     "tests/web/test_inspector_turns.py",
+    "tests/web/test_browser_console.py",
     "tests/conformance/test_broken.py",
     "tests/fleet/test_connections.py",
     "tests/engine/test_crash.py",

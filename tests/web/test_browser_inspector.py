@@ -205,10 +205,15 @@ def test_a_page_over_10000_entries_loads_in_under_2_s(tmp_path: Path, page: Any)
         warm = time.monotonic() - t0
         print(f"10,000-entry session page: first load {cold:.3f} s, again {warm:.3f} s")
         assert page.text_content("#entries") == "10000"
-        assert page.locator("#timeline > li").count() <= 200  # a page, not one huge DOM
+        # its newest 10 turns, not one huge DOM: turns 991 to 1000 (numbers, not seqs)
+        heads = page.locator("#timeline > li.turn .turn-n").all_text_contents()
+        assert heads == [f"turn {n}" for n in range(991, 1001)]
+        assert page.locator("li.entry").count() <= 100
         _shot(page, "session-10000", full_page=False)
-        page.click("#older")
-        page.wait_for_selector("#e9800")
+        page.click("#older")  # load earlier turns: 981 to 990
+        page.wait_for_selector("#e9801", state="attached")  # (in a folded turn)
+        heads = page.locator("#timeline > li.turn .turn-n").all_text_contents()
+        assert heads == [f"turn {n}" for n in range(981, 991)]
         assert cold < 2.0 and warm < 2.0
     finally:
         inspect.stop()
@@ -305,6 +310,9 @@ def test_deny_asks_first_and_records_who_and_why(
         card.wait_for(timeout=WAIT)  # streamed live
         text = card.text_content()
         assert "denied by local" in text and "refunded twice already" in text
+        assert "the call: refund_order" in text  # what was denied
+        request = page.locator(".k-approval-requested").text_content()  # redrawn live
+        assert "waits for a decision" not in request and "denied by local" in request
         assert page.locator("#waiting .decide").count() == 0
         _shot(page, f"deny-decided-{backend}")
 

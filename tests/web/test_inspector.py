@@ -162,7 +162,7 @@ async def test_a_long_session_is_paged(world: MemoryWorld) -> None:
     assert (
         'id="e450"' in latest.text and 'id="e251"' in latest.text and 'id="e250"' not in latest.text
     )
-    assert 'href="/sessions/s?before=251"' in latest.text
+    assert 'href="/sessions/s?before=251&amp;turns=0"' in latest.text
     assert 'id="e250"' in older.text and 'id="e51"' in older.text and 'id="e251"' not in older.text
     assert 'data-live="0"' in older.text and '<b id="entries">450</b>' in older.text
     assert missing.status_code == 404

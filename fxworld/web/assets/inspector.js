@@ -66,7 +66,9 @@
     box.querySelector(".confirm").hidden = !on;
     box.querySelector("button.approve").hidden = on;
     box.querySelector("button.deny:not(.yes)").hidden = on;
-    if (on) box.querySelector("button.yes").focus();
+    var note = box.querySelector("input.decision-note");
+    note.placeholder = on ? "the reason (the model hears it)" : "note or reason (optional)";
+    if (on) (note.value.trim() ? box.querySelector("button.yes") : note).focus();
   }
 
   function decide(box, button) {
@@ -80,7 +82,9 @@
     if (note.value.trim()) body[approve ? "note" : "reason"] = note.value.trim();
     var controls = box.querySelectorAll("button, input");
     controls.forEach(function (b) { b.disabled = true; });
-    post(base + "/approvals/" + encodeURIComponent(box.dataset.eid), body)
+    // a child's call (a box with data-sid) is decided on the child's own route
+    var owner = box.dataset.sid ? "/sessions/" + encodeURIComponent(box.dataset.sid) : base;
+    post(owner + "/approvals/" + encodeURIComponent(box.dataset.eid), body)
       .then(function () {
         flash((approve ? "Approved " : "Denied ") + box.dataset.eid);
         decided(box.dataset.eid);
@@ -180,6 +184,10 @@
         list.insertAdjacentHTML("beforeend", d.html);
       }
     }
+    (d.updates || []).forEach(function (u) { // cards drawn again (calls a turn's end cut)
+      var card = document.getElementById(u[0]);
+      if (card) card.outerHTML = u[1];
+    });
     if (group && d.head) group.querySelector("summary").outerHTML = d.head;
     if (group && d.actions) list.insertAdjacentHTML("afterend", d.actions);
     showRetry(d.state);
@@ -199,7 +207,30 @@
     if (nearEnd) window.scrollTo(0, document.body.scrollHeight);
   }
 
+  // The calls that wait for a decision, a child session's among them (which this
+  // page's stream does not carry): asked for again every 3 s while a turn runs,
+  // and put in place only when the set of calls changed (a note being typed stays).
+  var waiting = document.getElementById("waiting");
+  function eids(node) {
+    return Array.prototype.map.call(node.querySelectorAll(".decide"), function (b) {
+      return (b.dataset.sid || "") + "/" + b.dataset.eid;
+    }).join(" ");
+  }
+  function refreshWaiting() {
+    var state = document.querySelector("#state .state").textContent;
+    if (state !== "running" && state !== "waiting for approval") return;
+    fetch(root + base + "/waiting", { headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var fresh = document.createElement("div");
+        fresh.innerHTML = html;
+        if (eids(fresh) !== eids(waiting)) waiting.innerHTML = html;
+      })
+      .catch(function () {});
+  }
+
   if (timeline.dataset.live === "1") {
+    setInterval(refreshWaiting, 3000);
     // No scrolling on load: the latest turn is open, the ones before it folded.
     var source = new EventSource(root + base + "/follow?after=" + timeline.dataset.last);
     source.addEventListener("entry", function (event) { show(JSON.parse(event.data)); });
