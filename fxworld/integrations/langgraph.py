@@ -324,16 +324,17 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 f"{type(lister).__name__} cannot list its sessions (SessionLister): "
                 "list() without a thread_id and delete_for_runs() need it"
             )
-        after = PREFIX
+        after, listed = PREFIX, ""
         while page := await lister.list_sessions(after=after, limit=100):
             for sid in page:
                 if not sid.startswith(PREFIX):
                     return
                 if not is_thread_session(sid):  # a compaction's staging session
                     sid = sid[: len(thread_session(""))]  # its thread's
-                    if await self.world.read(sid, 0, limit=1):
+                    await thread_entries(self.world, sid)  # written back, or stale: gone
+                    if sid == listed:
                         continue  # listed as itself
-                    await thread_entries(self.world, sid)  # written back (or not staged)
+                listed = sid
                 first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
                 if first:
                     yield first[0].data["thread"]
