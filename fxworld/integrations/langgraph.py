@@ -53,9 +53,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import threading
+import inspect
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -97,6 +96,7 @@ from .langgraph_log import (
     is_thread_session,
     thread_session,
 )
+from .loops import LoopOwner
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
 
@@ -105,6 +105,8 @@ _KNOWN = 1000
 
 _COPY_BATCH = 100
 """Entries per append when copying a thread."""
+
+_ASYNC_INSTEAD = "use the async methods (ainvoke, astream, aget_state)"
 
 T = TypeVar("T")
 
@@ -145,11 +147,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
     and what they remove is hidden instead, freed by a later compaction). The world
     is set up on first use.
 
-    Async methods run on the caller's loop (the first one to use the saver owns the
-    world's connections; another loop's calls are handed to it). Sync methods
-    (``graph.invoke``) run on that loop from another thread, or on a loop of the
-    saver's own when there is none; from inside the owning loop they raise, as
-    they would deadlock.
+    One saver, any loop (:mod:`~fxworld.integrations.loops`): async methods run on
+    the caller's loop (the first one to use the saver owns the world's connections;
+    another running loop's calls are handed to it, and once the owner is closed,
+    as after an ``asyncio.run``, the next caller's loop takes over). Sync methods
+    (``graph.invoke``) run on the owner from another thread, or on a loop of the
+    saver's own when none runs; from inside the owning loop they raise, as they
+    would deadlock. :meth:`aclose` (``close``) closes the world.
     """
 
     def __init__(
@@ -168,40 +172,50 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loops = LoopOwner("WorldSaver", self._moved)
         self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
 
     # -- plumbing ------------------------------------------------------------
 
     async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop that owns the world."""
-        here = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = here
-        if self._loop is not here:  # the owner's connections are its loop's
-            owner = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
-            return await asyncio.wrap_future(owner)
+        """Run ``coro`` on the loop that owns the world (:mod:`.loops`)."""
+        return await self._loops.run(self._set_up(coro))
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion from synchronous code."""
+        try:
+            return self._loops.run_sync(self._set_up(coro), instead=_ASYNC_INSTEAD)
+        finally:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()  # refused before it ran
+
+    async def _set_up(self, coro: Coroutine[Any, Any, T]) -> T:
         if not self._ready:
             await self.world.setup()
             self._ready = True
         return await coro
 
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` to completion from synchronous code."""
+    def _moved(self) -> None:
+        """The world moved to another event loop: what was kept of the old one goes."""
+        self._putting.clear()
+        self._writing.clear()
+        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+
+    async def aclose(self) -> None:
+        """Close the world (its connections) and stop the saver's own event loop, if
+        it started one: once, when the program is done with the saver (a world
+        shared with other objects is closed for them too)."""
         try:
-            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if here is not None and here is self._loop:
-            coro.close()
-            raise RuntimeError(
-                "WorldSaver: a synchronous method was called from inside the event loop "
-                "that uses this saver; use the async methods (ainvoke, astream, aget_state)"
-            )
-        if self._loop is None:
-            self._loop = _background_loop()
-        future: Future[T] = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
-        return future.result()
+            await self._loops.run(self.world.close())
+        finally:
+            self._loops.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` from synchronous code."""
+        try:
+            self._loops.run_sync(self.world.close())
+        finally:
+            self._loops.close()
 
     def _encode(self, value: Any) -> list[str]:
         kind, raw = self.serde.dumps_typed(value)
@@ -620,10 +634,3 @@ def _all_but_latest(live: list[Entry]) -> set[tuple[str, str]]:
 
 async def _one(value: str) -> AsyncIterator[str]:
     yield value
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    """An event loop running in a daemon thread, for sync callers without one."""
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, name="fxworld-saver", daemon=True).start()
-    return loop
