@@ -18,7 +18,9 @@ entry's JSON.
 (:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
 (W2): once another process has started running the thread, this process's writes
 raise :class:`ThreadTakenOver` and write nothing, so the chain never forks silently.
-A run is recognised by the runtime object LangGraph puts in each call's config; a
+A run is recognised by the runtime object LangGraph puts in each call's config
+(under its private key ``__pregel_runtime``: LangGraph has no public API that tells
+a checkpointer which run a call belongs to, see :data:`_RUN_KEY`); a
 call without one (direct use of the saver) takes the thread over at its first write
 in this saver and keeps the fence. Running again from an older checkpoint that the
 caller names (time travel) is a run like any other: it takes the thread over and
@@ -107,6 +109,16 @@ _COPY_BATCH = 100
 """Entries per append when copying a thread."""
 
 _ASYNC_INSTEAD = "use the async methods (ainvoke, astream, aget_state)"
+
+_RUN_KEY = "__pregel_runtime"
+"""Where LangGraph puts a run's ``Runtime`` in the config of each checkpointer call
+of the run: the one way to tell a run's calls from others, read because no public
+API does it. A top-level run calls the checkpointer outside any runnable context
+(``langgraph.runtime.get_runtime()`` and ``langgraph.config.get_config()`` raise
+there, LangGraph 1.x), and its config carries no id of the run (``callbacks`` and
+``run_id`` only when the caller gives them). The key is LangGraph's own
+(``CONFIG_KEY_RUNTIME``, private); were it gone, every call would count as outside
+a run: the saver would take a thread at its first write and keep the fence."""
 
 T = TypeVar("T")
 
@@ -229,7 +241,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         on, the fence of any earlier run, in any process, is refused (W2). A read
         outside a run (``get_state``) or in a subgraph takes nothing."""
         conf = config.get("configurable", {})
-        run = conf.get("__pregel_runtime")
+        run = conf.get(_RUN_KEY)
         if run is None or conf.get("checkpoint_ns"):
             return
         held = self._writers.get(sid)
