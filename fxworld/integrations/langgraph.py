@@ -43,7 +43,7 @@ after the checkpoint asked for; a page is one ``read``, see
   each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
   ``delete_for_runs``: free the storage of what they remove by compacting each
   thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
-  the thread, then 8 requests), never one being written (written less than
+  the thread, then 12 requests), never one being written (written less than
   ``quiet`` seconds ago: what they remove is hidden, without taking the thread's
   fence, and a later compaction frees it); ``delete_for_runs`` has
   no thread, so it reads every thread, and compacts those that hold a checkpoint

@@ -71,10 +71,10 @@ there would be worse. ``WorldSaver.delete_thread`` and ``prune(strategy=
 with the thread (it is as idle as the thread), so only a bare ``World.delete`` of
 the thread, or a ``fxworld prune`` stopped between the two, meets that case.
 
-Costs: a compaction reads the whole thread once, then makes 11 requests: the
-marker, the staging delete, the stage, the delete, the write-back (a look at the
-staged set and at the empty thread, the mark, its record and one append) and the
-staging delete (a look and a conditional delete). ``copy_thread`` and a
+Costs: a compaction reads the whole thread once, then makes 12 requests: the
+marker, the staging delete, the stage, the delete, the write-back (a read of the
+staged set, 2 requests, a look at the empty thread, the mark, its record and one
+append) and the staging delete (a look and a conditional delete). ``copy_thread`` and a
 compaction's read look at the staging session once more (one request). A read of
 a thread with no checkpoint at all (a new thread) costs 2 requests more than one
 of a thread that has some: the staging session and the log's end again.
