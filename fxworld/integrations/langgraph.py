@@ -18,7 +18,9 @@ entry's JSON.
 (:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
 (W2): once another process has started running the thread, this process's writes
 raise :class:`ThreadTakenOver` and write nothing, so the chain never forks silently.
-A run is recognised by the runtime object LangGraph puts in each call's config; a
+A run is recognised by the runtime object LangGraph puts in each call's config
+(under its private key ``__pregel_runtime``: LangGraph has no public API that tells
+a checkpointer which run a call belongs to, see :data:`_RUN_KEY`); a
 call without one (direct use of the saver) takes the thread over at its first write
 in this saver and keeps the fence. Running again from an older checkpoint that the
 caller names (time travel) is a run like any other: it takes the thread over and
@@ -41,7 +43,7 @@ after the checkpoint asked for; a page is one ``read``, see
   each followed by its writes, in batches. ``prune(strategy="keep_latest")`` and
   ``delete_for_runs``: free the storage of what they remove by compacting each
   thread concerned (:mod:`~fxworld.integrations.langgraph_compaction`: one read of
-  the thread, then 8 requests), never one being written (written less than
+  the thread, then 12 requests), never one being written (written less than
   ``quiet`` seconds ago: what they remove is hidden, without taking the thread's
   fence, and a later compaction frees it); ``delete_for_runs`` has
   no thread, so it reads every thread, and compacts those that hold a checkpoint
@@ -53,9 +55,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import threading
+import inspect
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -98,6 +99,7 @@ from .langgraph_log import (
     thread_session,
 )
 from .langgraph_migration import copy_threads, next_version
+from .loops import LoopOwner
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "copy_threads", "thread_session", "KINDS", "PREFIX"]
 
@@ -106,6 +108,18 @@ _KNOWN = 1000
 
 _COPY_BATCH = 100
 """Entries per append when copying a thread."""
+
+_ASYNC_INSTEAD = "use the async methods (ainvoke, astream, aget_state)"
+
+_RUN_KEY = "__pregel_runtime"
+"""Where LangGraph puts a run's ``Runtime`` in the config of each checkpointer call
+of the run: the one way to tell a run's calls from others, read because no public
+API does it. A top-level run calls the checkpointer outside any runnable context
+(``langgraph.runtime.get_runtime()`` and ``langgraph.config.get_config()`` raise
+there, LangGraph 1.x), and its config carries no id of the run (``callbacks`` and
+``run_id`` only when the caller gives them). The key is LangGraph's own
+(``CONFIG_KEY_RUNTIME``, private); were it gone, every call would count as outside
+a run: the saver would take a thread at its first write and keep the fence."""
 
 T = TypeVar("T")
 
@@ -146,11 +160,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
     and what they remove is hidden instead, freed by a later compaction). The world
     is set up on first use.
 
-    Async methods run on the caller's loop (the first one to use the saver owns the
-    world's connections; another loop's calls are handed to it). Sync methods
-    (``graph.invoke``) run on that loop from another thread, or on a loop of the
-    saver's own when there is none; from inside the owning loop they raise, as
-    they would deadlock.
+    One saver, any loop (:mod:`~fxworld.integrations.loops`): async methods run on
+    the caller's loop (the first one to use the saver owns the world's connections;
+    another running loop's calls are handed to it, and once the owner is closed,
+    as after an ``asyncio.run``, the next caller's loop takes over). Sync methods
+    (``graph.invoke``) run on the owner from another thread, or on a loop of the
+    saver's own when none runs; from inside the owning loop they raise, as they
+    would deadlock. :meth:`aclose` (``close``) closes the world.
     """
 
     def __init__(
@@ -169,7 +185,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loops = LoopOwner("WorldSaver", self._moved)
         self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
@@ -182,34 +198,44 @@ class WorldSaver(BaseCheckpointSaver[int]):
     # -- plumbing ------------------------------------------------------------
 
     async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop that owns the world."""
-        here = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = here
-        if self._loop is not here:  # the owner's connections are its loop's
-            owner = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
-            return await asyncio.wrap_future(owner)
+        """Run ``coro`` on the loop that owns the world (:mod:`.loops`)."""
+        return await self._loops.run(self._set_up(coro))
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion from synchronous code."""
+        try:
+            return self._loops.run_sync(self._set_up(coro), instead=_ASYNC_INSTEAD)
+        finally:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()  # refused before it ran
+
+    async def _set_up(self, coro: Coroutine[Any, Any, T]) -> T:
         if not self._ready:
             await self.world.setup()
             self._ready = True
         return await coro
 
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` to completion from synchronous code."""
+    def _moved(self) -> None:
+        """The world moved to another event loop: what was kept of the old one goes."""
+        self._putting.clear()
+        self._writing.clear()
+        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+
+    async def aclose(self) -> None:
+        """Close the world (its connections) and stop the saver's own event loop, if
+        it started one: once, when the program is done with the saver (a world
+        shared with other objects is closed for them too)."""
         try:
-            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if here is not None and here is self._loop:
-            coro.close()
-            raise RuntimeError(
-                "WorldSaver: a synchronous method was called from inside the event loop "
-                "that uses this saver; use the async methods (ainvoke, astream, aget_state)"
-            )
-        if self._loop is None:
-            self._loop = _background_loop()
-        future: Future[T] = asyncio.run_coroutine_threadsafe(self._on_loop(coro), self._loop)
-        return future.result()
+            await self._loops.run(self.world.close())
+        finally:
+            self._loops.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` from synchronous code."""
+        try:
+            self._loops.run_sync(self.world.close())
+        finally:
+            self._loops.close()
 
     def _encode(self, value: Any) -> list[str]:
         kind, raw = self.serde.dumps_typed(value)
@@ -223,7 +249,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         on, the fence of any earlier run, in any process, is refused (W2). A read
         outside a run (``get_state``) or in a subgraph takes nothing."""
         conf = config.get("configurable", {})
-        run = conf.get("__pregel_runtime")
+        run = conf.get(_RUN_KEY)
         if run is None or conf.get("checkpoint_ns"):
             return
         held = self._writers.get(sid)
@@ -332,16 +358,17 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 f"{type(lister).__name__} cannot list its sessions (SessionLister): "
                 "list() without a thread_id and delete_for_runs() need it"
             )
-        after = PREFIX
+        after, listed = PREFIX, ""
         while page := await lister.list_sessions(after=after, limit=100):
             for sid in page:
                 if not sid.startswith(PREFIX):
                     return
                 if not is_thread_session(sid):  # a compaction's staging session
                     sid = sid[: len(thread_session(""))]  # its thread's
-                    if await self.world.read(sid, 0, limit=1):
+                    await thread_entries(self.world, sid)  # written back, or stale: gone
+                    if sid == listed:
                         continue  # listed as itself
-                    await thread_entries(self.world, sid)  # written back (or not staged)
+                listed = sid
                 first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
                 if first:
                     yield first[0].data["thread"]
@@ -627,10 +654,3 @@ def _all_but_latest(live: list[Entry]) -> set[tuple[str, str]]:
 
 async def _one(value: str) -> AsyncIterator[str]:
     yield value
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    """An event loop running in a daemon thread, for sync callers without one."""
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, name="fxworld-saver", daemon=True).start()
-    return loop

@@ -17,8 +17,11 @@ the process dies at any point:
    one's, which can therefore no longer delete the thread), with ``expect=0``.
 4. It deletes the thread only if its log still ends at the marker
    (``delete_if_idle``, one atomic step: a write since the marker wins, W14).
-5. It writes what it keeps back into the empty thread, in one append (W4), and
-   deletes the staging session (only if it still holds this compaction's set).
+5. It writes what it keeps back into the empty thread (:func:`_write_back`): a
+   mark (``lg.restoring`` with a random ``mark``) in the thread, the same record
+   in the staging session, then the kept entries in one append (W4) with
+   ``expect=`` the mark (W5); and it deletes the staging session (only if it
+   still holds this compaction's set).
 
 A thread is being written when its newest entry is younger than ``quiet`` seconds
 (a run's fence, checkpoint or writes, by the world's commit time): it is not
@@ -40,21 +43,41 @@ threads (``list(None)``, ``delete_for_runs``), which finds such a thread by its
 staging session (the thread's id and a suffix) and writes it back before it
 looks at it. Deleting a thread deletes its staging session first.
 
-A compaction killed after its marker and before its delete leaves the thread
-ending at the marker, and maybe a staged set. The next read of the thread that
-finds the log ending at a marker ends that compaction (an empty ``lg.dropped``
-appended with ``expect=`` the marker, so a compaction still under way is refused
-at its delete, and falls back to ``lg.dropped``) and deletes its staged set (the
-marker names it by its token): a delete of the thread by another path afterwards
-brings nothing back (that read costs 4 requests more: the append, and the
-staging session's end, head and delete).
+A staged set is written back only into the thread it was staged for, never over
+one deleted since by another path (``World.delete``, ``fxworld prune``):
 
-Costs: a compaction reads the whole thread once, then makes 8 requests: the
-marker, the staging delete, the stage, the delete, the write-back (a look at the
-empty thread and one append) and the staging delete (a look and a conditional
-delete). A read of a thread with no checkpoint at all (a new thread) costs 2
-requests more than one of a thread that has some: the staging session and the
-log's end again.
+- killed after its write-back and before the staging delete, a compaction leaves
+  a stale set, which names the mark it put in the thread. A write-back goes on
+  only while the thread holds one of the marks recorded (or none was recorded): a
+  log deleted since a write-back began holds none, so the set is deleted instead.
+  :func:`thread_entries` and the listings also delete a set staged for a thread
+  that holds LangGraph entries and does not end at that compaction's marker
+  (written back, or written since: it can never be used);
+- killed after its marker and before its delete, a compaction leaves the thread
+  ending at the marker, and maybe a staged set. The next read of the thread that
+  finds the log ending at a marker ends that compaction (an empty ``lg.dropped``
+  appended with ``expect=`` the marker, so a compaction still under way is
+  refused at its delete, and falls back to ``lg.dropped``) and deletes its staged
+  set (the marker names it by its token); so do the listings and
+  :func:`thread_entries`, through the rule above, once the thread was written.
+
+What no reader can tell apart: a thread deleted by another path while it ends at
+a killed compaction's marker, with no access in between, is in the very state a
+compaction's own delete leaves (an empty log, a set staged with no write-back
+begun; a delete leaves no trace, W14). Its set is written back (the old thread's
+kept checkpoints), as it must be after the compaction's own delete: losing them
+there would be worse. ``WorldSaver.delete_thread`` and ``prune(strategy=
+"delete")`` delete the staging session first, and ``fxworld prune`` deletes it
+with the thread (it is as idle as the thread), so only a bare ``World.delete`` of
+the thread, or a ``fxworld prune`` stopped between the two, meets that case.
+
+Costs: a compaction reads the whole thread once, then makes 12 requests: the
+marker, the staging delete, the stage, the delete, the write-back (a read of the
+staged set, 2 requests, a look at the empty thread, the mark, its record and one
+append) and the staging delete (a look and a conditional delete). ``copy_thread`` and a
+compaction's read look at the staging session once more (one request). A read of
+a thread with no checkpoint at all (a new thread) costs 2 requests more than one
+of a thread that has some: the staging session and the log's end again.
 """
 
 from __future__ import annotations
@@ -73,6 +96,7 @@ from .langgraph_log import (
     CHECKPOINT,
     COMPACTING,
     DROPPED,
+    RESTORING,
     STAGED,
     WRITES,
     ThreadScan,
@@ -82,7 +106,6 @@ from .langgraph_log import (
 
 __all__ = [
     "compact",
-    "restore",
     "newest_first",
     "thread_entries",
     "normalized",
@@ -164,25 +187,49 @@ async def _swap(world: World, sid: str, end: int, kept: list[NewEntry]) -> bool:
         await _unstage(world, staging, token, staged)
         return False
     if kept:
-        await restore(world, sid, kept)
-    await _unstage(world, staging, token, staged)
+        await _write_back(world, sid)
     return True
 
 
-async def restore(world: World, sid: str, kept: list[NewEntry]) -> None:
-    """Write ``kept`` into the thread ``sid`` unless it holds LangGraph entries by
-    now (written back already): in one append that lands only on the log as it
-    was looked at (W4, W5)."""
+def _holds(entries: list[Entry]) -> bool:
+    """Whether a thread's entries hold any LangGraph entry (not only fences and
+    write-back marks)."""
+    return any(e.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING) for e in entries)
+
+
+async def _write_back(world: World, sid: str) -> bool:
+    """Step 5 (see the module): write what is staged for the thread ``sid`` back into
+    it, once, unless the thread holds LangGraph entries by now (written back
+    already) or was deleted since a write-back began (a staged set that can never
+    be written back: deleted). Whether a set was staged (the thread may have
+    changed: read it again)."""
+    staging = staging_session(sid)
     for attempt in range(_ATTEMPTS):
+        staged = await whole(world, staging)
+        kept = [NewEntry(e.kind, e.data) for e in staged if e.kind in (CHECKPOINT, WRITES)]
+        if not kept:
+            return False
+        token, last = str(staged[0].data.get("token", "")), staged[-1].seq
         present = await whole(world, sid)
-        if any(e.kind in (CHECKPOINT, WRITES, DROPPED) for e in present):
-            return
+        records = {e.data.get("mark") for e in staged if e.kind == RESTORING}
+        marks = {e.data.get("mark") for e in present if e.kind == RESTORING}
+        if _holds(present) or (records and not records & marks):
+            await _unstage(world, staging, token, last)  # written back, or deleted since
+            return True
+        mark = {"mark": uuid.uuid4().hex}
         try:
-            await world.append(sid, kept, expect=present[-1].seq if present else 0)
-            return
-        except Conflict:
+            at = await world.append(
+                sid, [NewEntry(RESTORING, mark)], expect=present[-1].seq if present else 0
+            )
+            last = await world.append(staging, [NewEntry(RESTORING, mark)], expect=last)
+            await world.append(sid, kept, expect=at)  # W4: all at once
+        except Conflict:  # W5: another write-back, or a run, came first
             if attempt == _ATTEMPTS - 1:
                 raise
+            continue
+        await _unstage(world, staging, token, last)
+        return True
+    return True
 
 
 async def _unstage(world: World, staging: str, token: str, last: int) -> None:
@@ -200,22 +247,34 @@ async def _recover(world: World, sid: str, end: int) -> bool:
     """After a read of the thread found no LangGraph entry up to ``end``: write
     back what a compaction staged, if it was stopped between its delete and its
     write-back. Whether the thread may have changed since (read it again)."""
-    staged = await whole(world, staging_session(sid))
-    kept = [NewEntry(e.kind, e.data) for e in staged if e.kind in (CHECKPOINT, WRITES)]
-    if kept:
-        await restore(world, sid, kept)
-        await _unstage(world, staging_session(sid), staged[0].data.get("token", ""), staged[-1].seq)
+    if await _write_back(world, sid):
         return True
     return await last_seq(world, sid) != end
 
 
+async def _drop_stale(world: World, sid: str, entries: list[Entry]) -> None:
+    """The thread ``sid`` holds LangGraph entries (``entries``, its whole log): a
+    set staged for it is stale unless the log ends at the marker of the compaction
+    that staged it (one between its stage and its delete). Deleted."""
+    staging = staging_session(sid)
+    head = await world.read(staging, 0, limit=1)
+    if not head or head[0].kind != STAGED:
+        return
+    token = str(head[0].data.get("token", ""))
+    if entries[-1].kind == COMPACTING and entries[-1].data.get("token") == token:
+        return  # that compaction is under way (or a read will end it: _abandon)
+    await _unstage(world, staging, token, await last_seq(world, staging))
+
+
 async def thread_entries(world: World, sid: str) -> list[Entry]:
     """The whole log of the thread ``sid``, given back first what a compaction
-    staged if the thread holds no LangGraph entry (see the module)."""
+    staged if the thread holds no LangGraph entry (see the module); a stale staged
+    set is deleted."""
     entries = await whole(world, sid)
-    held = any(e.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING) for e in entries)
-    if not held and await _recover(world, sid, entries[-1].seq if entries else 0):
+    if not _holds(entries) and await _recover(world, sid, entries[-1].seq if entries else 0):
         entries = await whole(world, sid)
+    if _holds(entries):
+        await _drop_stale(world, sid, entries)
     return entries
 
 
@@ -246,7 +305,7 @@ async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
         async for entry in backwards(world, sid, end):
             if entry.seq == end and entry.kind == COMPACTING:
                 await _abandon(world, sid, entry)
-            held = held or entry.kind in (CHECKPOINT, WRITES, DROPPED, COMPACTING)
+            held = held or _holds([entry])
             yield entry
         if held or not await _recover(world, sid, end):
             return

@@ -13,11 +13,16 @@ One thread is one session, :func:`thread_session` of its id. Its entries, by kin
   skip from then on, written when a thread could not be compacted because it was
   being written;
 - ``lg.compacting`` (:data:`COMPACTING`): a compaction looked at the log up to
-  this entry (it is deleted with the log when the compaction goes through).
+  this entry (it is deleted with the log when the compaction goes through);
+- ``lg.restoring`` (:data:`RESTORING`, not one of :data:`KINDS`): a mark, with a
+  random ``mark``, that a compaction's write-back puts in the emptied thread before
+  it writes the kept checkpoints back.
 
 Besides it, for a compaction under way: the staging session
 :func:`staging_session`, whose first entry (``lg.staged``, :data:`STAGED`, with
-the compaction's ``token``) is followed by the checkpoints and writes it keeps.
+the compaction's ``token``) is followed by the checkpoints and writes it keeps,
+then by one ``lg.restoring`` record per write-back begun (the ``mark`` it put in
+the thread first).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "DROPPED",
     "COMPACTING",
     "STAGED",
+    "RESTORING",
     "KINDS",
     "thread_session",
     "staging_session",
@@ -56,6 +62,9 @@ CHECKPOINT, WRITES, DROPPED, COMPACTING = KINDS = (
 
 STAGED = "lg.staged"
 """The first entry of a staging session."""
+
+RESTORING = "lg.restoring"
+"""A write-back's mark in the thread, and its record in the staging session."""
 
 _HEX = 40
 _STAGING = ".kept"

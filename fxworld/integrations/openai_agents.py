@@ -16,12 +16,18 @@ one ``oa.item`` entry per item, in order, and one ``oa.popped`` entry per
   (one request for the end, then pages of 8, 16, ... entries): it reads the last
   ``n`` items and the pops among them, never the whole session.
 - ``clear_session``: one ``delete`` (W14).
+
+One session object, any event loop (:mod:`~fxworld.integrations.loops`): built at
+module level, it serves one ``asyncio.run`` after another, and loops of several
+threads at once (their calls are handed to the loop that owns the world's
+connections). ``close()`` closes the world.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
@@ -31,12 +37,16 @@ from fxworld.logends import backwards, last_seq
 from fxworld.protocol import World
 from fxworld.types import NewEntry
 
+from .loops import LoopOwner
+
 __all__ = ["WorldSession", "PREFIX", "session_of"]
 
 PREFIX = "oa."
 """Every Agents SDK session's fxworld session id starts with this."""
 
 _ITEM, _POPPED = "oa.item", "oa.popped"
+
+T = TypeVar("T")
 
 
 def session_of(session_id: str) -> str:
@@ -64,6 +74,7 @@ class WorldSession:
         self.world: World = world if world is not None else fxworld.world()
         self._sid = session_of(session_id)
         self._ready = False
+        self._loops = LoopOwner("WorldSession")
 
     async def _world(self) -> World:
         if not self._ready:
@@ -71,9 +82,24 @@ class WorldSession:
             self._ready = True
         return self.world
 
+    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop that owns the world (see the module)."""
+        return await self._loops.run(coro)
+
+    async def close(self) -> None:
+        """Close the world (its connections), once, when the program is done with
+        the session (a world shared with other objects is closed for them too)."""
+        try:
+            await self._on_loop(self.world.close())
+        finally:
+            self._loops.close()
+
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items, oldest first; with ``limit``, the latest ``limit`` of them
         (``0``: none; a negative limit: all, as the SDK's SQLite session does)."""
+        return await self._on_loop(self._get_items(limit))
+
+    async def _get_items(self, limit: int | None) -> list[Any]:
         world = await self._world()
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is None or limit < 0:
@@ -105,12 +131,18 @@ class WorldSession:
 
     async def add_items(self, items: list[Any]) -> None:
         """Append the items, all or none, in order (W3, W4)."""
+        await self._on_loop(self._add_items(items))
+
+    async def _add_items(self, items: list[Any]) -> None:
         if items:
             world = await self._world()
             await world.append(self._sid, [NewEntry(_ITEM, {"item": item}) for item in items])
 
     async def pop_item(self) -> Any | None:
         """Remove and return the newest item, or ``None`` if there is none."""
+        return await self._on_loop(self._pop_item())
+
+    async def _pop_item(self) -> Any | None:
         world = await self._world()
         while True:
             last = await last_seq(world, self._sid)
@@ -135,5 +167,8 @@ class WorldSession:
 
     async def clear_session(self) -> None:
         """Remove every item (W14)."""
+        await self._on_loop(self._clear())
+
+    async def _clear(self) -> None:
         world = await self._world()
         await world.delete(self._sid)

@@ -68,6 +68,12 @@ def block_lines(doc: str) -> list[int]:
     return [e.line for e in _parse(REPO / doc).examples() if _is_python(e)]
 
 
+def python_blocks(doc: str) -> list[tuple[int, str]]:
+    """The first line and the source of each Python block (visible or not) of
+    ``doc``, in order."""
+    return [(e.line, str(e.parsed)) for e in _parse(REPO / doc).examples() if _is_python(e)]
+
+
 def skips_without_reason(doc: str) -> list[int]:
     """Lines of ``skip:`` directives in ``doc`` that give no reason."""
     out = []
