@@ -31,12 +31,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from fxworld.engine.summary import STATES, State, Summary
-from fxworld.protocol import SessionLister, World
+from fxworld.protocol import SessionLister, WakeLister, World
 
-__all__ = ["UNLISTED_KEPT", "ActivityIndex", "catch_up"]
+__all__ = ["UNLISTED_KEPT", "ActivityIndex", "Families", "catch_up"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -45,6 +47,35 @@ UNLISTED_KEPT: Final = 1000
 """Summaries kept, the least recently viewed dropped first, on a world that cannot
 list its sessions (no pass drops the sessions gone there)."""
 _READ_PAGE = 1000
+_LIVE = ("waiting", "stuck")  # what a parent shows of its children: what needs a person now
+
+
+@dataclass
+class Families:
+    """The sessions as the sessions page lists them: ``top``, the sessions that are
+    no known session's child, newest activity first; ``children``, each parent's
+    children (newest first); ``attention``, why each session that needs a person
+    does (a parent also shows its descendants' ``waiting`` and ``stuck``)."""
+
+    top: list[Summary]
+    of: list[Summary] = field(default_factory=list)
+    children: dict[str, list[Summary]] = field(default_factory=dict)
+    attention: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    agents: list[str] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
+
+    def family(self, s: Summary) -> list[tuple[int, Summary]]:
+        """``s`` and its descendants, each with its depth, in the order shown."""
+        out, stack, seen = [], [(0, s)], set()
+        while stack:
+            depth, one = stack.pop()
+            if one.session_id in seen:
+                continue
+            seen.add(one.session_id)
+            out.append((depth, one))
+            kids = self.children.get(one.session_id, [])
+            stack.extend((depth + 1, kid) for kid in reversed(kids))
+        return out
 
 
 async def catch_up(world: World, summary: Summary) -> bool:
@@ -76,9 +107,21 @@ class ActivityIndex:
     passes (on the caller's event loop); :meth:`close` stops them.
     """
 
-    def __init__(self, world: World, *, refresh: float = 1.0, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        world: World,
+        *,
+        refresh: float = 1.0,
+        concurrency: int = 16,
+        stuck_after: float = 15.0,
+    ) -> None:
         self.world = world
         self.refresh = refresh
+        self.stuck_after = stuck_after
+        #: session id -> due time of its pending wake that no lease holds (last pass)
+        self.due: dict[str, datetime] = {}
+        self._families: Families | None = None
+        self._families_at = 0.0
         self.summaries: dict[str, Summary] = {}
         self.passes = 0
         self.pass_seconds = 0.0
@@ -139,7 +182,29 @@ class ActivityIndex:
         for gone in set(self.summaries) - listed:
             del self.summaries[gone]
             self._order = None
+        await self._read_wakes()
         self.passes += 1
+
+    async def _read_wakes(self) -> None:
+        """The due times of the pending wakes no lease holds (a cost in pending wakes)."""
+        if not isinstance(self.world, WakeLister):
+            return
+        due: dict[str, datetime] = {}
+        now, after = datetime.now(UTC), ""
+        while wakes := await self.world.list_wakes(after=after, limit=_LIST_PAGE):
+            for w in wakes:
+                if w.leased_until is None or w.leased_until <= now:
+                    due[w.session_id] = w.due_at
+            if len(wakes) < _LIST_PAGE:
+                break
+            after = wakes[-1].session_id
+        self.due = due
+
+    def stuck(self, sid: str, now: datetime) -> bool:
+        """Whether session ``sid``'s wake was due, and taken by no worker, for longer
+        than ``stuck_after`` seconds (as of the last pass)."""
+        due = self.due.get(sid)
+        return due is not None and now - due > timedelta(seconds=self.stuck_after)
 
     async def session(self, sid: str) -> Summary:
         """Session ``sid`` caught up now (an empty log's summary has ``seq`` 0 and
@@ -183,6 +248,43 @@ class ActivityIndex:
             self._states = (ordered, states, {name: states.count(name) for name in STATES})
             self._states_at = now
         return self._states
+
+    def families(self) -> Families:
+        """:class:`Families` of :meth:`ordered`: computed again after a change, or a
+        second after (an approval's timeout, a wake's due time move on with no entry)."""
+        ordered, now = self.ordered(), time.monotonic()
+        cached = self._families
+        if cached is not None and cached.of is ordered and now - self._families_at <= 1:
+            return cached
+        at = datetime.now(UTC)
+        known = self.summaries
+        view = Families([], of=ordered)
+        for s in ordered:
+            if s.parent and s.parent in known and s.parent != s.session_id:
+                view.children.setdefault(s.parent, []).append(s)
+            else:
+                view.top.append(s)
+            reasons = s.attention
+            if self.due and self.stuck(s.session_id, at):
+                reasons = (*reasons, "stuck")
+            if reasons:
+                view.attention[s.session_id] = reasons
+        for s in view.top:
+            if s.session_id in view.children:
+                live = {
+                    name
+                    for _, kid in view.family(s)[1:]
+                    for name in view.attention.get(kid.session_id, ())
+                    if name in _LIVE
+                }
+                own = view.attention.get(s.session_id, ())
+                if live - set(own):
+                    view.attention[s.session_id] = (*own, *sorted(live - set(own)))
+        view.agents = sorted({s.agent for s in ordered if s.agent})
+        states = [s.state for s in view.top]
+        view.states = {name: states.count(name) for name in STATES}
+        self._families, self._families_at = view, now
+        return view
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]
