@@ -1,8 +1,12 @@
 """`fxworld inspect --world URL`: a web page of the world's sessions, live.
 
-Pages: ``/`` every session, newest activity first, with its state, last activity,
-turns and tokens, a count per state with a filter for each (``?state=``, kept in the
-URL) and a search by id prefix (``?q=``); ``/sessions/{id}`` its timeline, updated
+Pages: ``/`` every session, what needs a person first (waiting for approval,
+stuck, failed, a tool error, something interrupted, stopped: each with its count),
+then newest activity, with its agent, state, last activity, turns and tokens, child
+sessions under their parent; filters by attention, agent, context (``tenant=acme``),
+state and time, and a search within ids and first prompts, all kept in the URL;
+``--stuck-after S`` (15) says how long a due wake no worker took makes a session
+stuck; ``/sessions/{id}`` its timeline, updated
 as the log grows, each tool call with its result and its durable steps, with
 Approve and Deny (with a note or a reason) on a call waiting for a decision, Stop
 on a running turn and Retry on a failed one; ``/wakes`` the pending wakes, where the
@@ -50,6 +54,13 @@ def register(sub: Any) -> None:
         help="authorize(request, session_id, action) -> bool or the caller's name "
         "(may be async); needed on any address but loopback",
     )
+    parser.add_argument(
+        "--stuck-after",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds a due wake no worker takes makes its session stuck (15: the lease)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -58,9 +69,12 @@ def build_app(args: argparse.Namespace, world: Any) -> Any:
     from fxworld.commands.serve import load_object
     from fxworld.web import create_inspector
 
+    stuck_after = args.stuck_after
     if args.authorize:
-        return create_inspector(world, authorize=load_object(args.authorize))
-    app = create_inspector(world, allow_anyone=True)
+        return create_inspector(
+            world, authorize=load_object(args.authorize), stuck_after=stuck_after
+        )
+    app = create_inspector(world, allow_anyone=True, stuck_after=stuck_after)
     refuse_other_hosts(app)  # the one check, as `fxworld serve` on loopback
     return app
 

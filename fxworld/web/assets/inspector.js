@@ -31,6 +31,14 @@
   // filters of the URL; Clear on a row records that a person saw what it needs --
   var table = document.querySelector("table.sessions[data-live]");
   var anyTable = document.querySelector("table.sessions");
+  var filters = document.querySelector("form.filters");
+  if (filters) { // a URL with only the filters chosen: no empty "agent=&state="
+    filters.addEventListener("submit", function () {
+      filters.querySelectorAll("input, select").forEach(function (x) {
+        if (!x.value) x.disabled = true;
+      });
+    });
+  }
   if (anyTable) {
     anyTable.addEventListener("click", function (event) {
       var button = event.target.closest("button.clear");
