@@ -69,7 +69,7 @@ def build_app(args: argparse.Namespace, world: Any) -> Any:
     from fxworld.commands.serve import load_object
     from fxworld.web import create_inspector
 
-    stuck_after = args.stuck_after
+    stuck_after = getattr(args, "stuck_after", 15.0)  # (an app built from older args)
     if args.authorize:
         return create_inspector(
             world, authorize=load_object(args.authorize), stuck_after=stuck_after

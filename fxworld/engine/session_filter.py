@@ -102,8 +102,9 @@ class SessionFilter:
         search its first prompt too, not only its id)."""
         if self.agent and (s.agent or "-") != self.agent:
             return False
-        if any(not context_matches(s.context, k, v) for k, v in self.context):
-            return False
+        for k, v in self.context:
+            if not context_matches(s.context, k, v):
+                return False
         if self.state and s.state != self.state:
             return False
         if self.within is not None and (s.last_at is None or now - s.last_at > self.within):

@@ -104,6 +104,8 @@ class Summary:
     marks: set[str] = field(default_factory=set)
     trouble: set[str] = field(default_factory=set)
     open_steps: set[str] = field(default_factory=set)
+    #: the last ``attention.cleared``: the seq it cleared up to, and its own seq
+    cleared: tuple[int, int] = (0, 0)
 
     @property
     def attention(self) -> tuple[str, ...]:
@@ -198,7 +200,7 @@ class Summary:
         elif e.kind == log.STEP_FINISHED:
             self.open_steps.discard(f"{d.get('execution_id')}:{d.get('step')}")
         elif e.kind == log.ATTENTION_CLEARED:
-            self.marks = set()
+            self.marks, self.cleared = set(), (_int(d.get("upto")), e.seq)
 
     def _end_marks(self) -> None:
         """The turn ended: its marks join the session's; a clean end clears them."""

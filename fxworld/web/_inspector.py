@@ -444,6 +444,8 @@ class _Inspector:
         body = await small_body(request)
         summary = await self.index.session(sid)
         upto = body.get("upto", summary.seq)
+        if not summary.marks and summary.cleared[0] == upto:  # a second click
+            return JSONResponse({"session_id": sid, "cleared": summary.cleared[1]})
         if not summary.marks:
             raise HTTPError(409, "nothing_to_clear", "no ended turn of it needs a person")
         try:
@@ -453,6 +455,7 @@ class _Inspector:
         except InvalidArgument as e:
             raise HTTPError(400, "invalid_request", str(e)) from None
         await self.index.catch_up(sid)
+        self.index.update(sid)
         return JSONResponse({"session_id": sid, "cleared": seq})
 
 

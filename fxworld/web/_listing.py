@@ -24,6 +24,8 @@ from ._summary import Families
 
 __all__ = ["chosen_filter", "pick"]
 
+_KEPT = 32  # filters' picks kept per view
+
 
 def chosen_filter(params: Mapping[str, str], contexts: list[str]) -> SessionFilter:
     """The filter a query string asks for (``contexts``: its ``context`` values);
@@ -48,23 +50,31 @@ def pick(
     a person first, then the rest, each newest activity first), and the counts per
     reason (``"any"``: needing a person at all). A family passes the parts but
     attention when its parent or one of its descendants does."""
+    key = (chosen, previews)
+    kept = view.picked.get(key)
+    if kept is not None and not chosen.within:  # ("active within" moves with the clock)
+        return kept  # type: ignore[return-value]
     counts = dict.fromkeys((ANY_ATTENTION, *ATTENTION), 0)
     others = chosen.narrows and any(
         (chosen.agent, chosen.context, chosen.state, chosen.within, chosen.search)
     )
     first: list[Summary] = []
     rest: list[Summary] = []
+    attention, children = view.attention, view.children
     for s in view.top:
-        if others and not any(
-            chosen.matches(one, now, previews=previews)
-            for _, one in (view.family(s) if s.session_id in view.children else [(0, s)])
-        ):
-            continue
-        reasons = view.attention.get(s.session_id, ())
+        if others and not chosen.matches(s, now, previews=previews):
+            if s.session_id not in children or not any(
+                chosen.matches(one, now, previews=previews) for _, one in view.family(s)[1:]
+            ):
+                continue
+        reasons = attention.get(s.session_id, ())
         if reasons:
             counts[ANY_ATTENTION] += 1
             for name in reasons:
                 counts[name] += 1
         if chosen.wants(reasons):
             (first if reasons else rest).append(s)
-    return first + rest, counts
+    view.picked[key] = picked = (first + rest, counts)
+    if len(view.picked) > _KEPT:
+        del view.picked[next(iter(view.picked))]
+    return picked

@@ -59,8 +59,15 @@ class Families:
 
     top: list[Summary]
     of: list[Summary] = field(default_factory=list)
+    due: dict[str, datetime] = field(default_factory=dict)
     children: dict[str, list[Summary]] = field(default_factory=dict)
     attention: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: why each session itself needs a person; the sessions whose attention time moves
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    timed: list[Summary] = field(default_factory=list)
+    #: what a filter picked from this view (``fxworld.web._listing.pick``), kept until
+    #: the view changes: the pages after the first, and the page's refresh, reuse it
+    picked: dict[object, object] = field(default_factory=dict)
     agents: list[str] = field(default_factory=list)
     states: dict[str, int] = field(default_factory=dict)
 
@@ -183,6 +190,9 @@ class ActivityIndex:
             del self.summaries[gone]
             self._order = None
         await self._read_wakes()
+        if self._families is None or self._stale(self._families):
+            self._families = self._build(self.ordered())  # here, not in a request
+            self._families_at = time.monotonic()
         self.passes += 1
 
     async def _read_wakes(self) -> None:
@@ -198,7 +208,8 @@ class ActivityIndex:
             if len(wakes) < _LIST_PAGE:
                 break
             after = wakes[-1].session_id
-        self.due = due
+        if due != self.due:  # (a new dict: the page's view is built again)
+            self.due = due
 
     def stuck(self, sid: str, now: datetime) -> bool:
         """Whether session ``sid``'s wake was due, and taken by no worker, for longer
@@ -250,41 +261,98 @@ class ActivityIndex:
         return self._states
 
     def families(self) -> Families:
-        """:class:`Families` of :meth:`ordered`: computed again after a change, or a
-        second after (an approval's timeout, a wake's due time move on with no entry)."""
-        ordered, now = self.ordered(), time.monotonic()
-        cached = self._families
-        if cached is not None and cached.of is ordered and now - self._families_at <= 1:
-            return cached
+        """:class:`Families` of the sessions, as of the last pass: built at the end of a
+        pass that changed anything (a request builds it only when there is none yet,
+        or when no pass runs); a second after the last look, only the sessions whose
+        attention time moves on (a call waiting for a decision, whose timeout may
+        pass; a pending wake, which may become stuck) are looked at again."""
+        view, now = self._families, time.monotonic()
+        if view is None or (self._task is None and self._stale(view)):
+            view = self._families = self._build(self.ordered())
+        elif now - self._families_at > 1:
+            self._retime(view)
+        else:
+            return view
+        self._families_at = now
+        return view
+
+    def _stale(self, view: Families) -> bool:
+        return view.of is not self.ordered() or view.due is not self.due
+
+    def update(self, sid: str) -> None:
+        """Show what session ``sid`` needs a person for now, at its place in the
+        view (a session page, a Clear: before the next pass builds the view again)."""
+        view, s = self._families, self.summaries.get(sid)
+        if view is None or s is None:
+            return
+        reasons = self._own(s, datetime.now(UTC))
+        for table in (view.own, view.attention):
+            if reasons:
+                table[sid] = reasons
+            else:
+                table.pop(sid, None)
+        self._propagate(view)
+        view.picked.clear()
+
+    def _own(self, s: Summary, at: datetime) -> tuple[str, ...]:
+        """Why session ``s`` itself needs a person."""
+        reasons = s.attention if s.marks or s.requested else ()
+        if self.due and self.stuck(s.session_id, at):
+            reasons = (*reasons, "stuck")
+        return reasons
+
+    def _build(self, ordered: list[Summary]) -> Families:
         at = datetime.now(UTC)
         known = self.summaries
-        view = Families([], of=ordered)
+        view = Families([], of=ordered, due=self.due)
         for s in ordered:
             if s.parent and s.parent in known and s.parent != s.session_id:
                 view.children.setdefault(s.parent, []).append(s)
             else:
                 view.top.append(s)
-            reasons = s.attention
-            if self.due and self.stuck(s.session_id, at):
-                reasons = (*reasons, "stuck")
+            if s.requested or s.session_id in self.due:
+                view.timed.append(s)
+            reasons = self._own(s, at)
             if reasons:
-                view.attention[s.session_id] = reasons
-        for s in view.top:
-            if s.session_id in view.children:
-                live = {
-                    name
-                    for _, kid in view.family(s)[1:]
-                    for name in view.attention.get(kid.session_id, ())
-                    if name in _LIVE
-                }
-                own = view.attention.get(s.session_id, ())
-                if live - set(own):
-                    view.attention[s.session_id] = (*own, *sorted(live - set(own)))
+                view.own[s.session_id] = reasons
+        view.attention = dict(view.own)
+        self._propagate(view)
         view.agents = sorted({s.agent for s in ordered if s.agent})
         states = [s.state for s in view.top]
         view.states = {name: states.count(name) for name in STATES}
-        self._families, self._families_at = view, now
         return view
+
+    def _retime(self, view: Families) -> None:
+        at = datetime.now(UTC)
+        for s in view.timed:
+            reasons = self._own(s, at)
+            if reasons:
+                view.own[s.session_id] = view.attention[s.session_id] = reasons
+            else:
+                view.own.pop(s.session_id, None)
+                view.attention.pop(s.session_id, None)
+        if view.timed:
+            self._propagate(view)
+            view.picked.clear()
+
+    def _propagate(self, view: Families) -> None:
+        """A parent shows what its descendants need a person for now (``_LIVE``)."""
+        for parent_id in view.children:
+            parent = self.summaries.get(parent_id)
+            if parent is None:
+                continue
+            own = view.own.get(parent_id, ())
+            live = {
+                name
+                for _, kid in view.family(parent)[1:]
+                for name in view.own.get(kid.session_id, ())
+                if name in _LIVE
+            }
+            shown = (*own, *sorted(live - set(own)))
+            if shown:
+                view.attention[parent_id] = shown
+            else:
+                view.attention.pop(parent_id, None)
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]
