@@ -17,7 +17,7 @@ the machine is the user's own, and requests must name a loopback host (a web
 page elsewhere cannot reach it through DNS rebinding). Any other address needs
 ``--authorize module:function`` (``authorize(request, session_id, action)`` ->
 bool, or the caller's name, recorded as the actor of Approve, Deny, Stop and Retry;
-action ``list``, ``view``, ``approve``, ``stop`` or ``retry``), or it refuses to
+action ``list``, ``view``, ``approve``, ``stop``, ``retry`` or ``clear``), or it refuses to
 start. Without it, decisions record the actor ``local``. Once it listens it prints
 one line on stderr: the address and the world (credentials masked). SIGTERM or Ctrl-C stops it.
 """

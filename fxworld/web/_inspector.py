@@ -1,7 +1,8 @@
 """The inspector: see a world's sessions, follow one live, decide, stop.
 
-``GET  /``                          the sessions, newest activity first (``?page=``,
-                                    ``?q=`` an id prefix; ``?rows=1``: the table's rows)
+``GET  /``                          the sessions, what needs a person first (``?page=``;
+                                    the filters of :mod:`~fxworld.web._listing`;
+                                    ``?rows=1``: the table's rows)
 ``GET  /wakes``                     the pending wakes (``?after=``), where the world can say
 ``GET  /sessions/{id}``             the timeline (``?before=N``: the page before seq N)
 ``GET  /sessions/{id}/follow``      Server-Sent Events: each new entry as a row (``?after=N``)
@@ -9,13 +10,15 @@
 ``POST /sessions/{id}/stop``        ``{"reason"?}``
 ``POST /sessions/{id}/retry``       ``{}``: the failed latest turn's prompt, sent again
                                     (:mod:`~fxworld.web._retry`)
+``POST /sessions/{id}/clear``       ``{"upto"?, "note"?}``: a person saw what its ended
+                                    turns need (:mod:`fxworld.engine.attention`)
 
 Every route checks, before anything else, the request's ``Origin`` (same origin
 only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
 (:func:`~fxworld.web._requests.check_request`, as the agent routes), then asks
 ``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
-and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``
-or ``"retry"``. Decisions and stops are the engine's own calls
+and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``,
+``"retry"`` or ``"clear"``. Decisions and stops are the engine's own calls
 (:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``); each records
 its actor, who ``authorize`` allowed (:data:`InspectAuthorize`), as a Retry's
 prompt does.
@@ -492,7 +495,8 @@ def create_inspector(
         app.mount("/inspect", create_inspector(world, authorize=is_operator))
 
     ``authorize(request, session_id, action)`` is asked before every page and
-    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``, ``"retry"``);
+    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``, ``"retry"``,
+    ``"clear"``);
     without it the app refuses to be built unless ``allow_anyone=True``. Other
     options: :class:`InspectorOptions`' fields. ``await app.state.close()`` stops the
     activity index and ends open streams (``fxworld inspect`` calls it on exit);
