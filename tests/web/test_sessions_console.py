@@ -152,3 +152,18 @@ def test_sessions_list_takes_the_same_filters(
     assert main(["sessions", "list", "--world", url, "--attention", "later"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "attention is one of any, waiting" in err
+
+
+async def test_a_wake_no_worker_takes_makes_its_session_stuck_and_its_parent_shows_it() -> None:
+    world = MemoryWorld()
+    await _desk.seed(world, stuck=False)
+    await world.wake("child-e-credit")  # due now; no worker runs
+    app = create_inspector(world, allow_anyone=True, stuck_after=0.05, refresh=0.05)
+    async with _client(app) as c:
+        for _ in range(400):  # until a pass has read the wake and it waited long enough
+            stuck = _sids((await c.get("/?attention=stuck")).text)
+            if stuck:
+                break
+            await asyncio.sleep(0.05)
+    await app.state.close()
+    assert stuck == ["t-acme-0005", "child-e-credit"]  # the parent, its child under it
