@@ -263,11 +263,13 @@ class ActivityIndex:
     def families(self) -> Families:
         """:class:`Families` of the sessions, as of the last pass: built at the end of a
         pass that changed anything (a request builds it only when there is none yet,
-        or when no pass runs); a second after the last look, only the sessions whose
-        attention time moves on (a call waiting for a decision, whose timeout may
-        pass; a pending wake, which may become stuck) are looked at again."""
+        when no pass runs, or while the first pass reads the world); a second after
+        the last look, only the sessions whose attention time moves on (a call
+        waiting for a decision, whose timeout may pass; a pending wake, which may
+        become stuck) are looked at again."""
         view, now = self._families, time.monotonic()
-        if view is None or (self._task is None and self._stale(view)):
+        passing = self._task is not None and self._first.is_set()  # a pass builds it
+        if view is None or (not passing and self._stale(view)):
             view = self._families = self._build(self.ordered())
         elif now - self._families_at > 1:
             self._retime(view)
