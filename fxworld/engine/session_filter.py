@@ -97,15 +97,18 @@ class SessionFilter:
             return True
         return bool(attention) if self.attention == ANY_ATTENTION else self.attention in attention
 
-    def matches(self, s: Summary, now: datetime, *, previews: bool = True) -> bool:
+    def matches(
+        self, s: Summary, now: datetime, *, previews: bool = True, state: str | None = None
+    ) -> bool:
         """Whether session ``s`` passes every part but attention (``previews``:
-        search its first prompt too, not only its id)."""
+        search its first prompt too, not only its id; ``state``: its state, when
+        the caller knows it already)."""
         if self.agent and (s.agent or "-") != self.agent:
             return False
         for k, v in self.context:
             if not context_matches(s.context, k, v):
                 return False
-        if self.state and s.state != self.state:
+        if self.state and (state or s.state) != self.state:
             return False
         if self.within is not None and (s.last_at is None or now - s.last_at > self.within):
             return False

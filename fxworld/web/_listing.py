@@ -60,14 +60,16 @@ def pick(
     )
     first: list[Summary] = []
     rest: list[Summary] = []
-    attention, children = view.attention, view.children
+    attention, children, state_of = view.attention, view.children, view.state_of
     for s in view.top:
-        if others and not chosen.matches(s, now, previews=previews):
-            if s.session_id not in children or not any(
-                chosen.matches(one, now, previews=previews) for _, one in view.family(s)[1:]
+        sid = s.session_id
+        if others and not chosen.matches(s, now, previews=previews, state=state_of.get(sid)):
+            if sid not in children or not any(
+                chosen.matches(one, now, previews=previews, state=state_of.get(one.session_id))
+                for _, one in view.family(s)[1:]
             ):
                 continue
-        reasons = attention.get(s.session_id, ())
+        reasons = attention.get(sid, ())
         if reasons:
             counts[ANY_ATTENTION] += 1
             for name in reasons:

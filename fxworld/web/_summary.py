@@ -65,6 +65,8 @@ class Families:
     #: why each session itself needs a person; the sessions whose attention time moves
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)
     timed: list[Summary] = field(default_factory=list)
+    #: each session's state as the view was built (its timed ones looked at again)
+    state_of: dict[str, State] = field(default_factory=dict)
     #: what a filter picked from this view (``fxworld.web._listing.pick``), kept until
     #: the view changes: the pages after the first, and the page's refresh, reuse it
     picked: dict[object, object] = field(default_factory=dict)
@@ -288,6 +290,7 @@ class ActivityIndex:
         if view is None or s is None:
             return
         reasons = self._own(s, datetime.now(UTC))
+        view.state_of[sid] = s.state
         for table in (view.own, view.attention):
             if reasons:
                 table[sid] = reasons
@@ -320,13 +323,15 @@ class ActivityIndex:
         view.attention = dict(view.own)
         self._propagate(view)
         view.agents = sorted({s.agent for s in ordered if s.agent})
-        states = [s.state for s in view.top]
+        view.state_of = {s.session_id: s.state for s in ordered}
+        states = [view.state_of[s.session_id] for s in view.top]
         view.states = {name: states.count(name) for name in STATES}
         return view
 
     def _retime(self, view: Families) -> None:
         at = datetime.now(UTC)
         for s in view.timed:
+            view.state_of[s.session_id] = s.state
             reasons = self._own(s, at)
             if reasons:
                 view.own[s.session_id] = view.attention[s.session_id] = reasons
