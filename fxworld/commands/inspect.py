@@ -1,16 +1,20 @@
 """`fxworld inspect --world URL`: a web page of the world's sessions, live.
 
-Pages: ``/`` every session, newest activity first, with its state, last activity,
-turns and tokens, a count per state with a filter for each (``?state=``, kept in the
-URL) and a search (``?q=``); ``/sessions/{id}`` its newest ten turns (a link loads
-the ones before), numbered from the session's first and updated as the log grows:
-each tool call one card with its input, its durable steps in order (finished,
-interrupted, never reached) and its result, saying what ran and what may have
-partly run; the calls waiting for a decision, with the input to approve, a child
-session's among them (decided in place), with Approve and Deny (a note or a
-reason; Deny asks to confirm); Stop (with a reason, confirmed) on a running turn and
-Retry on a failed one; a value over 4 KiB as its size and first 4 KiB, with a link
-that downloads it whole. ``/wakes`` the pending wakes, where the world can say (see
+Pages: ``/`` every session, what needs a person first (waiting for approval,
+stuck, failed, a tool error, something interrupted, stopped: each with its count),
+then newest activity, with its agent, state, last activity, turns and tokens, child
+sessions under their parent; filters by attention, agent, context (``tenant=acme``),
+state and time, and a search within ids and first prompts, all kept in the URL;
+``--stuck-after S`` (15) says how long a due wake no worker took makes a session
+stuck. ``/sessions/{id}`` its newest ten turns (a link loads the ones before),
+numbered from the session's first and updated as the log grows: each tool call one
+card with its input, its durable steps in order (finished, interrupted, never
+reached) and its result, saying what ran and what may have partly run; the calls
+waiting for a decision, with the input to approve, a child session's among them
+(decided in place), with Approve and Deny (a note or a reason; Deny asks to
+confirm); Stop (with a reason, confirmed) on a running turn and Retry on a failed
+one; a value over 4 KiB as its size and first 4 KiB, with a link that downloads it
+whole. ``/wakes`` the pending wakes, where the world can say (see
 fxworld.web.create_inspector).
 
 On a loopback address (the default, 127.0.0.1) it runs without ``--authorize``:
@@ -18,7 +22,7 @@ the machine is the user's own, and requests must name a loopback host (a web
 page elsewhere cannot reach it through DNS rebinding). Any other address needs
 ``--authorize module:function`` (``authorize(request, session_id, action)`` ->
 bool, or the caller's name, recorded as the actor of Approve, Deny, Stop and Retry;
-action ``list``, ``view``, ``approve``, ``stop`` or ``retry``), or it refuses to
+action ``list``, ``view``, ``approve``, ``stop``, ``retry`` or ``clear``), or it refuses to
 start. Without it, decisions record the actor ``local``. Once it listens it prints
 one line on stderr: the address and the world (credentials masked). SIGTERM or Ctrl-C stops it.
 """
@@ -55,6 +59,13 @@ def register(sub: Any) -> None:
         help="authorize(request, session_id, action) -> bool or the caller's name "
         "(may be async); needed on any address but loopback",
     )
+    parser.add_argument(
+        "--stuck-after",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds a due wake no worker takes makes its session stuck (15: the lease)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -63,9 +74,12 @@ def build_app(args: argparse.Namespace, world: Any) -> Any:
     from fxworld.commands.serve import load_object
     from fxworld.web import create_inspector
 
+    stuck_after = getattr(args, "stuck_after", 15.0)  # (an app built from older args)
     if args.authorize:
-        return create_inspector(world, authorize=load_object(args.authorize))
-    app = create_inspector(world, allow_anyone=True)
+        return create_inspector(
+            world, authorize=load_object(args.authorize), stuck_after=stuck_after
+        )
+    app = create_inspector(world, allow_anyone=True, stuck_after=stuck_after)
     refuse_other_hosts(app)  # the one check, as `fxworld serve` on loopback
     return app
 

@@ -3,9 +3,14 @@ ID | prune`.
 
 ``list`` prints the sessions with a non-empty log, newest activity first, one a
 line: its id, its state (``running``, ``waiting for approval``, ``failed``, ...: what
-the inspector shows) and the time of its last entry; ``--state STATE`` keeps one
-state, ``--limit N`` the first N, and the count on stderr says how many there are
-in all (for worlds that can list sessions). ``show ID`` prints a session's log, one entry a
+the inspector shows), what it needs a person for (``failed``, ``tool-error``, ...;
+``-``: nothing), its agent (``-``: none named) and the time of its last entry. The
+inspector's filters: ``--attention any|waiting|stuck|failed|tool-error|interrupted|stopped``,
+``--agent NAME``, ``--context key=value`` (repeatable), ``--state STATE``,
+``--active DURATION`` (last activity within: ``24h``, ``7d``), ``--search TEXT``
+(anywhere in the id or the first prompt, any case); ``--limit N`` the first N, and
+the count on stderr says how many there are in all (for worlds that can list
+sessions). ``show ID`` prints a session's log, one entry a
 line: seq, commit time (UTC), kind, epoch (``-`` for an unfenced entry) and its
 data as compact JSON; ``--after N`` starts after seq N; ``--follow`` keeps
 printing new entries as they land, until Ctrl-C. After the log, ``show`` prints
@@ -41,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from fxworld.cli import add_world_option, open_world_for, plain, world_url
 from fxworld.commands.values import register_value
-from fxworld.engine.summary import STATES, State, Summary, nested_state, summarize
+from fxworld.engine.summary import ATTENTION, STATES, State, Summary, nested_state, summarize
 
 if TYPE_CHECKING:
     from fxworld.protocol import SessionLister, World
@@ -73,6 +78,26 @@ def register(sub: Any) -> None:
         default=None,
         metavar="STATE",
         help=f"only the sessions in STATE: {', '.join(repr(x) for x in STATES)}",
+    )
+    listing.add_argument(
+        "--attention",
+        default=None,
+        metavar="WHY",
+        help=f"only the sessions that need a person: any, or one of {', '.join(ATTENTION)}",
+    )
+    listing.add_argument("--agent", default=None, metavar="NAME", help="only NAME's sessions")
+    listing.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only the sessions whose context holds KEY=VALUE, like tenant=acme (repeatable)",
+    )
+    listing.add_argument(
+        "--active", default=None, metavar="DURATION", help="only those active within, like 24h"
+    )
+    listing.add_argument(
+        "--search", default=None, metavar="TEXT", help="TEXT anywhere in the id or first prompt"
     )
     listing.set_defaults(func=_list)
 
@@ -256,49 +281,106 @@ async def _nested(world: World, summary: Summary) -> State:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    """One line per session, newest activity first: its id, its state and the time
-    of its last entry (each log is read whole: this is a tool for a person)."""
+    """One line per session, newest activity first: its id, its state, what it needs
+    a person for, its agent and the time of its last entry (each log is read whole:
+    this is a tool for a person)."""
+    from datetime import UTC
+
+    from fxworld.engine.session_filter import SessionFilter
     from fxworld.errors import InvalidArgument
     from fxworld.urls import mask
 
     if args.limit is not None and args.limit < 1:
         raise InvalidArgument("--limit must be at least 1")
+    chosen = SessionFilter.make(
+        attention=args.attention,
+        agent=args.agent,
+        context=args.context,
+        state=args.state,
+        active=args.active,
+        search=args.search,
+    )
     url = world_url(args)
     world = open_world_for(args, "read")
     try:
         lister = _lister(world, "list", url)
         if lister is None:
             return 2
-        summaries: dict[str, tuple[datetime, Summary]] = {}
+        due = await _unleased_wakes(world)
+        now = datetime.now(UTC)
+        found: dict[str, tuple[Any, tuple[str, ...]]] = {}
         after = ""
         while ids := await lister.list_sessions(after=after, limit=500):
             for sid in ids:
                 entries = await _whole(world, sid)
-                if entries:
-                    summaries[sid] = (entries[-1].at, summarize(sid, entries))
+                if not entries:
+                    continue
+                s = summarize(sid, entries)
+                needs = s.attention
+                if sid in due and (now - due[sid]).total_seconds() > _STUCK_AFTER:
+                    needs = (*needs, "stuck")
+                found[sid] = (s, needs)
             after = ids[-1]
+        for s, needs in list(found.values()):  # a parent shows what its children wait for
+            parent, seen = s.parent, {s.session_id}
+            live = tuple(n for n in needs if n in ("waiting", "stuck"))
+            while live and parent in found and parent not in seen:
+                seen.add(parent)
+                up, up_needs = found[parent]
+                found[parent] = (up, (*up_needs, *(n for n in live if n not in up_needs)))
+                parent = up.parent
 
         def state_of(sid: str) -> State | None:  # a child's approval is its parent's too
-            found = summaries.get(sid)
-            return None if found is None else nested_state(found[1], state_of)
+            got = found.get(sid)
+            return None if got is None else nested_state(got[0], state_of)
 
-        rows = sorted(
-            ((at, str(state_of(sid)), sid) for sid, (at, _) in summaries.items()), reverse=True
-        )
-        if args.state is not None:
-            rows = [row for row in rows if row[1] == args.state]
+        rows = [
+            (s.last_at or now, sid, str(state_of(sid)), ",".join(needs), s.agent or "-")
+            for sid, (s, needs) in found.items()
+            if chosen.matches(s, now) and chosen.wants(needs)
+        ]
+        rows.sort(reverse=True)
         total = len(rows)
         rows = rows[: args.limit]
-        width = max((len(sid) for _, _, sid in rows), default=0)
-        for at, state, sid in rows:
-            print(f"{sid:<{width}}  {state:<20}  {at.strftime('%Y-%m-%d %H:%M:%S')} UTC")
+        width = max((len(row[1]) for row in rows), default=0)
+        needs_width = max((len(row[3]) for row in rows), default=1)
+        for at, sid, state, why, agent in rows:
+            print(
+                f"{sid:<{width}}  {state:<20}  {why or '-':<{needs_width}}  {agent}  "
+                f"{at.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+            )
         what = "" if args.state is None else f" {args.state}"
         shown = f"{len(rows)} of {total}" if len(rows) < total else f"{total}"
         plural = "s" if total != 1 else ""
-        print(f"{shown}{what} session{plural} in {mask(url)}", file=sys.stderr)
+        narrowed = " matching" if chosen.narrows and args.state is None else ""
+        print(f"{shown}{narrowed}{what} session{plural} in {mask(url)}", file=sys.stderr)
         return 0
     finally:
         await world.close()
+
+
+_STUCK_AFTER = 15.0  # seconds: the workers' default lease (fxworld worker --lease)
+
+
+async def _unleased_wakes(world: Any) -> dict[str, datetime]:
+    """Session id -> due time of its pending wake that no lease holds ({} on a world
+    that cannot list its wakes)."""
+    from datetime import UTC
+
+    from fxworld.protocol import WakeLister
+
+    if not isinstance(world, WakeLister):
+        return {}
+    due: dict[str, datetime] = {}
+    now, after = datetime.now(UTC), ""
+    while wakes := await world.list_wakes(after=after, limit=500):
+        due.update(
+            (w.session_id, w.due_at)
+            for w in wakes
+            if w.leased_until is None or w.leased_until <= now
+        )
+        after = wakes[-1].session_id
+    return due
 
 
 async def _show(args: argparse.Namespace) -> int:

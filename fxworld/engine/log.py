@@ -39,6 +39,7 @@ __all__ = [
     "STEP_FINISHED",
     "CHILD_STARTED",
     "CHILD_FINISHED",
+    "ATTENTION_CLEARED",
     "entry",
 ]
 
@@ -166,6 +167,13 @@ worker that ended it, with a wake and keyed ``child:<execution_id>`` (written
 once), and the call's result, as ``tool.finished``'s: ``{"execution_id",
 "call_id", "name", "session", "outcome": "finished" | "failed" | "stopped",
 "output", "is_error"}``. Version 4."""
+
+ATTENTION_CLEARED: Final = "attention.cleared"
+"""A person saw what the session's ended turns need (a failure, a tool error, a stop)
+and cleared it, unfenced, from the inspector's sessions page, keyed
+``clear:<upto>`` (a second click writes nothing): ``{"upto", "actor", "note"?}``
+(``upto``: the seq the log stood at; ``actor``: who, as a decision's). Informational:
+a turn neither reads nor replays it, so version 1."""
 
 TURN_END_KINDS: Final = frozenset({TURN_FINISHED, TURN_FAILED, TURN_STOPPED})
 """The kinds that end a turn (``turn.yielded`` does not: the turn goes on)."""

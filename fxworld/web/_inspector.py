@@ -1,7 +1,8 @@
 """The inspector: see a world's sessions, follow one live, decide, stop.
 
-``GET  /``                          the sessions, newest activity first (``?page=``,
-                                    ``?q=`` an id prefix; ``?rows=1``: the table's rows)
+``GET  /``                          the sessions, what needs a person first (``?page=``;
+                                    the filters of :mod:`~fxworld.web._listing`;
+                                    ``?rows=1``: the table's rows)
 ``GET  /wakes``                     the pending wakes (``?after=``), where the world can say
 ``GET  /sessions/{id}``             its newest turns (``?before=N&turns=T``: the turns
                                     before seq N, T of them started before it)
@@ -14,13 +15,15 @@
 ``POST /sessions/{id}/stop``        ``{"reason"?}``
 ``POST /sessions/{id}/retry``       ``{}``: the failed latest turn's prompt, sent again
                                     (:mod:`~fxworld.web._retry`)
+``POST /sessions/{id}/clear``       ``{"upto"?, "note"?}``: a person saw what its ended
+                                    turns need (:mod:`fxworld.engine.attention`)
 
 Every route checks, before anything else, the request's ``Origin`` (same origin
 only, or one of ``allowed_origins``) and that a ``POST`` says its body is JSON
 (:func:`~fxworld.web._requests.check_request`, as the agent routes), then asks
 ``authorize(request, session_id, action)`` with action ``"list"`` (the sessions
-and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``
-or ``"retry"``. Decisions and stops are the engine's own calls
+and wakes pages; ``session_id`` is ``""``), ``"view"``, ``"approve"``, ``"stop"``,
+``"retry"`` or ``"clear"``. Decisions and stops are the engine's own calls
 (:mod:`fxworld.engine.approvals`, as ``session.approve/deny/stop``); each records
 its actor, who ``authorize`` allowed (:data:`InspectAuthorize`), as a Retry's
 prompt does.
@@ -48,20 +51,22 @@ from starlette.staticfiles import StaticFiles
 
 from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
+from fxworld.engine.attention import clear_attention
 from fxworld.engine.context import saved_context
-from fxworld.engine.summary import STATES, Summary
-from fxworld.errors import ConfigurationError, InvalidSessionId
+from fxworld.engine.summary import Summary
+from fxworld.errors import ConfigurationError, InvalidArgument, InvalidSessionId
 from fxworld.follow import bounded_follow
 from fxworld.logends import window
-from fxworld.protocol import SessionLister, WakeLister, World
+from fxworld.protocol import WakeLister, World
 
-from . import _pages, _sse
+from . import _list_page, _pages, _sse
+from ._listing import chosen_filter, pick
 from ._options import STREAM_LIFETIME
 from ._refusals import HTTPError, exception_handlers, guard
 from ._requests import ask_authorize, check_request, small_body
 from ._retry import retry_failed_turn
 from ._session_view import child_approvals, newest_turns, turns_between, waiting_html
-from ._summary import ActivityIndex
+from ._summary import ActivityIndex, Families
 from ._timeline import RETRY, Row, Shown, Timeline, as_int, esc
 from ._values import resolve, value_response
 
@@ -74,7 +79,7 @@ __all__ = [
     "ASSETS",
 ]
 
-InspectAction = Literal["list", "view", "approve", "stop", "retry"]
+InspectAction = Literal["list", "view", "approve", "stop", "retry", "clear"]
 InspectAuthorize = Callable[[Request, str, InspectAction], "bool | str | Awaitable[bool | str]"]
 """``authorize(request, session_id, action)``: ``True``, or a str naming the caller
 (1..200 printable characters), to allow; ``False``: 403; anything else: 500, never a
@@ -112,6 +117,9 @@ class InspectorOptions:
     """Sessions per sessions page."""
     refresh: float = 1.0
     """Seconds between passes of the activity index (see ``_summary``)."""
+    stuck_after: float = 15.0
+    """Seconds a session's wake may stay due, taken by no worker, before the sessions
+    page calls it stuck (the workers' lease: ``fxworld worker --lease``, 15 s)."""
     heartbeat: float = _sse.HEARTBEAT
     """Seconds of silence after which a session page's stream sends a comment."""
     stream_lifetime: float = STREAM_LIFETIME
@@ -130,6 +138,8 @@ class InspectorOptions:
                 raise ConfigurationError(f"{name} must be callable")
         if isinstance(self.allowed_origins, str):
             raise ConfigurationError('allowed_origins is a collection: ["https://app.example"]')
+        if not self.stuck_after > 0:
+            raise ConfigurationError("stuck_after must be positive seconds")
         if min(self.page_entries, self.page_turns, self.page_sessions) < 1 or not self.refresh > 0:
             raise ConfigurationError("page sizes and refresh must be positive")
         if not (self.heartbeat > 0 and self.stream_lifetime > 0):
@@ -146,6 +156,7 @@ class InspectorOptionArgs(TypedDict, total=False):
     page_turns: int
     page_sessions: int
     refresh: float
+    stuck_after: float
     heartbeat: float
     stream_lifetime: float
 
@@ -158,7 +169,7 @@ class _Inspector:
     def __init__(self, world: World, options: InspectorOptions) -> None:
         self.world = world
         self.options = options
-        self.index = ActivityIndex(world, refresh=options.refresh)
+        self.index = ActivityIndex(world, refresh=options.refresh, stuck_after=options.stuck_after)
         self.namespace = str(getattr(world, "namespace", "-"))
         self.closing = asyncio.Event()
 
@@ -218,51 +229,49 @@ class _Inspector:
 
     async def sessions(self, request: Request) -> Response:
         await self._check(request, "", "list")
-        query = request.query_params.get("q", "").strip()
-        state = request.query_params.get("state", "")
-        if state and state not in STATES:
-            raise HTTPError(400, "invalid_request", f"state must be one of {', '.join(STATES)}")
-        page = _page_number(request.query_params.get("page"))
-        rows_only = request.query_params.get("rows") == "1"  # the page's script refreshes them
+        params = request.query_params
+        chosen = chosen_filter(params, params.getlist("context"))
+        page = _page_number(params.get("page"))
+        rows_only = params.get("rows") == "1"  # the page's script refreshes them
         size = self.options.page_sessions
         note = ""
         counts: dict[str, int] | None = None
-        if query:
-            rows = [s for s in await self._search(query, size) if state in ("", s.state)]
-            more = False
-            note = f"Sessions whose id starts with {query!r}."
-        elif self.index.can_list:
+        view = Families([])
+        agents: list[str] = []
+        if self.index.can_list:
             try:
                 async with asyncio.timeout(_FIRST_PASS_WAIT):
                     await self.index.first_pass()
             except TimeoutError:
                 note = "Still reading the sessions: this list is partial."
-            ordered = self.index.ordered()
-            if state or not rows_only:
-                ordered, states, counts = self.index.states()
-                if state:
-                    ordered = [s for s, now in zip(ordered, states, strict=True) if now == state]
-            rows = ordered[(page - 1) * size : page * size + 1]
+            view = self.index.families()
+            agents = view.agents
+            previews = self.options.visible is None  # with visible: search ids only
+            picked, counts = pick(view, chosen, datetime.now(UTC), previews=previews)
+            rows = picked[(page - 1) * size : page * size + 1]
             more, rows = len(rows) > size, rows[:size]
+        elif chosen.search:
+            rows, more = await self._search(chosen.search, size), False
+            note = "This world cannot list its sessions: a search finds one by its whole id."
         else:
             rows, more = [], False
             note = "This world cannot list its sessions: search for one by its whole id."
         root = _root(request)
         known = len(self.index.summaries)
-        previews = {s.session_id: await self._preview(request, s) for s in rows}
+        shown = [one for s in rows for one in view.family(s)]
+        previews_of = {s.session_id: await self._preview(request, s) for _, s in shown}
+        table = _list_page.Table(root, shown, view.attention, previews_of, known)
         if rows_only:
-            return HTMLResponse(_pages.sessions_table(root, rows, known, previews))
-        body = _pages.sessions_body(
-            root,
-            rows,
-            query=query,
-            state=state,
+            return HTMLResponse(_list_page.sessions_table(table))
+        body = _list_page.sessions_body(
+            table,
+            chosen,
             counts=counts,
+            agents=agents,
+            states=view.states if self.index.can_list else None,
             page=page,
             more=more,
-            known=known,
             note=note,
-            previews=previews,
         )
         return self._html(request, "Sessions", body)
 
@@ -278,19 +287,14 @@ class _Inspector:
             return None
         return str(shown.data.get("text", ""))[: _pages.PREVIEW_SHOWN + 1]
 
-    async def _search(self, prefix: str, size: int) -> list[Summary]:
-        """The sessions whose id starts with ``prefix`` (the first ``size`` by id)."""
+    async def _search(self, whole: str, size: int) -> list[Summary]:
+        """The session of id ``whole``, on a world that cannot list its sessions."""
         try:
-            validate.session_id(prefix)
+            validate.session_id(whole)
         except InvalidSessionId:
             return []
-        ids = [prefix] if await self.world.read(prefix, 0, limit=1) else []
-        if isinstance(self.world, SessionLister):
-            listed = await self.world.list_sessions(after=prefix, limit=size)
-            ids += [sid for sid in listed if sid.startswith(prefix)]
-        for sid in ids:
-            await self.index.session(sid)
-        return self.index.found(ids[:size])
+        await self.index.session(whole)
+        return self.index.found([whole])
 
     # -- wakes -----------------------------------------------------------------------
 
@@ -498,6 +502,25 @@ class _Inspector:
         answer = {"session_id": sid, "retried": failed, "prompt": prompt}
         return JSONResponse(answer, status_code=202)
 
+    async def clear(self, request: Request) -> Response:
+        sid, actor = await self._acting(request, "clear")
+        body = await small_body(request)
+        summary = await self.index.session(sid)
+        upto = body.get("upto", summary.seq)
+        if not summary.marks and summary.cleared[0] == upto:  # a second click
+            return JSONResponse({"session_id": sid, "cleared": summary.cleared[1]})
+        if not summary.marks:
+            raise HTTPError(409, "nothing_to_clear", "no ended turn of it needs a person")
+        try:
+            seq = await clear_attention(
+                self.world, sid, upto=upto, note=body.get("note"), actor=actor
+            )
+        except InvalidArgument as e:
+            raise HTTPError(400, "invalid_request", str(e)) from None
+        await self.index.catch_up(sid)
+        self.index.update(sid)
+        return JSONResponse({"session_id": sid, "cleared": seq})
+
 
 def _int_arg(value: str | None, name: str) -> int | None:
     if value is None or value == "":
@@ -532,7 +555,8 @@ def create_inspector(
         app.mount("/inspect", create_inspector(world, authorize=is_operator))
 
     ``authorize(request, session_id, action)`` is asked before every page and
-    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``, ``"retry"``);
+    action (``action``: ``"list"``, ``"view"``, ``"approve"``, ``"stop"``, ``"retry"``,
+    ``"clear"``);
     without it the app refuses to be built unless ``allow_anyone=True``. Other
     options: :class:`InspectorOptions`' fields. ``await app.state.close()`` stops the
     activity index and ends open streams (``fxworld inspect`` calls it on exit);
@@ -550,6 +574,7 @@ def create_inspector(
         Route("/sessions/{session_id}/approvals/{execution_id}", guard(r.decide), methods=["POST"]),
         Route("/sessions/{session_id}/stop", guard(r.stop), methods=["POST"]),
         Route("/sessions/{session_id}/retry", guard(r.retry), methods=["POST"]),
+        Route("/sessions/{session_id}/clear", guard(r.clear), methods=["POST"]),
         Mount("/assets", app=StaticFiles(directory=ASSETS)),
     ]
     app = Starlette(routes=routes, exception_handlers=exception_handlers())

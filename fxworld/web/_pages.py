@@ -7,11 +7,10 @@ without internet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from urllib.parse import urlencode
 
-from fxworld.engine.summary import STATES, Summary
+from fxworld.engine.summary import Summary
 from fxworld.types import WakeState
 
 from ._timeline import Row, assemble, clock, esc, seconds
@@ -19,8 +18,6 @@ from ._timeline import Row, assemble, clock, esc, seconds
 __all__ = [
     "PREVIEW_SHOWN",
     "layout",
-    "sessions_table",
-    "sessions_body",
     "session_body",
     "wake_text",
     "wakes_body",
@@ -46,89 +43,8 @@ def _state(state: str) -> str:
     return f'<span class="state st-{esc(state.replace(" ", "-"))}">{esc(state)}</span>'
 
 
-def sessions_table(
-    root: str, rows: Sequence[Summary], known: int, previews: Mapping[str, str | None]
-) -> str:
-    """The ``<tbody>`` of the sessions page (the page's script swaps it to refresh).
-    ``previews``: the start of each session's first prompt as this viewer may see it
-    (``None``: hidden)."""
-    cells = []
-    for s in rows:
-        text = previews.get(s.session_id)
-        preview = (
-            '<span class="muted">-</span>'
-            if text is None
-            else f"{esc(text[:PREVIEW_SHOWN])}{'…' if len(text) > PREVIEW_SHOWN else ''}"
-        )
-        cells.append(
-            f'<tr data-sid="{esc(s.session_id)}"><td><a href="{esc(root)}/sessions/'
-            f'{esc(s.session_id)}">{esc(s.session_id)}</a></td>'
-            f'<td class="preview">{preview}</td><td>{_state(s.state)}</td>'
-            f"<td>{clock(s.last_at)}</td><td class=num>{s.turns}</td>"
-            f'<td class=num title="{s.input_tokens} in + {s.output_tokens} out">{s.tokens}</td>'
-            f"<td class=num>{s.seq}</td></tr>"
-        )
-    return f'<tbody id="sessions" data-known="{known}">{"".join(cells)}</tbody>'
-
-
 PREVIEW_SHOWN = 80
 """Characters of a first prompt the sessions page shows."""
-
-
-def _href(root: str, **params: str | int) -> str:
-    query = urlencode({k: v for k, v in params.items() if v})
-    return f"{esc(root)}/{'?' + esc(query) if query else ''}"
-
-
-def sessions_body(
-    root: str,
-    rows: Sequence[Summary],
-    *,
-    query: str,
-    state: str,
-    counts: Mapping[str, int] | None,
-    page: int,
-    more: bool,
-    known: int,
-    note: str,
-    previews: Mapping[str, str | None],
-) -> str:
-    """The sessions page: the state filter (``counts``: sessions per state, when
-    the world can list), the search by id, the table, the pager."""
-    r = esc(root)
-    pager = ""
-    if page > 1:
-        pager += f'<a href="{_href(root, q=query, state=state, page=page - 1)}">← newer</a> '
-    if more:
-        pager += (
-            f'<a href="{_href(root, q=query, state=state, page=page + 1)}" id="older">older →</a>'
-        )
-    live = "" if query or page > 1 else ' data-live="1"'
-    links = []
-    for name in ("", *STATES):
-        count = (
-            ""
-            if counts is None
-            else f" ({sum(counts.values()) if not name else counts.get(name, 0)})"
-        )
-        current = ' aria-current="true"' if name == state else ""
-        links.append(
-            f'<a class="filter" href="{_href(root, q=query, state=name)}"{current}>'
-            f"{esc(name or 'all')}{count}</a>"
-        )
-    keep = f'<input type="hidden" name="state" value="{esc(state)}">' if state else ""
-    return (
-        f'<h1>Sessions</h1><nav class="filters" aria-label="state">{" ".join(links)}</nav>'
-        f'<form class="search" method="get" action="{r}/">{keep}'
-        f'<input id="q" name="q" value="{esc(query)}" autocomplete="off"'
-        ' placeholder="session id, or its first characters"> <button>Search</button></form>'
-        f'<p class="note">{esc(note)} Sessions known: <b id="known">{known}</b>;'
-        f" {'by id' if query else 'newest activity first'}.</p>"
-        f'<table class="sessions"{live}><thead><tr><th>session</th><th>first prompt</th>'
-        "<th>state</th><th>last activity (UTC)</th><th>turns</th><th>tokens</th>"
-        f"<th>entries</th></tr></thead>{sessions_table(root, rows, known, previews)}</table>"
-        f'<p class="pager">{pager}</p>'
-    )
 
 
 def session_body(

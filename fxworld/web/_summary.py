@@ -31,12 +31,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from fxworld.engine.summary import STATES, State, Summary, nested_state
-from fxworld.protocol import SessionLister, World
+from fxworld.protocol import SessionLister, WakeLister, World
 
-__all__ = ["UNLISTED_KEPT", "ActivityIndex", "catch_up"]
+__all__ = ["UNLISTED_KEPT", "ActivityIndex", "Families", "catch_up"]
 
 logger = logging.getLogger("fxworld.web")
 
@@ -45,6 +47,44 @@ UNLISTED_KEPT: Final = 1000
 """Summaries kept, the least recently viewed dropped first, on a world that cannot
 list its sessions (no pass drops the sessions gone there)."""
 _READ_PAGE = 1000
+_LIVE = ("waiting", "stuck")  # what a parent shows of its children: what needs a person now
+
+
+@dataclass
+class Families:
+    """The sessions as the sessions page lists them: ``top``, the sessions that are
+    no known session's child, newest activity first; ``children``, each parent's
+    children (newest first); ``attention``, why each session that needs a person
+    does (a parent also shows its descendants' ``waiting`` and ``stuck``)."""
+
+    top: list[Summary]
+    of: list[Summary] = field(default_factory=list)
+    due: dict[str, datetime] = field(default_factory=dict)
+    children: dict[str, list[Summary]] = field(default_factory=dict)
+    attention: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: why each session itself needs a person; the sessions whose attention time moves
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    timed: list[Summary] = field(default_factory=list)
+    #: each session's state as the view was built (its timed ones looked at again)
+    state_of: dict[str, State] = field(default_factory=dict)
+    #: what a filter picked from this view (``fxworld.web._listing.pick``), kept until
+    #: the view changes: the pages after the first, and the page's refresh, reuse it
+    picked: dict[object, object] = field(default_factory=dict)
+    agents: list[str] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
+
+    def family(self, s: Summary) -> list[tuple[int, Summary]]:
+        """``s`` and its descendants, each with its depth, in the order shown."""
+        out, stack, seen = [], [(0, s)], set()
+        while stack:
+            depth, one = stack.pop()
+            if one.session_id in seen:
+                continue
+            seen.add(one.session_id)
+            out.append((depth, one))
+            kids = self.children.get(one.session_id, [])
+            stack.extend((depth + 1, kid) for kid in reversed(kids))
+        return out
 
 
 async def catch_up(world: World, summary: Summary) -> bool:
@@ -76,9 +116,21 @@ class ActivityIndex:
     passes (on the caller's event loop); :meth:`close` stops them.
     """
 
-    def __init__(self, world: World, *, refresh: float = 1.0, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        world: World,
+        *,
+        refresh: float = 1.0,
+        concurrency: int = 16,
+        stuck_after: float = 15.0,
+    ) -> None:
         self.world = world
         self.refresh = refresh
+        self.stuck_after = stuck_after
+        #: session id -> due time of its pending wake that no lease holds (last pass)
+        self.due: dict[str, datetime] = {}
+        self._families: Families | None = None
+        self._families_at = 0.0
         self.summaries: dict[str, Summary] = {}
         self.passes = 0
         self.pass_seconds = 0.0
@@ -139,7 +191,33 @@ class ActivityIndex:
         for gone in set(self.summaries) - listed:
             del self.summaries[gone]
             self._order = None
+        await self._read_wakes()
+        if self._families is None or self._stale(self._families):
+            self._families = self._build(self.ordered())  # here, not in a request
+            self._families_at = time.monotonic()
         self.passes += 1
+
+    async def _read_wakes(self) -> None:
+        """The due times of the pending wakes no lease holds (a cost in pending wakes)."""
+        if not isinstance(self.world, WakeLister):
+            return
+        due: dict[str, datetime] = {}
+        now, after = datetime.now(UTC), ""
+        while wakes := await self.world.list_wakes(after=after, limit=_LIST_PAGE):
+            for w in wakes:
+                if w.leased_until is None or w.leased_until <= now:
+                    due[w.session_id] = w.due_at
+            if len(wakes) < _LIST_PAGE:
+                break
+            after = wakes[-1].session_id
+        if due != self.due:  # (a new dict: the page's view is built again)
+            self.due = due
+
+    def stuck(self, sid: str, now: datetime) -> bool:
+        """Whether session ``sid``'s wake was due, and taken by no worker, for longer
+        than ``stuck_after`` seconds (as of the last pass)."""
+        due = self.due.get(sid)
+        return due is not None and now - due > timedelta(seconds=self.stuck_after)
 
     async def session(self, sid: str) -> Summary:
         """Session ``sid`` caught up now (an empty log's summary has ``seq`` 0 and
@@ -188,6 +266,105 @@ class ActivityIndex:
         """A session's state, a child's approval counted as its parent's too."""
         found = self.summaries.get(sid)
         return None if found is None else nested_state(found, self._state_of)
+
+    def families(self) -> Families:
+        """:class:`Families` of the sessions, as of the last pass: built at the end of a
+        pass that changed anything (a request builds it only when there is none yet,
+        when no pass runs, or while the first pass reads the world); a second after
+        the last look, only the sessions whose attention time moves on (a call
+        waiting for a decision, whose timeout may pass; a pending wake, which may
+        become stuck) are looked at again."""
+        view, now = self._families, time.monotonic()
+        passing = self._task is not None and self._first.is_set()  # a pass builds it
+        if view is None or (not passing and self._stale(view)):
+            view = self._families = self._build(self.ordered())
+        elif now - self._families_at > 1:
+            self._retime(view)
+        else:
+            return view
+        self._families_at = now
+        return view
+
+    def _stale(self, view: Families) -> bool:
+        return view.of is not self.ordered() or view.due is not self.due
+
+    def update(self, sid: str) -> None:
+        """Show what session ``sid`` needs a person for now, at its place in the
+        view (a session page, a Clear: before the next pass builds the view again)."""
+        view, s = self._families, self.summaries.get(sid)
+        if view is None or s is None:
+            return
+        reasons = self._own(s, datetime.now(UTC))
+        view.state_of[sid] = s.state
+        for table in (view.own, view.attention):
+            if reasons:
+                table[sid] = reasons
+            else:
+                table.pop(sid, None)
+        self._propagate(view)
+        view.picked.clear()
+
+    def _own(self, s: Summary, at: datetime) -> tuple[str, ...]:
+        """Why session ``s`` itself needs a person."""
+        reasons = s.attention if s.marks or s.requested else ()
+        if self.due and self.stuck(s.session_id, at):
+            reasons = (*reasons, "stuck")
+        return reasons
+
+    def _build(self, ordered: list[Summary]) -> Families:
+        at = datetime.now(UTC)
+        known = self.summaries
+        view = Families([], of=ordered, due=self.due)
+        for s in ordered:
+            if s.parent and s.parent in known and s.parent != s.session_id:
+                view.children.setdefault(s.parent, []).append(s)
+            else:
+                view.top.append(s)
+            if s.requested or s.session_id in self.due:
+                view.timed.append(s)
+            reasons = self._own(s, at)
+            if reasons:
+                view.own[s.session_id] = reasons
+        view.attention = dict(view.own)
+        self._propagate(view)
+        view.agents = sorted({s.agent for s in ordered if s.agent})
+        view.state_of = {s.session_id: s.state for s in ordered}
+        states = [view.state_of[s.session_id] for s in view.top]
+        view.states = {name: states.count(name) for name in STATES}
+        return view
+
+    def _retime(self, view: Families) -> None:
+        at = datetime.now(UTC)
+        for s in view.timed:
+            view.state_of[s.session_id] = s.state
+            reasons = self._own(s, at)
+            if reasons:
+                view.own[s.session_id] = view.attention[s.session_id] = reasons
+            else:
+                view.own.pop(s.session_id, None)
+                view.attention.pop(s.session_id, None)
+        if view.timed:
+            self._propagate(view)
+            view.picked.clear()
+
+    def _propagate(self, view: Families) -> None:
+        """A parent shows what its descendants need a person for now (``_LIVE``)."""
+        for parent_id in view.children:
+            parent = self.summaries.get(parent_id)
+            if parent is None:
+                continue
+            own = view.own.get(parent_id, ())
+            live = {
+                name
+                for _, kid in view.family(parent)[1:]
+                for name in view.own.get(kid.session_id, ())
+                if name in _LIVE
+            }
+            shown = (*own, *sorted(live - set(own)))
+            if shown:
+                view.attention[parent_id] = shown
+            else:
+                view.attention.pop(parent_id, None)
 
     def page(self, offset: int, limit: int) -> list[Summary]:
         return self.ordered()[offset : offset + limit]

@@ -136,16 +136,22 @@ def test_the_sessions_list_previews_filters_and_searches(inspector: Any, page: A
         ("failed", {"s-failed"}),
         ("idle", {"s-finished", "s-interrupted", "s-long"}),
     ):
-        page.click(f'nav.filters a:text-matches("^{state} \\\\(")')
+        page.select_option("#f-state", state)
+        with page.expect_navigation():
+            page.click("form.filters button")
         shown = set(page.eval_on_selector_all("tr[data-sid]", "rs => rs.map(r => r.dataset.sid)"))
         assert shown == sids, state
     page.fill("#q", "s-f")
-    page.click("form.search button")
+    with page.expect_navigation():
+        page.click("form.filters button")
     shown = page.eval_on_selector_all("tr[data-sid]", "rs => rs.map(r => r.dataset.sid)")
     assert shown == ["s-finished"]  # the search keeps the state filter (s-failed is not idle)
-    page.click('nav.filters a:text-matches("^all")')
+    page.select_option("#f-state", "")
+    with page.expect_navigation():
+        page.click("form.filters button")
+    assert page.url.endswith("/?q=s-f")  # only the filters chosen
     shown = page.eval_on_selector_all("tr[data-sid]", "rs => rs.map(r => r.dataset.sid)")
-    assert shown == ["s-failed", "s-finished"]
+    assert shown == ["s-failed", "s-finished"]  # what needs a person first
     _shot_to(page, "sessions-search")
 
 

@@ -116,16 +116,17 @@ async def test_a_call_past_its_approval_timeout_is_not_waiting(world: MemoryWorl
     assert "Approve" not in page.text and "st-running" in page.text  # ...but not pending
 
 
-async def test_search_finds_sessions_by_id_prefix(world: MemoryWorld) -> None:
-    for sid in ("alpha-1", "alpha-2", "beta-1", "alpha"):
-        await world.append(sid, [log.entry(log.PROMPT, text="hi", key="k")])
+async def test_search_finds_a_text_anywhere_in_ids_and_first_prompts(world: MemoryWorld) -> None:
+    for sid in ("t-alpha-1", "alpha-2", "beta-1", "ALPHA", "gamma"):
+        text = "ask alpha team" if sid == "gamma" else "hi"
+        await world.append(sid, [log.entry(log.PROMPT, text=text, key="k")])
     app = create_inspector(world, allow_anyone=True)
     async with _client(app) as client:
         page = await client.get("/", params={"q": "alpha"})
         bad = await client.get("/", params={"q": "<no>"})
     await app.state.close()
     found = [r.split('"')[0] for r in page.text.split('<tr data-sid="')[1:]]
-    assert found == ["alpha", "alpha-1", "alpha-2"]
+    assert found == ["gamma", "ALPHA", "alpha-2", "t-alpha-1"]  # newest activity first
     assert bad.status_code == 200 and '<tr data-sid="' not in bad.text
     assert "&lt;no&gt;" in bad.text and "<no>" not in bad.text
 

@@ -2,7 +2,7 @@
 worlds that real agents wrote): a tool's durable steps in its card, nothing stale
 after a stop, a child's approval decided from its parent, turns numbered and paged,
 a large value shown by its size and start with a download of the whole. The
-same in Chromium: ``test_browser_console.py``."""
+same in Chromium: ``test_browser_session_page.py``."""
 
 from __future__ import annotations
 

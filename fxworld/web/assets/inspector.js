@@ -27,8 +27,36 @@
     box.className = bad ? "note bad" : "note";
   }
 
-  // -- the sessions page: its rows, refreshed every 2 s (first page, no search) --
+  // -- the sessions page: its rows, refreshed every 2 s (first page), keeping the
+  // filters of the URL; Clear on a row records that a person saw what it needs --
   var table = document.querySelector("table.sessions[data-live]");
+  var anyTable = document.querySelector("table.sessions");
+  var filters = document.querySelector("form.filters");
+  if (filters) { // a URL with only the filters chosen: no empty "agent=&state="
+    filters.addEventListener("submit", function () {
+      filters.querySelectorAll("input, select").forEach(function (x) {
+        if (!x.value) x.disabled = true;
+      });
+    });
+  }
+  if (anyTable) {
+    anyTable.addEventListener("click", function (event) {
+      var button = event.target.closest("button.clear");
+      if (!button) return;
+      button.disabled = true;
+      var sid = button.dataset.sid;
+      post("/sessions/" + encodeURIComponent(sid) + "/clear", { upto: Number(button.dataset.upto) })
+        .then(function () {
+          flash("Cleared " + sid + ": recorded in its log.");
+          var cell = button.closest("td");
+          cell.querySelectorAll(".att:not(.att-waiting):not(.att-stuck)").forEach(function (x) { x.remove(); });
+          button.remove();
+        }, function (error) {
+          button.disabled = false;
+          flash(error.message, true);
+        });
+    });
+  }
   if (table) {
     var params = new URLSearchParams(location.search);
     params.set("rows", "1"); // the same filter, the table's rows only
