@@ -47,6 +47,7 @@ from fxworld.protocol import (
     World,
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
+from fxworld.urls import mask_urls
 
 from .base import Push, PushStats, count
 
@@ -234,7 +235,7 @@ class PushingWorld:
             why = (
                 f"no answer within {self.timeout:g} s"
                 if isinstance(e, TimeoutError)
-                else f"{type(e).__name__}: {e}"
+                else f"{type(e).__name__}: {mask_urls(str(e))}"
             )
             logger.warning(
                 "push for session %s failed (%s); the wake is saved, the tick sends it again",

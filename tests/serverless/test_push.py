@@ -239,7 +239,7 @@ def test_the_tick_command_sends_a_message_per_overdue_wake(
     asyncio.run(due())
     monkeypatch.setenv("FXWORLD_WAKE_SECRET", SECRET)
     # nobody listens on port 9: the push fails, and the command says so in one line
-    assert main(["tick", "--world", url, "--push", "http://127.0.0.1:9/", "--overdue", "0"]) == 1
+    assert main(["tick", "--world", url, "--push", "http://127.0.0.1:9/", "--overdue", "0"]) == 2
     assert "fxworld tick: the push failed: URLError" in capsys.readouterr().err
     assert main(["tick", "--world", url, "--push", "vercel-queue://t", "--overdue", "3600"]) == 0
     assert "tick: 0 messages sent" in capsys.readouterr().out
