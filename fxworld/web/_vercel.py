@@ -169,10 +169,8 @@ def _service_failed(e: Exception) -> bool:
     from vercel.queue import RetryableError, TokenResolutionError
 
     status = getattr(e, "status_code", None)
-    return (
-        isinstance(e, RetryableError | TokenResolutionError)
-        or isinstance(status, int)
-        and status >= 500
+    return isinstance(e, RetryableError | TokenResolutionError) or (
+        isinstance(status, int) and status >= 500
     )
 
 
