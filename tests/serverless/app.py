@@ -54,9 +54,14 @@ SCRIPTS = {
     "refund": [{"tool": "refund_order", "input": {"id": "o-1"}}, "Checked; all good."],
     "long": [*({"tool": "slow_step", "input": {"n": i}} for i in range(6)), "Long turn over."],
     "approve": [{"tool": "delete_account", "input": {"id": "a-1"}}, "Deleted."],
+    "chat": [f"Answer {i}." for i in range(1, 41)],  # one per prompt of a session
 }
 
 agent = Agent(
-    ScriptedModel(SCRIPTS[os.environ.get("TEST_SCRIPT", "hello")], record_to=DIR / "model.jsonl"),
+    ScriptedModel(
+        SCRIPTS[os.environ.get("TEST_SCRIPT", "hello")],
+        record_to=DIR / "model.jsonl",
+        delay=float(os.environ.get("TEST_MODEL_DELAY", "0")),  # per streamed piece
+    ),
     tools=[refund_order, slow_step, delete_account],
 )

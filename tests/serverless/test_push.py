@@ -71,10 +71,14 @@ async def test_every_durable_wake_pushes_once() -> None:
     assert rec.sent[-1] == (s.id, 0.0) and len(rec.sent) == 2
     await agent.work(until_idle=True)
     await s.prompt("Again").accepted
-    await s.stop()  # a Stop
-    assert len(rec.sent) == 4
-    await agent.world.wake(s.id, delay=5.0)  # wake(delay=)
-    assert rec.sent[-1] == (s.id, 5.0)
+    assert len(rec.sent) == 3
+    await s.stop()  # a Stop: the prompt's wake is pending, and its message serves both
+    assert len(rec.sent) == 3
+    world = agent.world
+    assert isinstance(world, PushingWorld) and world.stats.coalesced == 1
+    await agent.work(until_idle=True)
+    await world.wake(s.id, delay=5.0)  # wake(delay=)
+    assert rec.sent[-1] == (s.id, 5.0) and len(rec.sent) == 4
 
 
 async def test_a_push_that_fails_never_fails_the_prompt(caplog: pytest.LogCaptureFixture) -> None:
