@@ -170,3 +170,24 @@ async def test_prompts_queued_in_one_session_cost_no_more_deliveries_than_prompt
     # delivered again each lease (2 s) until the session is free; before, one a
     # prompt (SQS: 10 messages; Vercel: 19 deliveries and more)
     assert delivered <= 7, delivered
+
+
+async def test_a_session_whose_run_kills_the_function_every_time_ends_with_a_clear_error(
+    deploy: Deploy,
+) -> None:
+    """Each invocation dies (SIGKILL) before the turn starts: the session is
+    delivered ``max_deliveries`` times (1 here) and once more, then its turn fails
+    and says why, instead of being delivered forever. (A turn that dies once
+    started gave up so already.)"""
+    d = deploy("hello", FXWORLD_TEST_CRASH_AT="before-turn-started", TEST_MAX_DELIVERIES="1")
+    d.start()
+    accepted = await d.client.session().create("Hi")
+    kinds = await d.answer(accepted.session_id, accepted.cursor, within=60)
+    assert kinds[-1] == "turn.failed"
+    [failed] = [e for e in await d.client.session(accepted.session_id).read()
+                if e.kind == "turn.failed"]  # fmt: skip
+    assert failed.data["error"] == (
+        "gave up: the prompt was delivered 2 times and "
+        "each worker died or hung before its turn started"
+    )
+    assert d.crashed >= 1
