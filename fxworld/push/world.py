@@ -99,7 +99,7 @@ class PushingWorld:
     ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W18
     is the inner world's: each call is forwarded unchanged. The optional
     protocols are there exactly when ``inner`` has them. ``timeout``: the seconds
-    one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 5)."""
+    one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 10)."""
 
     take_wakes: Callable[..., Awaitable[list[WakeLease]]]
     list_wakes: Callable[..., Awaitable[list[WakeState]]]
