@@ -4,7 +4,8 @@ An SQS event source mapping invokes the handler with a batch of messages, each
 naming a session (``{"session_id": ...}``, what :class:`~fxworld.push.SQSPush`
 sends). The handler runs the agent as a worker until nothing is due or the
 invocation's time nears its end (``context.get_remaining_time_in_millis()`` less
-``margin``): a turn still running then yields at a step boundary with a wake, and
+``margin``: by default a fifth of it, at most 3 s): a turn still running then
+yields at a step boundary with a wake, and
 continues in the next invocation: the yield's own push (``SQSPush``) sends the
 message that continues it, at once. It answers with a partial batch response
 (``ReportBatchItemFailures``): the messages whose session still has work that no
@@ -35,7 +36,7 @@ from fxworld.push.base import session_of
 if TYPE_CHECKING:
     from fxworld.engine import Agent
 
-__all__ = ["lambda_handler", "LambdaHandler"]
+__all__ = ["lambda_handler", "LambdaHandler", "default_margin", "MARGIN", "MIN_BUDGET"]
 
 logger = logging.getLogger("fxworld.aws")
 
@@ -43,12 +44,29 @@ LambdaHandler = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 """``handler(event, context) -> {"batchItemFailures": [...]}``."""
 
 
+MARGIN = 3.0
+"""The most seconds the handler keeps free by default before the time limit."""
+MARGIN_SHARE = 0.2
+"""The share of the invocation's time kept free by default, when under :data:`MARGIN`."""
+MIN_BUDGET = 0.5
+"""The fewest seconds a run is given: with less, nothing runs and a warning says so."""
+
+
+def default_margin(remaining: float) -> float:
+    """The margin kept free when none is given: a fifth of the time left, at most
+    :data:`MARGIN` (3 s): 0.6 s of Lambda's default 3 s timeout, 3 s of 15 s or more."""
+    return min(MARGIN, MARGIN_SHARE * max(0.0, remaining))
+
+
 def lambda_handler(
-    agent: Agent, *, margin: float = 3.0, lease: float = 15.0, concurrency: int = 8
+    agent: Agent, *, margin: float | None = None, lease: float = 15.0, concurrency: int = 8
 ) -> LambdaHandler:
     """A Lambda handler for an SQS event source mapping that runs ``agent``'s due
     turns; see the module. ``margin``: seconds kept free before the time limit to
-    hand a turn back and answer. ``lease`` and ``concurrency`` go to
+    hand a turn back and answer (``None``: :func:`default_margin`, a fifth of the
+    time left, at most 3 s). An invocation left less than :data:`MIN_BUDGET` to
+    run once the margin is kept runs nothing and logs a warning that says to raise
+    the function's timeout. ``lease`` and ``concurrency`` go to
     ``agent.work()``; set the queue's visibility timeout to ``lease``.
 
     One event loop is kept for the life of the execution environment, so the
@@ -57,8 +75,21 @@ def lambda_handler(
 
     def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         remaining = float(context.get_remaining_time_in_millis()) / 1000.0
+        kept = default_margin(remaining) if margin is None else margin
+        budget = remaining - kept
+        if budget < MIN_BUDGET and event.get("Records"):
+            logger.warning(
+                "lambda_handler: %.1f s left in this invocation, %.1f s of it kept free "
+                "(margin): too short to run a turn, so nothing runs and the messages "
+                "come back after the visibility timeout; raise the function's Timeout "
+                "(to %.0f s or more)%s",
+                remaining,
+                kept,
+                max(10.0, kept + 10.0),
+                "" if margin is None else ", or lower margin=",
+            )
         return loop.run_until_complete(
-            _invoke(agent, event, remaining - margin, lease=lease, concurrency=concurrency)
+            _invoke(agent, event, budget, lease=lease, concurrency=concurrency)
         )
 
     return handler
@@ -76,7 +107,7 @@ async def _invoke(
         named[str(record["messageId"])] = sid
     worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
     handoffs = await Handoffs.before(agent, named.values())
-    if budget > 0:
+    if budget >= MIN_BUDGET:
         worked = await agent.work(
             deadline=budget, until_idle=True, lease=lease, concurrency=concurrency
         )

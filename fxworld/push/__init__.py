@@ -13,7 +13,7 @@ from .choose import ENV_VAR, push_from_url, with_push
 from .http import HTTPPush
 from .sqs import SQS_MAX_DELAY, SQSPush
 from .tick import OVERDUE, PER_TICK, tick
-from .vercel import DEFAULT_TOPIC, VercelQueuePush
+from .vercel import DEFAULT_TOPIC, VERCEL_MAX_DELAY, VercelQueuePush
 from .world import DEFAULT_TIMEOUT, TIMEOUT_ENV_VAR, PushingWorld
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "VercelQueuePush",
     "ENV_VAR",
     "SQS_MAX_DELAY",
+    "VERCEL_MAX_DELAY",
     "DEFAULT_TOPIC",
     "DEFAULT_TIMEOUT",
     "TIMEOUT_ENV_VAR",

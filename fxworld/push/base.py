@@ -64,11 +64,13 @@ def session_of(body: str | bytes | dict[str, Any]) -> str | None:
 @dataclass
 class PushStats:
     """How many pushes one :class:`~fxworld.push.world.PushingWorld` sent, failed
-    or deferred; in-process, for tests and benchmarks (OpenTelemetry gets the
+    or left out (``coalesced``); in-process, for tests and benchmarks (OpenTelemetry gets the
     counters ``fxworld.push.sent`` and ``fxworld.push.failed`` too)."""
 
     sent: int = 0
     failed: int = 0
+    coalesced: int = 0
+    """Pushes not sent: the session's pending wake already had its message."""
 
 
 _counters: dict[str, tuple[Any, Any]] = {}

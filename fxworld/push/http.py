@@ -35,8 +35,12 @@ class HTTPPush:
         self._secret = secret
         self.timeout = timeout
 
-    def __repr__(self) -> str:  # never the secret
-        return f"HTTPPush({self.url.split('?')[0]!r})"
+    def __repr__(self) -> str:  # never the secret, nor a credential in the URL (W16)
+        from fxworld.urls import mask
+
+        return f"HTTPPush({mask(self.url.split('?')[0])!r})"
+
+    __str__ = __repr__
 
     async def push(self, session_id: str, *, delay: float = 0.0) -> None:
         if delay > 0:

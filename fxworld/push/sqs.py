@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,13 @@ class SQSPush:
     world keeps it meanwhile. ``region`` and ``endpoint_url`` go to the client
     (credentials come from the usual AWS chain); ``client_kwargs`` too. A queue
     URL that is not on ``amazonaws.com`` (a local server) is its own endpoint.
+
+    A FIFO queue (its URL ends in ``.fifo``) is supported: each message's
+    ``MessageGroupId`` is its session (so one session's messages are delivered in
+    order, one at a time, and sessions in parallel) and its
+    ``MessageDeduplicationId`` the message's own ``id`` (never two pushes taken
+    for one). A FIFO queue takes no delay per message: a wake due later than now
+    sends nothing there and is left to the tick, as past 15 minutes.
     """
 
     def __init__(
@@ -40,6 +48,7 @@ class SQSPush:
         if not queue_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"SQSPush needs the queue's URL, not {queue_url[:60]!r}")
         self.queue_url = queue_url
+        self.fifo = urlsplit(queue_url).path.rstrip("/").endswith(".fifo")
         self._kwargs: dict[str, Any] = dict(client_kwargs)
         parts = urlsplit(queue_url)
         if endpoint_url is None and not (parts.hostname or "").endswith(".amazonaws.com"):
@@ -55,7 +64,9 @@ class SQSPush:
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
-        return f"SQSPush({self.queue_url!r})"
+        from fxworld.urls import mask
+
+        return f"SQSPush({mask(self.queue_url)!r})"
 
     async def _sqs(self) -> Any:
         async with self._lock:
@@ -75,10 +86,18 @@ class SQSPush:
 
     async def push(self, session_id: str, *, delay: float = 0.0) -> None:
         seconds = max(0, math.ceil(delay))
-        if seconds > SQS_MAX_DELAY:
+        if seconds > (0 if self.fifo else SQS_MAX_DELAY):
             return  # left to the tick: see the class
         body = message_body(session_id).decode()
         sqs = await self._sqs()
+        if self.fifo:  # no delay per message; a group per session
+            await sqs.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=body,
+                MessageGroupId=session_id,
+                MessageDeduplicationId=json.loads(body)["id"],
+            )
+            return
         await sqs.send_message(QueueUrl=self.queue_url, MessageBody=body, DelaySeconds=seconds)
 
     async def close(self) -> None:

@@ -20,6 +20,13 @@ and the tick (:func:`fxworld.push.tick`) sends the message again once the wake i
 overdue. A process that ends before a push in flight was sent (``asyncio.run``
 returning right after the prompt) leaves it to the tick in the same way.
 
+A wake of a session whose earlier wake request is still pending, due no later,
+sends no second message when this process pushed for that request (within
+:data:`COALESCE_WINDOW`): the first message serves both (``PushStats.coalesced``).
+It looks once before the call (``wake_state``) and once beside it, so a request
+taken or finished meanwhile is pushed for as before. Prompts queued in one
+session so cost a message for the first, not one each.
+
 A wake appended by a run that holds the session's lease (taken through this
 world: a yield, an approval's timeout) is pushed when that lease is finished, not
 before: a message delivered while the lease is held would find nothing to take
@@ -35,6 +42,7 @@ import math
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 from fxworld.errors import ConfigurationError
 from fxworld.protocol import (
@@ -47,12 +55,18 @@ from fxworld.protocol import (
     World,
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
+from fxworld.urls import mask_urls
 
 from .base import Push, PushStats, count
 
 __all__ = ["PushingWorld", "DEFAULT_TIMEOUT", "TIMEOUT_ENV_VAR"]
 
 logger = logging.getLogger("fxworld.push")
+
+COALESCE_WINDOW = 60.0
+"""Seconds after a push for a session during which a new wake of it first looks
+whether the session's pending wake already has its message (one ``wake_state``
+call); later, or for a session this process never pushed for, it pushes at once."""
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds one push may take before it is given up (and counted as failed)."""
@@ -85,7 +99,7 @@ class PushingWorld:
     ``push.push(session_id, delay=...)``; see the module. Every guarantee W1-W18
     is the inner world's: each call is forwarded unchanged. The optional
     protocols are there exactly when ``inner`` has them. ``timeout``: the seconds
-    one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 5)."""
+    one push may take (``None``: ``$FXWORLD_PUSH_TIMEOUT``, else 10)."""
 
     take_wakes: Callable[..., Awaitable[list[WakeLease]]]
     list_wakes: Callable[..., Awaitable[list[WakeState]]]
@@ -104,6 +118,7 @@ class PushingWorld:
         self.capabilities: frozenset[str] = frozenset(inner.capabilities)
         self._held: dict[str, float] = {}  # session id: when its lease taken here ends (monotonic)
         self._deferred: dict[str, float] = {}  # session id: the earliest deferred delay
+        self._rung: dict[str, float] = {}  # session id: when a push for it was sent (monotonic)
         if isinstance(inner, WakeBatcher):
             self.take_wakes = self._take_wakes
         if isinstance(inner, WakeLister):
@@ -147,11 +162,12 @@ class PushingWorld:
         key: str | None = None,
         wake: float | None = None,
     ) -> int:
+        pending = None if wake is None else await self._pending(session_id, wake)
         seq = await self.inner.append(
             session_id, entries, fence=fence, expect=expect, key=key, wake=wake
         )
         if wake is not None:  # durable now (W7): ring
-            await self.ring(session_id, wake)
+            await self.ring(session_id, wake, pending=pending)
         return seq
 
     async def read(self, session_id: str, after: int = 0, *, limit: int = 1000) -> list[Entry]:
@@ -161,8 +177,9 @@ class PushingWorld:
         return self.inner.follow(session_id, after)
 
     async def wake(self, session_id: str, *, delay: float = 0.0) -> None:
+        pending = await self._pending(session_id, delay)
         await self.inner.wake(session_id, delay=delay)
-        await self.ring(session_id, delay)
+        await self.ring(session_id, delay, pending=pending)
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         got = await self.inner.take_wake(lease=lease)
@@ -194,13 +211,51 @@ class PushingWorld:
     async def delete(self, session_id: str) -> None:
         await self.inner.delete(session_id)
 
+    async def _still_pending(self, session_id: str, due_at: datetime) -> bool:
+        assert isinstance(self.inner, WakeLister)
+        try:
+            state = await self.inner.wake_state(session_id)
+        except Exception:  # only a saving: push as always
+            return False
+        return state is not None and state.due_at == due_at
+
     def _hold(self, session_id: str, lease: float) -> None:
         self._held[session_id] = time.monotonic() + lease
 
-    async def ring(self, session_id: str, delay: float) -> None:
+    async def _pending(self, session_id: str, delay: float) -> datetime | None:
+        """Before a wake of ``session_id`` due in ``delay`` s is made durable: when
+        this process pushed for the session within :data:`COALESCE_WINDOW`, and
+        the session already has a wake request pending that is due no later (one
+        message rings for it: the one pushed when it was made), when it is due;
+        else ``None``. Costs one ``wake_state`` call, only then."""
+        rung = self._rung.get(session_id)
+        if rung is None or time.monotonic() - rung > COALESCE_WINDOW:
+            self._rung.pop(session_id, None)
+            return None
+        if not isinstance(self.inner, WakeLister):
+            return None
+        try:
+            state = await self.inner.wake_state(session_id)
+        except Exception:  # only a saving: push as always
+            return None
+        if state is None or state.due_at == state.leased_until:  # nothing requested
+            return None
+        if state.due_at > datetime.now(UTC) + timedelta(seconds=delay):
+            return None  # due later than this one (an approval's timeout): push
+        return state.due_at
+
+    async def ring(self, session_id: str, delay: float, *, pending: datetime | None = None) -> None:
         """Push now, or once this process's lease of the session is finished. A
         lease that ran out here unfinished (its run was replaced, or failed) holds
-        nothing back: that wake is due again, and the push goes out now."""
+        nothing back: that wake is due again, and the push goes out now.
+
+        ``pending``: when the wake request found pending before this one was made
+        was due (:meth:`_pending`). If the session's wake is still due then, that
+        request was neither taken nor finished meanwhile (a merged request keeps
+        the earliest due time, W11), so its message serves this wake too: no push
+        (``PushStats.coalesced``). Prompts queued in one session thus cost one
+        message, not one each, every one delivered again while a run holds the
+        session."""
         until = self._held.get(session_id)
         if until is not None and until <= time.monotonic():
             del self._held[session_id]
@@ -210,7 +265,7 @@ class PushingWorld:
             earlier = self._deferred.get(session_id)
             self._deferred[session_id] = delay if earlier is None else min(earlier, delay)
             return
-        sending = asyncio.create_task(self._send(session_id, delay))
+        sending = asyncio.create_task(self._send(session_id, delay, pending))
         self._sending.add(sending)
         sending.add_done_callback(self._sending.discard)
         await asyncio.sleep(0)  # its first step: a push that needs no wait is sent now
@@ -222,19 +277,25 @@ class PushingWorld:
         while pending := [t for t in self._sending if t.get_loop() is loop and not t.done()]:
             await asyncio.wait(pending)
 
-    async def _send(self, session_id: str, delay: float) -> None:
+    async def _send(self, session_id: str, delay: float, pending: datetime | None = None) -> None:
         """One push, within ``timeout``; a failure is logged and counted, never
-        raised: the wake is saved."""
+        raised: the wake is saved. With ``pending`` (see :meth:`ring`), none when
+        the request found pending still is."""
         try:
             async with asyncio.timeout(self.timeout):
+                if pending is not None and await self._still_pending(session_id, pending):
+                    self.stats.coalesced += 1
+                    return
+                self._rung[session_id] = time.monotonic()  # from now on, in flight
                 await self.push.push(session_id, delay=delay)
         except Exception as e:
+            self._rung.pop(session_id, None)  # the tick's: the next wake pushes again
             self.stats.failed += 1
             count("failed")
             why = (
                 f"no answer within {self.timeout:g} s"
                 if isinstance(e, TimeoutError)
-                else f"{type(e).__name__}: {e}"
+                else f"{type(e).__name__}: {mask_urls(str(e))}"
             )
             logger.warning(
                 "push for session %s failed (%s); the wake is saved, the tick sends it again",

@@ -15,7 +15,9 @@ with this deployment's token and deployment id. A forged receipt, a replay of a
 delivery already settled, or a delivery for another deployment is refused by the
 service: the route then answers 403 and runs nothing; a malformed one gets 400.
 Both are final for the queue (nothing to deliver again); only the real message,
-still leased, is redelivered after its lease.
+still leased, is redelivered after its lease. A service that fails while it is
+asked (it cannot be reached, throttles, or answers 5xx) is no verdict: the route
+answers 503 with ``Retry-After``, runs nothing, and the delivery comes again.
 
 No credential is taken from the request: its headers are read only into the
 delivery's metadata, and its ``x-vercel-oidc-token`` (which anyone can send) is
@@ -116,7 +118,7 @@ async def handle_delivery(
 ) -> JSONResponse:
     """Verify, run (``run(session_id, started)``, the route's own), settle; see the module."""
     try:
-        from vercel.queue import CommunicationError, QueueClient, QueueError, RetryableError
+        from vercel.queue import QueueClient, QueueError
     except ImportError as e:  # pragma: no cover - depends on the install
         return error_response(
             501, "not_configured", f"Vercel Queues needs vercel-queue ({e}): fxworld[vercel]"
@@ -129,9 +131,11 @@ async def handle_delivery(
     seconds = max(1, math.ceil(lease))
     try:  # the queue service vouches for the delivery, or nothing runs
         await client.extend_lease(metadata, seconds)
-    except (CommunicationError, RetryableError) as e:
-        return error_response(503, "queue_unavailable", f"could not verify: {e}")
     except QueueError as e:
+        if _service_failed(e):  # the queue's own failure: the delivery comes again
+            return error_response(
+                503, "queue_unavailable", f"could not verify: {e}", {"Retry-After": "1"}
+            )
         return error_response(403, "forbidden", f"the queue refused this delivery: {e}")
     session_id = session_of(body)  # verified: now the body is read
 
@@ -156,6 +160,18 @@ async def handle_delivery(
     except QueueError:  # its lease runs out and it is delivered again: harmless
         pass
     return JSONResponse(_body(response), status_code=200)
+
+
+def _service_failed(e: Exception) -> bool:
+    """Whether a queue error during verification is the service's own failure (it
+    could not be reached, throttled, or answered 5xx), not a verdict on the
+    delivery: answered 503, which the queue retries, never the final 403."""
+    from vercel.queue import RetryableError, TokenResolutionError
+
+    status = getattr(e, "status_code", None)
+    return isinstance(e, RetryableError | TokenResolutionError) or (
+        isinstance(status, int) and status >= 500
+    )
 
 
 def _retry_after(response: JSONResponse) -> int:

@@ -92,7 +92,9 @@ class WakeHandler:
       Within this handler, a copy (the same signature) that arrives while the
       original runs, or after it was answered 200 within the replay window,
       starts nothing: it gets the original's answer. At most ``max_runs`` (2)
-      runs at once per handler; beyond them, 503 ``busy`` with ``Retry-After``.
+      runs at once per handler, signed requests and Vercel Queues deliveries
+      together; beyond them, 503 ``busy`` with ``Retry-After`` (a delivery beyond
+      them is verified, asked again in a second, and answered 200 ``busy``).
     - 200 ``{"status": "done"}``: the named session's last turn is over.
     - 200 ``{"status": "waiting"}``: its turn waits for a person's decision on a
       call (``needs_approval``): nothing runs until one comes, so the message is
@@ -160,6 +162,7 @@ class WakeHandler:
         self._key = key
         self.max_runs = max_runs
         self._runs: dict[str, asyncio.Task[JSONResponse]] = {}  # by signature
+        self._delivering = 0  # Vercel Queues deliveries running
         self._answered: dict[str, tuple[float, JSONResponse]] = {}  # signature: (until, 200)
         self.time_limit = float(time_limit)
         self.margin = float(margin)
@@ -200,7 +203,7 @@ class WakeHandler:
             return error_response(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
         if self.vercel and _vercel.is_delivery(request.headers):
             return await _vercel.handle_delivery(
-                body, request.headers, started, lease=self.lease, run=self._run
+                body, request.headers, started, lease=self.lease, run=self._delivery_run
             )
         if self._key is None or not signing.verify(
             self._key, body, request.headers, window=self.replay_window
@@ -223,13 +226,8 @@ class WakeHandler:
             return self._answered[signature][1]
         run = self._runs.get(signature)
         if run is None:
-            if len(self._runs) >= self.max_runs:
-                return error_response(
-                    503,
-                    "busy",
-                    f"{self.max_runs} wake runs are under way in this process; retry",
-                    {"Retry-After": "1"},
-                )
+            if self._busy():
+                return self._busy_response()
             run = asyncio.ensure_future(self._run(session_id, started))
             self._runs[signature] = run
             run.add_done_callback(lambda _: self._runs.pop(signature, None))
@@ -237,6 +235,29 @@ class WakeHandler:
         if response.status_code == 200:
             self._answered[signature] = (now + 2 * self.replay_window, response)
         return response
+
+    def _busy(self) -> bool:
+        """Whether ``max_runs`` runs (signed requests' and deliveries') are under way."""
+        return len(self._runs) + self._delivering >= self.max_runs
+
+    def _busy_response(self) -> JSONResponse:
+        return error_response(
+            503,
+            "busy",
+            f"{self.max_runs} wake runs are under way in this process; retry",
+            {"Retry-After": "1"},
+        )
+
+    async def _delivery_run(self, session_id: str | None, started: float) -> JSONResponse:
+        """A verified Vercel Queues delivery's run, within ``max_runs``: beyond them,
+        503 ``busy`` (the delivery is then asked again in a second)."""
+        if self._busy():
+            return self._busy_response()
+        self._delivering += 1
+        try:
+            return await self._run(session_id, started)
+        finally:
+            self._delivering -= 1
 
     async def _run(self, session_id: str | None, started: float) -> JSONResponse:
         from fxworld.consume import Handoffs

@@ -42,6 +42,15 @@ def slow_step(n: int) -> str:
     return f"step {n} done"
 
 
+@tool(idempotent=True)
+def crash_function() -> str:
+    """Kills its own process every time it runs (idempotent: run again after each
+    crash), as a run that exhausts the function's memory would."""
+    _mark("crash")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never"
+
+
 @tool(needs_approval=True)
 def delete_account(id: str) -> str:
     """Needs a person's approval."""
@@ -54,9 +63,16 @@ SCRIPTS = {
     "refund": [{"tool": "refund_order", "input": {"id": "o-1"}}, "Checked; all good."],
     "long": [*({"tool": "slow_step", "input": {"n": i}} for i in range(6)), "Long turn over."],
     "approve": [{"tool": "delete_account", "input": {"id": "a-1"}}, "Deleted."],
+    "crash": [{"tool": "crash_function", "input": {}}, "Never answered."],
+    "chat": [f"Answer {i}." for i in range(1, 41)],  # one per prompt of a session
 }
 
 agent = Agent(
-    ScriptedModel(SCRIPTS[os.environ.get("TEST_SCRIPT", "hello")], record_to=DIR / "model.jsonl"),
-    tools=[refund_order, slow_step, delete_account],
+    ScriptedModel(
+        SCRIPTS[os.environ.get("TEST_SCRIPT", "hello")],
+        record_to=DIR / "model.jsonl",
+        delay=float(os.environ.get("TEST_MODEL_DELAY", "0")),  # per streamed piece
+    ),
+    tools=[refund_order, slow_step, delete_account, crash_function],
+    max_deliveries=int(os.environ.get("TEST_MAX_DELIVERIES", "10")),
 )

@@ -71,10 +71,14 @@ async def test_every_durable_wake_pushes_once() -> None:
     assert rec.sent[-1] == (s.id, 0.0) and len(rec.sent) == 2
     await agent.work(until_idle=True)
     await s.prompt("Again").accepted
-    await s.stop()  # a Stop
-    assert len(rec.sent) == 4
-    await agent.world.wake(s.id, delay=5.0)  # wake(delay=)
-    assert rec.sent[-1] == (s.id, 5.0)
+    assert len(rec.sent) == 3
+    await s.stop()  # a Stop: the prompt's wake is pending, and its message serves both
+    assert len(rec.sent) == 3
+    world = agent.world
+    assert isinstance(world, PushingWorld) and world.stats.coalesced == 1
+    await agent.work(until_idle=True)
+    await world.wake(s.id, delay=5.0)  # wake(delay=)
+    assert rec.sent[-1] == (s.id, 5.0) and len(rec.sent) == 4
 
 
 async def test_a_push_that_fails_never_fails_the_prompt(caplog: pytest.LogCaptureFixture) -> None:
@@ -239,7 +243,7 @@ def test_the_tick_command_sends_a_message_per_overdue_wake(
     asyncio.run(due())
     monkeypatch.setenv("FXWORLD_WAKE_SECRET", SECRET)
     # nobody listens on port 9: the push fails, and the command says so in one line
-    assert main(["tick", "--world", url, "--push", "http://127.0.0.1:9/", "--overdue", "0"]) == 1
+    assert main(["tick", "--world", url, "--push", "http://127.0.0.1:9/", "--overdue", "0"]) == 2
     assert "fxworld tick: the push failed: URLError" in capsys.readouterr().err
     assert main(["tick", "--world", url, "--push", "vercel-queue://t", "--overdue", "3600"]) == 0
     assert "tick: 0 messages sent" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fxworld import Agent
+from fxworld.localqueues.sqs import EventSourceMapping
 from fxworld.push import PushingWorld, tick
 from fxworld.testing import ScriptedModel
 from tests.serverless.deployments import Deployment, queue_servers
@@ -140,3 +141,53 @@ async def test_an_approval_decided_from_another_process_pushes_and_resumes(
     kinds = await d.answer(accepted.session_id, accepted.cursor)
     assert kinds[-1] == "Deleted."
     assert (d.tmp / "delete-a-1").read_text().count("x") == 1
+
+
+async def test_prompts_queued_in_one_session_cost_no_more_deliveries_than_prompts(
+    deploy: Deploy,
+) -> None:
+    """Each prompt used to push its own message, delivered again while a run held
+    the session: 9, 28 and 91 Vercel deliveries for 5, 10 and 20 prompts (0.4 s
+    turns). A prompt whose session's pending wake already has its message pushes
+    none: 5, 4 and 12."""
+    d = deploy("chat", TEST_MODEL_DELAY="0.1")  # 0.4 s a turn
+    d.start()
+    s = d.client.session()
+    await s.create("Prompt 0")
+    for i in range(1, 10):
+        await s.prompt(f"Prompt {i}").accepted
+    for _ in range(1200):  # bounded: 120 s
+        kinds = [e.kind for e in await s.read()]
+        if kinds.count("turn.finished") == 10:
+            break
+        await asyncio.sleep(0.1)
+    assert kinds.count("turn.finished") == 10
+    assert isinstance(d.client.world, PushingWorld)
+    assert d.client.world.stats.coalesced >= 1
+    await asyncio.to_thread(d.function.stop)  # what is still on its way is delivered
+    delivered = d.function.received if isinstance(d.function, EventSourceMapping) else d.invocations
+    # 1 to 4 here: the first message, and one pushed while a run held the session,
+    # delivered again each lease (2 s) until the session is free; before, one a
+    # prompt (SQS: 10 messages; Vercel: 19 deliveries and more)
+    assert delivered <= 7, delivered
+
+
+async def test_a_session_whose_run_kills_the_function_every_time_ends_with_a_clear_error(
+    deploy: Deploy,
+) -> None:
+    """Each invocation dies (SIGKILL) before the turn starts: the session is
+    delivered ``max_deliveries`` times (1 here) and once more, then its turn fails
+    and says why, instead of being delivered forever. (A turn that dies once
+    started gave up so already.)"""
+    d = deploy("hello", FXWORLD_TEST_CRASH_AT="before-turn-started", TEST_MAX_DELIVERIES="1")
+    d.start()
+    accepted = await d.client.session().create("Hi")
+    kinds = await d.answer(accepted.session_id, accepted.cursor, within=60)
+    assert kinds[-1] == "turn.failed"
+    [failed] = [e for e in await d.client.session(accepted.session_id).read()
+                if e.kind == "turn.failed"]  # fmt: skip
+    assert failed.data["error"] == (
+        "gave up: the prompt was delivered 2 times and "
+        "each worker died or hung before its turn started"
+    )
+    assert d.crashed >= 1

@@ -3,13 +3,14 @@
 When the variable names a point, the process SIGKILLs itself the n-th time (first
 by default) it reaches that point; ``FXWORLD_TEST_STALL_AT`` (same form) makes it
 SIGSTOP itself there instead (a stalled worker, whose lease runs out while it
-holds its state; a test sends SIGCONT). Points the engine passes: ``after-turn-started``,
-``after-chunk``, ``before-message``, ``after-message`` (the reply saved with its
-calls' ``tool.started``, or with ``turn.finished``), ``after-tool-started`` (calls
-started again after a replay), ``after-tool-finished``, ``before-turn-finished``
-(a reply saved without its ``turn.finished``: logs of older versions),
-``after-approval-requested``, ``before-approved-call``, ``before-child-created`` and
-``after-child-created`` (an agent tool's call, around its child's first prompt). Tools in tests call
+holds its state; a test sends SIGCONT). Points the engine passes:
+``before-turn-started``, ``after-turn-started``, ``after-chunk``, ``before-message``,
+``after-message`` (the reply saved with its calls' ``tool.started``, or with
+``turn.finished``), ``after-tool-started`` (calls started again after a replay),
+``after-tool-finished``, ``before-turn-finished`` (a reply saved without its
+``turn.finished``: logs of older versions), ``after-approval-requested``,
+``before-approved-call``, ``before-child-created`` and ``after-child-created`` (an
+agent tool's call, around its child's first prompt). Tools in tests call
 :func:`crash_point` themselves (``fxworld.testing.crash_point``) to die inside a tool.
 The variable is read when this module is first imported (a test sets it in the
 environment of the worker process it starts); unset (always, outside tests), a

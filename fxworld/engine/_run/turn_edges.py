@@ -20,7 +20,8 @@ open, finish it, give it up, or yield it to another worker.
   (:class:`~fxworld.push.PushingWorld`) that wake is pushed once the lease is
   finished, and the yield says whether it was (the run then ended ``"yielded"``).
 - A turn delivered more than ``max_deliveries`` times (each worker died or hung
-  on it) ends with ``turn.failed`` instead of crashing workers forever.
+  on it) ends with ``turn.failed`` instead of crashing workers forever; so does a
+  prompt whose turn never got to start (started and failed at once).
 - A turn of a child session whose agent the worker does not find (a deploy
   without its agent tool) fails, at its start or where it stands.
 - The first turn of a child session whose parent no longer waits for it
@@ -55,6 +56,7 @@ __all__ = [
 
 
 async def start_turn(run: RunState, step: StartTurn) -> None:
+    crash_point("before-turn-started")
     trace = run.telemetry.turn_trace()  # a worker that takes the turn over links to it
     turn = new_id()
     entries = [log.entry(log.TURN_STARTED, prompt=step.prompt, turn=turn, **trace)]
@@ -150,17 +152,36 @@ async def yield_turn(run: RunState, reason: str) -> bool:
 
 
 async def give_up_if_redelivered(run: RunState) -> None:
-    """``turn.failed`` for a turn delivered more than ``max_deliveries`` times."""
+    """``turn.failed`` for a turn delivered more than ``max_deliveries`` times; for
+    a prompt whose turn never started (each run died before ``turn.started``), its
+    turn is started and failed at once, so a crash before the turn starts ends
+    too (a queue would deliver it forever)."""
     cur = run.state.current
     attempt = run.writer.wake.attempt
-    if cur is None or attempt <= run.agent.max_deliveries:
+    if attempt <= run.agent.max_deliveries:
         return
+    if cur is not None:
+        error = (
+            f"gave up: the turn was delivered {attempt} times and "
+            "each worker died or hung before it ended"
+        )
+        await run.writer.append(
+            [log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=error)]
+        )
+        return
+    step = run.next_step()
+    if not isinstance(step, StartTurn):
+        return
+    turn = new_id()
     error = (
-        f"gave up: the turn was delivered {attempt} times and "
-        "each worker died or hung before it ended"
+        f"gave up: the prompt was delivered {attempt} times and "
+        "each worker died or hung before its turn started"
     )
     await run.writer.append(
-        [log.entry(log.TURN_FAILED, prompt=cur.prompt, turn=cur.turn, error=error)]
+        [
+            log.entry(log.TURN_STARTED, prompt=step.prompt, turn=turn),
+            log.entry(log.TURN_FAILED, prompt=step.prompt, turn=turn, error=error),
+        ]
     )
 
 
