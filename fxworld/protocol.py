@@ -32,6 +32,7 @@ __all__ = [
     "LastEntryReader",
     "IdleDeleter",
     "NamespaceDropper",
+    "AgentRouter",
     "CAPABILITIES",
 ]
 
@@ -380,4 +381,53 @@ class NamespaceDropper(Protocol):
         runs may fail or leave part of it behind. Afterwards the world is as if
         new: ``setup()`` makes the namespace again, empty; ``close()`` it as usual.
         """
+        ...
+
+
+@runtime_checkable
+class AgentRouter(Protocol):
+    """Optional: a world that knows which agent owns each session, and hands an
+    agent's runners only that agent's wakes (W19, agent routing).
+
+    Each session belongs to one agent (``Agent(name=...)``): the first prompt records
+    it with :meth:`claim`. A runner of agent ``a`` (``agent.work()``, ``fxworld
+    worker``, the wake routes, ``lambda_handler``) takes its wakes with
+    :func:`fxworld.take_wakes` ``(world, ..., agent="a")``, which calls
+    :meth:`take_wakes_for` on a world that has it. What a world without it gets is
+    in :mod:`fxworld.wakes` (docs/contract.md). A third-party world satisfies it by
+    having the three methods.
+
+    **W19 agent routing.**
+
+    - :meth:`claim` is an atomic set-if-absent: of two racing claims of one session,
+      one agent wins and both calls return the winner. Once recorded, an owner
+      never changes (except by a rename the application asks for: docs/engine.md).
+    - :meth:`take_wakes_for` keeps what :class:`WakeBatcher` promises for a batch
+      (W11-W13 per wake, each session at most once, at most ``limit``, never
+      blocks), and hands out only wakes of sessions owned by ``agent`` or owned by
+      nobody (a session written before owners were recorded, or woken before its
+      first prompt): never a wake of another agent's session. Each
+      :class:`~fxworld.types.WakeLease` carries the owner it found (``agent``).
+    - **No starvation.** An agent's due wakes are found whatever the number of
+      other agents' due wakes ahead of them: the world looks them up by owner (an
+      index), it does not scan through, take and release others' wakes.
+    - ``delete``, ``delete_if_idle`` and ``drop_namespace`` remove the owner record
+      with the session (W14): a session made again later is claimed afresh.
+    - Bad input (W15), before any I/O: a bad session id is ``InvalidSessionId``; a
+      bad agent name (:func:`fxworld.validate.agent_name`), ``lease`` or ``limit``
+      is ``InvalidArgument``.
+    """
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        """Record ``agent`` as the session's owner unless one is recorded (atomic
+        set-if-absent). Returns the owner now recorded: ``agent``, or the earlier one."""
+        ...
+
+    async def owner(self, session_id: str) -> str | None:
+        """The session's recorded owner, or ``None`` if none is recorded."""
+        ...
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Take up to ``limit`` due wakes of sessions owned by ``agent`` or by nobody,
+        each under its own lease of ``lease`` seconds; ``[]`` if none is due."""
         ...

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
+from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
@@ -32,7 +33,11 @@ from .typed_output import answer_model
 if TYPE_CHECKING:
     from fxworld.push.base import Push
 
-__all__ = ["Agent", "WorkResult", "RunEnd"]
+__all__ = ["Agent", "WorkResult", "RunEnd", "DEFAULT_AGENT_NAME"]
+
+DEFAULT_AGENT_NAME = "agent"
+"""The name of an ``Agent`` built without ``name=``: stable (the same in every
+process and every deploy), so the sessions of a single-agent app stay its own."""
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -78,8 +83,15 @@ class Agent(Generic[OutputT]):
     on it) fails with ``turn.failed`` instead of crashing workers forever.
     ``text_chunk_chars`` / ``text_chunk_interval``: streamed text is saved whenever
     this many characters have gathered, or this many seconds after the oldest
-    unsaved text arrived. ``name`` names the agent in traces (``invoke_agent <name>``,
-    ``gen_ai.agent.name``: see ``docs/observability.md``).
+    unsaved text arrived.
+
+    ``name``: the agent's name, 1..64 of ``[A-Za-z0-9._:-]`` (default ``"agent"``,
+    :data:`DEFAULT_AGENT_NAME`). Each session belongs to the agent that sent its
+    first prompt: a prompt through an agent of another name raises
+    :class:`~fxworld.errors.WrongAgent`, and only this agent's runners run its
+    sessions (``docs/engine.md``, "Many agents, one world"). Two agents sharing a
+    world need two names. It also names the agent in traces (``invoke_agent
+    <name>``, ``gen_ai.agent.name``: see ``docs/observability.md``).
     ``push``: a :class:`~fxworld.push.Push` or a push URL; every wake this agent's
     world makes durable is then followed by a message to that queue (``None``:
     ``$FXWORLD_PUSH``, else no push; see ``docs/serverless.md``).
@@ -120,7 +132,7 @@ class Agent(Generic[OutputT]):
         max_deliveries: int = 10,
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
-        name: str = "agent",
+        name: str | None = None,
         push: Push | str | None = None,
         context_type: type[Any] | None = None,
         show_context: bool | Callable[[Any], str] = False,
@@ -145,7 +157,10 @@ class Agent(Generic[OutputT]):
                 raise ConfigurationError(f"two tools are named {made.name!r}")
             self.tools[made.name] = made
         self.instructions = instructions
-        self.name = name
+        try:
+            self.name: str = DEFAULT_AGENT_NAME if name is None else validate.agent_name(name)
+        except InvalidArgument as e:
+            raise ConfigurationError(str(e)) from None
         self._world = world
         if isinstance(push, str):  # a bad URL fails now, like a bad model string
             from fxworld.push.choose import push_from_url
