@@ -30,7 +30,7 @@ FALLBACK_SCAN = 100
 """The most other agents' wakes one fallback take holds while it looks past them
 for its own (a world without the seam; see :func:`take_wakes_fallback`)."""
 
-_PROMPT = "prompt"  # the engine's prompt entry kind (docs/log-format.md)
+_MADE_BY = ("prompt", "forked")  # the engine's kinds that name an agent (docs/log-format.md)
 _HEAD = 20
 """Entries read from a log's start to find its first prompt (after a ``forked`` or
 a ``fence`` entry it is among the first few)."""
@@ -129,16 +129,17 @@ async def _hand_back(world: World, wake: WakeLease) -> None:
 
 async def owner_in_log(world: World, session_id: str) -> str | None:
     """The agent a session's log names as its owner: the ``agent`` of the first
-    ``prompt`` entry among its first entries that has one; ``None`` if none does
+    ``prompt`` (or ``forked``) entry among its first entries that has one; ``None``
+    if none does
     (a session written before agents were recorded, or with no prompt yet)."""
     head = await world.read(session_id, 0, limit=_HEAD)
     return first_agent(head)
 
 
 def first_agent(entries: list[Entry]) -> str | None:
-    """The ``agent`` of the first prompt in ``entries`` that names a valid one."""
+    """The ``agent`` of the first prompt (or fork) in ``entries`` that names one."""
     for e in entries:
-        if e.kind == _PROMPT:
+        if e.kind in _MADE_BY:
             name: Any = e.data.get("agent")
             if isinstance(name, str) and name:
                 return name

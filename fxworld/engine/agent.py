@@ -275,6 +275,7 @@ class Agent(Generic[OutputT]):
         until_idle: bool = False,
         handle_signals: bool = False,
         poll_interval: float = 0.25,
+        agent_tools: bool = True,
     ) -> WorkResult:
         """Run as a worker: take wakes and run the sessions' turns.
 
@@ -294,6 +295,14 @@ class Agent(Generic[OutputT]):
         ``poll_interval``: the longest wait between two looks for due wakes.
         Otherwise it runs until :meth:`stop` is called.
 
+        It runs only this agent's sessions (those whose first prompt came through an
+        agent of this ``name``) and sessions of no agent yet, which it claims; with
+        ``agent_tools`` (the default) also those of the agents it reaches through
+        its agent tools (their child sessions: their code is in this process).
+        ``agent_tools=False``: only its own, leaving the children to workers of
+        their own agents. It never runs another agent's session (docs/engine.md,
+        "Many agents, one world").
+
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
@@ -310,6 +319,7 @@ class Agent(Generic[OutputT]):
             deadline=deadline,
             until_idle=until_idle,
             poll_interval=poll_interval,
+            agent_tools=agent_tools,
         )
         self._workers.add(worker)
         try:
