@@ -235,8 +235,9 @@ class Agent(Generic[OutputT]):
         ``execution_id`` (:func:`~fxworld.engine.subagents.child_session_id`), so
         a call run again after a crash finds the same child and never starts a
         second turn. The parent's turn waits holding no worker; the child runs in
-        the parent's world, taken by the parent agent's workers, and inherits the
-        parent session's context. Its log names its parent (its first prompt's
+        the parent's world, belongs to this agent (claimed for its ``name``), is
+        taken by this agent's workers or the parent agent's (``work(agent_tools=)``),
+        and inherits the parent session's context. Its log names its parent (its first prompt's
         ``parent``), the parent's names it (``child.started``); stopping or deleting
         the parent stops the child, and a child whose parent no longer waits for it
         runs nothing; an approval inside the child is decided on the child
