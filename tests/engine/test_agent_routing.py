@@ -206,8 +206,12 @@ async def test_a_world_without_the_seam_is_routed_by_the_fallback() -> None:
     assert await world.take_wake(lease=5) is None
 
 
-async def test_a_rename_moves_an_agents_sessions_to_its_new_name(tmp_path: Path) -> None:
-    world = open_world(f"sqlite:///{tmp_path}/world.db")
+@pytest.mark.parametrize("where", ["memory", "sqlite", "postgres"])
+async def test_a_rename_moves_an_agents_sessions_to_its_new_name(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/world.db"}.get(where)
+    world = open_world(url or request.getfixturevalue("pg_url"))
     try:
         old = Agent(ScriptedModel(["old answers"]), world=world, name="helpdesk")
         await old.session("s1").prompt("Hi").accepted
