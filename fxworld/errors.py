@@ -35,6 +35,7 @@ __all__ = [
     "KeyReused",
     "InvalidContext",
     "ContextMismatch",
+    "WrongAgent",
     "UnknownSession",
     "AlreadyDecided",
     "ApprovalExpired",
@@ -192,6 +193,21 @@ class ContextMismatch(WorldError):
         super().__init__(
             f"session {session_id!r} was created with another context; "
             "a session's context never changes"
+        )
+
+
+class WrongAgent(WorldError):
+    """A prompt (or a run) reached a session through an agent other than the one
+    that owns it: the session belongs to ``owner``, the call came through
+    ``agent``. Nothing was written. Each session belongs to the agent whose name
+    its first prompt recorded (``Agent(name=...)``, docs/engine.md)."""
+
+    def __init__(self, session_id: str, owner: str, agent: str) -> None:
+        self.session_id = session_id
+        self.owner = owner
+        self.agent = agent
+        super().__init__(
+            f"session {session_id!r} belongs to agent {owner!r}, not to agent {agent!r}"
         )
 
 

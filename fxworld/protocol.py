@@ -5,8 +5,10 @@ of *entries* at dense positions ``seq = 1, 2, 3, ...``. A *fence* is the token a
 process holds while it runs a session's turns; it carries an integer *epoch*. A
 *wake* is a request that some worker run a session, taken under a *lease*.
 
-The guarantees are numbered W1-W18. Every backend keeps all of them unless its
-``capabilities`` say otherwise (W17), and the conformance kit
+The guarantees are numbered W1-W19. Every backend keeps all of them unless its
+``capabilities`` say otherwise (W17); W19 (agent routing) is the guarantee of the
+optional :class:`AgentRouter`, and a world without it is routed by
+:func:`fxworld.take_wakes`'s fallback. The conformance kit
 (``fxworld_conformance``) checks each of them by number, under concurrent writers
 and crashes. Backends import only fxworld's public surface: this module, ``types``,
 ``errors``, ``validate``, ``urls`` and ``follow``.
@@ -32,6 +34,7 @@ __all__ = [
     "LastEntryReader",
     "IdleDeleter",
     "NamespaceDropper",
+    "AgentRouter",
     "CAPABILITIES",
 ]
 
@@ -278,7 +281,7 @@ class WakeBatcher(Protocol):
 class SessionLister(Protocol):
     """Optional: a world that can list its sessions (used by ``fxworld sessions list``).
 
-    Not part of W1-W18; the kit does not require it.
+    Not part of W1-W19; the kit does not require it.
     """
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
@@ -293,7 +296,7 @@ class WakeLister(Protocol):
 
     Read-only: neither method takes, renews or finishes a wake, so W11-W13 are
     untouched. The inspector shows these; ``fxworld.prune`` keeps a session whose
-    wake is due or leased. Not part of W1-W18; the kit checks it where a world has it.
+    wake is due or leased. Not part of W1-W19; the kit checks it where a world has it.
     A third-party world satisfies it by having both methods.
     """
 
@@ -316,7 +319,7 @@ class LastEntryReader(Protocol):
     ``fxworld.prune`` reads it to see how long a session has been idle (its ``at``)
     and where its log ends. Without it, the end is found by one-entry reads
     (gallop, then bisect: about 2 log2(n) requests for a log of n entries). Not
-    part of W1-W18; the kit checks it where a world has it
+    part of W1-W19; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -336,7 +339,7 @@ class IdleDeleter(Protocol):
     look ("idle for 30 days") and the delete would be deleted with the log,
     although its append returned (a lost prompt). ``delete_if_idle`` checks and
     deletes in one atomic step, so an append or a pending wake always wins. Not
-    part of W1-W18; the kit checks it where a world has it
+    part of W1-W19; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -361,7 +364,7 @@ class NamespaceDropper(Protocol):
     and drops each one when the check ends (also after a failure or Ctrl-C), so a
     kit run leaves nothing in the database it was pointed at; a world without this
     method leaves them, and the kit says which (docs/conformance.md). Applications
-    may use it to remove a tenant or a test environment. Not part of W1-W18.
+    may use it to remove a tenant or a test environment. Not part of W1-W19.
     A third-party world satisfies it by having the method.
     """
 
@@ -380,4 +383,53 @@ class NamespaceDropper(Protocol):
         runs may fail or leave part of it behind. Afterwards the world is as if
         new: ``setup()`` makes the namespace again, empty; ``close()`` it as usual.
         """
+        ...
+
+
+@runtime_checkable
+class AgentRouter(Protocol):
+    """Optional: a world that knows which agent owns each session, and hands an
+    agent's runners only that agent's wakes (W19, agent routing).
+
+    Each session belongs to one agent (``Agent(name=...)``): the first prompt records
+    it with :meth:`claim`. A runner of agent ``a`` (``agent.work()``, ``fxworld
+    worker``, the wake routes, ``lambda_handler``) takes its wakes with
+    :func:`fxworld.take_wakes` ``(world, ..., agent="a")``, which calls
+    :meth:`take_wakes_for` on a world that has it. What a world without it gets is
+    in :mod:`fxworld.wakes` (docs/contract.md). A third-party world satisfies it by
+    having the three methods.
+
+    **W19 agent routing.**
+
+    - :meth:`claim` is an atomic set-if-absent: of two racing claims of one session,
+      one agent wins and both calls return the winner. Once recorded, an owner
+      never changes (except by a rename the application asks for: docs/engine.md).
+    - :meth:`take_wakes_for` keeps what :class:`WakeBatcher` promises for a batch
+      (W11-W13 per wake, each session at most once, at most ``limit``, never
+      blocks), and hands out only wakes of sessions owned by ``agent`` or owned by
+      nobody (a session written before owners were recorded, or woken before its
+      first prompt): never a wake of another agent's session. Each
+      :class:`~fxworld.types.WakeLease` carries the owner it found (``agent``).
+    - **No starvation.** An agent's due wakes are found whatever the number of
+      other agents' due wakes ahead of them: the world looks them up by owner (an
+      index), it does not scan through, take and release others' wakes.
+    - ``delete``, ``delete_if_idle`` and ``drop_namespace`` remove the owner record
+      with the session (W14): a session made again later is claimed afresh.
+    - Bad input (W15), before any I/O: a bad session id is ``InvalidSessionId``; a
+      bad agent name (:func:`fxworld.validate.agent_name`), ``lease`` or ``limit``
+      is ``InvalidArgument``.
+    """
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        """Record ``agent`` as the session's owner unless one is recorded (atomic
+        set-if-absent). Returns the owner now recorded: ``agent``, or the earlier one."""
+        ...
+
+    async def owner(self, session_id: str) -> str | None:
+        """The session's recorded owner, or ``None`` if none is recorded."""
+        ...
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """Take up to ``limit`` due wakes of sessions owned by ``agent`` or by nobody,
+        each under its own lease of ``lease`` seconds; ``[]`` if none is due."""
         ...

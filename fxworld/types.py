@@ -79,6 +79,9 @@ class WakeLease:
     expires_at: datetime
     """When the lease ends, on the world's clock, unless ``renew_wake`` moves it:
     after it, the wake may be delivered to another worker (W12)."""
+    agent: str | None = None
+    """The name of the agent that owns the session, when the world knows it (an
+    :class:`~fxworld.protocol.AgentRouter` that recorded one); ``None`` otherwise."""
 
 
 @dataclass(frozen=True)

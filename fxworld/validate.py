@@ -39,6 +39,7 @@ __all__ = [
     "SEALED_FIELD",
     "session_id",
     "namespace",
+    "agent_name",
     "entries",
     "encode_data",
     "append_args",
@@ -81,6 +82,7 @@ cannot read them, keeps their sessions."""
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,48}")
+_AGENT_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 _MAX_KEY = 256
 MAX_SEQ = 2**63 - 1
 """The largest ``after``, ``limit`` or ``expect``: a signed 64-bit integer, so every
@@ -115,6 +117,17 @@ def namespace(value: object) -> str:
     """
     if not isinstance(value, str) or _NAMESPACE.fullmatch(value) is None:
         raise InvalidArgument(f"namespace {value!r} is not 1..48 characters of [A-Za-z0-9_-]")
+    return value
+
+
+def agent_name(value: object) -> str:
+    """Return ``value`` if it is a valid agent name: 1..64 characters of
+    ``[A-Za-z0-9._:-]``; else raise ``InvalidArgument``. A name owns sessions
+    (:class:`~fxworld.protocol.AgentRouter`), so every backend can store it, index by
+    it and put it in a key without quoting."""
+    if not isinstance(value, str) or _AGENT_NAME.fullmatch(value) is None:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise InvalidArgument(f"agent name {shown} is not 1..64 characters of [A-Za-z0-9._:-]")
     return value
 
 

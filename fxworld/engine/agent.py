@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
+from fxworld import validate
 from fxworld.errors import ConfigurationError, InvalidArgument
 from fxworld.models.base import Model
 from fxworld.protocol import World
@@ -32,7 +33,11 @@ from .typed_output import answer_model
 if TYPE_CHECKING:
     from fxworld.push.base import Push
 
-__all__ = ["Agent", "WorkResult", "RunEnd"]
+__all__ = ["Agent", "WorkResult", "RunEnd", "DEFAULT_AGENT_NAME"]
+
+DEFAULT_AGENT_NAME = "agent"
+"""The name of an ``Agent`` built without ``name=``: stable (the same in every
+process and every deploy), so the sessions of a single-agent app stay its own."""
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -78,8 +83,15 @@ class Agent(Generic[OutputT]):
     on it) fails with ``turn.failed`` instead of crashing workers forever.
     ``text_chunk_chars`` / ``text_chunk_interval``: streamed text is saved whenever
     this many characters have gathered, or this many seconds after the oldest
-    unsaved text arrived. ``name`` names the agent in traces (``invoke_agent <name>``,
-    ``gen_ai.agent.name``: see ``docs/observability.md``).
+    unsaved text arrived.
+
+    ``name``: the agent's name, 1..64 of ``[A-Za-z0-9._:-]`` (default ``"agent"``,
+    :data:`DEFAULT_AGENT_NAME`). Each session belongs to the agent that sent its
+    first prompt: a prompt through an agent of another name raises
+    :class:`~fxworld.errors.WrongAgent`, and only this agent's runners run its
+    sessions (``docs/engine.md``, "Many agents, one world"). Two agents sharing a
+    world need two names. It also names the agent in traces (``invoke_agent
+    <name>``, ``gen_ai.agent.name``: see ``docs/observability.md``).
     ``push``: a :class:`~fxworld.push.Push` or a push URL; every wake this agent's
     world makes durable is then followed by a message to that queue (``None``:
     ``$FXWORLD_PUSH``, else no push; see ``docs/serverless.md``).
@@ -120,7 +132,7 @@ class Agent(Generic[OutputT]):
         max_deliveries: int = 10,
         text_chunk_chars: int = 200,
         text_chunk_interval: float = 0.05,
-        name: str = "agent",
+        name: str | None = None,
         push: Push | str | None = None,
         context_type: type[Any] | None = None,
         show_context: bool | Callable[[Any], str] = False,
@@ -145,7 +157,10 @@ class Agent(Generic[OutputT]):
                 raise ConfigurationError(f"two tools are named {made.name!r}")
             self.tools[made.name] = made
         self.instructions = instructions
-        self.name = name
+        try:
+            self.name: str = DEFAULT_AGENT_NAME if name is None else validate.agent_name(name)
+        except InvalidArgument as e:
+            raise ConfigurationError(str(e)) from None
         self._world = world
         if isinstance(push, str):  # a bad URL fails now, like a bad model string
             from fxworld.push.choose import push_from_url
@@ -220,8 +235,9 @@ class Agent(Generic[OutputT]):
         ``execution_id`` (:func:`~fxworld.engine.subagents.child_session_id`), so
         a call run again after a crash finds the same child and never starts a
         second turn. The parent's turn waits holding no worker; the child runs in
-        the parent's world, taken by the parent agent's workers, and inherits the
-        parent session's context. Its log names its parent (its first prompt's
+        the parent's world, belongs to this agent (claimed for its ``name``), is
+        taken by this agent's workers or the parent agent's (``work(agent_tools=)``),
+        and inherits the parent session's context. Its log names its parent (its first prompt's
         ``parent``), the parent's names it (``child.started``); stopping or deleting
         the parent stops the child, and a child whose parent no longer waits for it
         runs nothing; an approval inside the child is decided on the child
@@ -260,6 +276,7 @@ class Agent(Generic[OutputT]):
         until_idle: bool = False,
         handle_signals: bool = False,
         poll_interval: float = 0.25,
+        agent_tools: bool = True,
     ) -> WorkResult:
         """Run as a worker: take wakes and run the sessions' turns.
 
@@ -279,6 +296,14 @@ class Agent(Generic[OutputT]):
         ``poll_interval``: the longest wait between two looks for due wakes.
         Otherwise it runs until :meth:`stop` is called.
 
+        It runs only this agent's sessions (those whose first prompt came through an
+        agent of this ``name``) and sessions of no agent yet, which it claims; with
+        ``agent_tools`` (the default) also those of the agents it reaches through
+        its agent tools (their child sessions: their code is in this process).
+        ``agent_tools=False``: only its own, leaving the children to workers of
+        their own agents. It never runs another agent's session (docs/engine.md,
+        "Many agents, one world").
+
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
@@ -295,6 +320,7 @@ class Agent(Generic[OutputT]):
             deadline=deadline,
             until_idle=until_idle,
             poll_interval=poll_interval,
+            agent_tools=agent_tools,
         )
         self._workers.add(worker)
         try:
