@@ -25,6 +25,12 @@ world: a yield, an approval's timeout) is pushed when that lease is finished, no
 before: a message delivered while the lease is held would find nothing to take
 and wait for a redelivery. If the process dies first, the queue redelivers the
 message that started the run (or the tick sends one).
+
+Each message names the agent that owns the session (W19), so that a queue shared
+by several agents' runners, or one queue per agent (:class:`~fxworld.push.PerAgentPush`),
+gets it to that agent's runners: the owner this world saw (a ``claim``, a taken
+wake's ``WakeLease.agent``, a prompt entry's ``agent``), else the inner world's
+``owner()``, asked in the push's own task.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from fxworld.errors import ConfigurationError
 from fxworld.protocol import (
+    AgentRouter,
     IdleDeleter,
     LastEntryReader,
     NamespaceDropper,
@@ -48,6 +55,7 @@ from fxworld.protocol import (
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 
+from .agents import send
 from .base import Push, PushStats, count
 
 __all__ = ["PushingWorld", "DEFAULT_TIMEOUT", "TIMEOUT_ENV_VAR"]
@@ -57,6 +65,7 @@ logger = logging.getLogger("fxworld.push")
 DEFAULT_TIMEOUT = 10.0
 """Seconds one push may take before it is given up (and counted as failed)."""
 TIMEOUT_ENV_VAR = "FXWORLD_PUSH_TIMEOUT"
+_OWNERS_KEPT = 10_000  # sessions whose agent a pushing world remembers
 """The environment variable that sets the push timeout when none is given."""
 
 
@@ -94,6 +103,9 @@ class PushingWorld:
     last_entry: Callable[[str], Awaitable[Entry | None]]
     delete_if_idle: Callable[..., Awaitable[bool]]
     drop_namespace: Callable[[], Awaitable[None]]
+    claim: Callable[[str, str], Awaitable[str]]
+    owner: Callable[[str], Awaitable[str | None]]
+    take_wakes_for: Callable[..., Awaitable[list[WakeLease]]]
 
     def __init__(self, inner: World, push: Push, *, timeout: float | None = None) -> None:
         self.inner = inner
@@ -117,6 +129,11 @@ class PushingWorld:
             self.delete_if_idle = inner.delete_if_idle
         if isinstance(inner, NamespaceDropper):
             self.drop_namespace = inner.drop_namespace
+        self._owners: dict[str, str] = {}  # session id: its agent, as this world saw it
+        if isinstance(inner, AgentRouter):
+            self.claim = self._claim
+            self.owner = inner.owner
+            self.take_wakes_for = self._take_wakes_for
         for name in ("namespace", "max_entry_bytes"):
             if hasattr(inner, name):
                 setattr(self, name, getattr(inner, name))
@@ -150,6 +167,10 @@ class PushingWorld:
         seq = await self.inner.append(
             session_id, entries, fence=fence, expect=expect, key=key, wake=wake
         )
+        for e in entries:  # a prompt names its agent (docs/log-format.md)
+            agent = e.data.get("agent") if e.kind == "prompt" else None
+            if isinstance(agent, str):
+                self._saw(session_id, agent)
         if wake is not None:  # durable now (W7): ring
             await self.ring(session_id, wake)
         return seq
@@ -167,15 +188,44 @@ class PushingWorld:
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         got = await self.inner.take_wake(lease=lease)
         if got is not None:
-            self._hold(got.session_id, lease)
+            self._hold(got.session_id, lease, got.agent)
         return got
 
     async def _take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         assert isinstance(self.inner, WakeBatcher)
         got = await self.inner.take_wakes(lease=lease, limit=limit)
         for w in got:
-            self._hold(w.session_id, lease)
+            self._hold(w.session_id, lease, w.agent)
         return got
+
+    async def _take_wakes_for(
+        self, agent: str, *, lease: float, limit: int = 10
+    ) -> list[WakeLease]:
+        assert isinstance(self.inner, AgentRouter)
+        got = await self.inner.take_wakes_for(agent, lease=lease, limit=limit)
+        for w in got:
+            self._hold(w.session_id, lease, w.agent)
+        return got
+
+    async def _claim(self, session_id: str, agent: str) -> str:
+        assert isinstance(self.inner, AgentRouter)
+        owner = await self.inner.claim(session_id, agent)
+        self._saw(session_id, owner)
+        return owner
+
+    def _saw(self, session_id: str, agent: str | None) -> None:
+        if agent is not None:
+            if len(self._owners) >= _OWNERS_KEPT:
+                self._owners.clear()  # asked again of the world when needed
+            self._owners[session_id] = agent
+
+    async def _agent(self, session_id: str) -> str | None:
+        """The session's agent for its message (W19): as seen here, else the world's."""
+        known = self._owners.get(session_id)
+        if known is None and isinstance(self.inner, AgentRouter):
+            known = await self.inner.owner(session_id)
+            self._saw(session_id, known)
+        return known
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         renewed = await self.inner.renew_wake(wake, lease=lease)
@@ -194,8 +244,9 @@ class PushingWorld:
     async def delete(self, session_id: str) -> None:
         await self.inner.delete(session_id)
 
-    def _hold(self, session_id: str, lease: float) -> None:
+    def _hold(self, session_id: str, lease: float, agent: str | None = None) -> None:
         self._held[session_id] = time.monotonic() + lease
+        self._saw(session_id, agent)
 
     async def ring(self, session_id: str, delay: float) -> None:
         """Push now, or once this process's lease of the session is finished. A
@@ -227,7 +278,8 @@ class PushingWorld:
         raised: the wake is saved."""
         try:
             async with asyncio.timeout(self.timeout):
-                await self.push.push(session_id, delay=delay)
+                agent = await self._agent(session_id)
+                await send(self.push, session_id, delay=delay, agent=agent)
         except Exception as e:
             self.stats.failed += 1
             count("failed")
