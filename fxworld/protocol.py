@@ -5,8 +5,10 @@ of *entries* at dense positions ``seq = 1, 2, 3, ...``. A *fence* is the token a
 process holds while it runs a session's turns; it carries an integer *epoch*. A
 *wake* is a request that some worker run a session, taken under a *lease*.
 
-The guarantees are numbered W1-W18. Every backend keeps all of them unless its
-``capabilities`` say otherwise (W17), and the conformance kit
+The guarantees are numbered W1-W19. Every backend keeps all of them unless its
+``capabilities`` say otherwise (W17); W19 (agent routing) is the guarantee of the
+optional :class:`AgentRouter`, and a world without it is routed by
+:func:`fxworld.take_wakes`'s fallback. The conformance kit
 (``fxworld_conformance``) checks each of them by number, under concurrent writers
 and crashes. Backends import only fxworld's public surface: this module, ``types``,
 ``errors``, ``validate``, ``urls`` and ``follow``.
@@ -279,7 +281,7 @@ class WakeBatcher(Protocol):
 class SessionLister(Protocol):
     """Optional: a world that can list its sessions (used by ``fxworld sessions list``).
 
-    Not part of W1-W18; the kit does not require it.
+    Not part of W1-W19; the kit does not require it.
     """
 
     async def list_sessions(self, *, after: str = "", limit: int = 100) -> list[str]:
@@ -294,7 +296,7 @@ class WakeLister(Protocol):
 
     Read-only: neither method takes, renews or finishes a wake, so W11-W13 are
     untouched. The inspector shows these; ``fxworld.prune`` keeps a session whose
-    wake is due or leased. Not part of W1-W18; the kit checks it where a world has it.
+    wake is due or leased. Not part of W1-W19; the kit checks it where a world has it.
     A third-party world satisfies it by having both methods.
     """
 
@@ -317,7 +319,7 @@ class LastEntryReader(Protocol):
     ``fxworld.prune`` reads it to see how long a session has been idle (its ``at``)
     and where its log ends. Without it, the end is found by one-entry reads
     (gallop, then bisect: about 2 log2(n) requests for a log of n entries). Not
-    part of W1-W18; the kit checks it where a world has it
+    part of W1-W19; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -337,7 +339,7 @@ class IdleDeleter(Protocol):
     look ("idle for 30 days") and the delete would be deleted with the log,
     although its append returned (a lost prompt). ``delete_if_idle`` checks and
     deletes in one atomic step, so an append or a pending wake always wins. Not
-    part of W1-W18; the kit checks it where a world has it
+    part of W1-W19; the kit checks it where a world has it
     (``fxworld_conformance.guarantees.prune``).
     """
 
@@ -362,7 +364,7 @@ class NamespaceDropper(Protocol):
     and drops each one when the check ends (also after a failure or Ctrl-C), so a
     kit run leaves nothing in the database it was pointed at; a world without this
     method leaves them, and the kit says which (docs/conformance.md). Applications
-    may use it to remove a tenant or a test environment. Not part of W1-W18.
+    may use it to remove a tenant or a test environment. Not part of W1-W19.
     A third-party world satisfies it by having the method.
     """
 

@@ -1,4 +1,4 @@
-"""fxworld_conformance: the kit that proves a World keeps W1-W18.
+"""fxworld_conformance: the kit that proves a World keeps W1-W19.
 
 Two names at the door:
 

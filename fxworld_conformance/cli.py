@@ -3,7 +3,7 @@
 ``fxworld conformance --world URL|module:factory [--profile quick|ci|thorough]
 [--report out.json] [--seed N] [--restart-cmd CMD] [--select IDS] [--keep]
 [--check-timeout SECONDS]`` prints
-a table with one row per guarantee W1-W18, and one for the turn engine on the world
+a table with one row per guarantee W1-W19, and one for the turn engine on the world
 (passed; failed with the shrunk counterexample or history excerpt; skipped with the
 capability that caused it) and exits 1 on any failure, 2 when the kit itself failed
 (a kit error, with its traceback: a verdict on no guarantee), 130 on Ctrl-C. It ends

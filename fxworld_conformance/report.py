@@ -1,4 +1,4 @@
-"""The kit's results: one row per check, grouped by guarantee W1-W18 (and the
+"""The kit's results: one row per check, grouped by guarantee W1-W19 (and the
 engine tier's checks under :data:`ENGINE`)."""
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ GUARANTEES: dict[str, str] = {
     "W16": "errors",
     "W17": "capabilities",
     "W18": "large values",
+    "W19": "agent routing",
 }
 
 ENGINE = "engine"
 """What a check of the engine tier (:mod:`fxworld_conformance.engine`) names in
-``guarantees``: the turn engine on the world, not one guarantee W1-W18."""
+``guarantees``: the turn engine on the world, not one guarantee W1-W19."""
 
 ROWS: dict[str, str] = {**GUARANTEES, ENGINE: "the turn engine on it"}
 """The rows of the kit's summary: each guarantee, then the engine."""

@@ -9,7 +9,7 @@ other calls timed beside them), the tier-1 state machines,
 and the process tier (:func:`fxworld_conformance.procs.run_process_checks`: real OS processes,
 crashes, cut connections, server restart). It returns one
 :class:`~fxworld_conformance.report.CheckResult` per check; :func:`by_guarantee`
-folds them into one row per guarantee W1-W18, and one for the engine.
+folds them into one row per guarantee W1-W19, and one for the engine.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def run_kit(
 
 
 def by_guarantee(results: list[CheckResult]) -> dict[str, tuple[Status, list[CheckResult]]]:
-    """One verdict per guarantee W1-W18, and one for the engine (:data:`ENGINE`):
+    """One verdict per guarantee W1-W19, and one for the engine (:data:`ENGINE`):
     ``failed`` if any check names it broken, else ``passed`` if any check covering
     it passed, else ``skipped``."""
     out: dict[str, tuple[Status, list[CheckResult]]] = {}

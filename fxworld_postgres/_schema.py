@@ -342,10 +342,99 @@ _V3_FUNCTIONS = (
     $fx$""",
 )
 
+_V4_AGENTS = (
+    # -- agent routing (W19): each session's owner, copied to its wake and indexed by
+    # owner, so an agent's take reads its own wakes and nobody's, never another's.
+    # A namespace written before has no owners: the first agent that prompts or runs
+    # a session claims it. No index on sessions.agent: the append's update stays HOT.
+    "ALTER TABLE {s}.sessions ADD COLUMN IF NOT EXISTS agent text",
+    "ALTER TABLE {s}.wakes ADD COLUMN IF NOT EXISTS agent text",
+    """CREATE INDEX IF NOT EXISTS wakes_agent_ready ON {s}.wakes (agent, ready_at)
+        WHERE ready_at IS NOT NULL""",
+    # a new wake row starts with its session's owner (a pending one keeps its own)
+    """CREATE OR REPLACE FUNCTION {s}.fx_wake(p_sid text, p_delay double precision)
+    RETURNS void LANGUAGE plpgsql AS $fx$
+    BEGIN
+        INSERT INTO {s}.wakes AS w (session_id, due, agent)
+        VALUES (p_sid, now() + make_interval(secs => p_delay),
+                (SELECT s.agent FROM {s}.sessions s WHERE s.session_id = p_sid))
+        ON CONFLICT (session_id) DO UPDATE
+            SET gen = w.gen + 1, due = least(w.due, EXCLUDED.due);
+    END
+    $fx$""",
+    # delete (W14) forgets the owner with the log
+    """CREATE OR REPLACE FUNCTION {s}.fx_delete(p_sid text) RETURNS void
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        UPDATE {s}.sessions SET epoch = epoch + 1, last_seq = 0, agent = NULL
+            WHERE session_id = p_sid;
+        IF FOUND THEN
+            DELETE FROM {s}.entries WHERE session_id = p_sid;
+            DELETE FROM {s}.keys WHERE session_id = p_sid;
+            PERFORM {s}.fx_changed(p_sid);
+        END IF;
+        DELETE FROM {s}.wakes WHERE session_id = p_sid;
+    END
+    $fx$""",
+    # claim: set-if-absent under the session row's lock; returns the owner now
+    """CREATE OR REPLACE FUNCTION {s}.fx_claim(p_sid text, p_agent text) RETURNS text
+    LANGUAGE plpgsql AS $fx$
+    DECLARE
+        v_owner text;
+    BEGIN
+        SELECT agent INTO v_owner FROM {s}.sessions WHERE session_id = p_sid;
+        IF v_owner IS NOT NULL THEN
+            RETURN v_owner;
+        END IF;
+        INSERT INTO {s}.sessions AS t (session_id, agent) VALUES (p_sid, p_agent)
+            ON CONFLICT (session_id) DO UPDATE SET agent = coalesce(t.agent, EXCLUDED.agent)
+            RETURNING t.agent INTO v_owner;
+        UPDATE {s}.wakes SET agent = v_owner
+            WHERE session_id = p_sid AND agent IS DISTINCT FROM v_owner;
+        RETURN v_owner;
+    END
+    $fx$""",
+    # an agent's take: the earliest ready of its own wakes and of nobody's, each by
+    # the index; a taken wake's owner is read again from its session (a wake made
+    # while its session was being claimed is put right here)
+    """CREATE OR REPLACE FUNCTION {s}.fx_take_wakes_for(
+        p_agent text, p_lease double precision, p_limit integer)
+    RETURNS TABLE (session_id text, token text, attempt integer, expires_at timestamptz,
+                   agent text)
+    LANGUAGE plpgsql AS $fx$
+    BEGIN
+        RETURN QUERY WITH mine AS (
+            SELECT w.session_id, w.ready_at FROM {s}.wakes w
+            WHERE w.agent = p_agent AND w.ready_at <= now()
+            ORDER BY w.ready_at LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ), nobodys AS (
+            SELECT w.session_id, w.ready_at FROM {s}.wakes w
+            WHERE w.agent IS NULL AND w.ready_at <= now()
+            ORDER BY w.ready_at LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ), chosen AS (
+            SELECT r.session_id FROM (SELECT * FROM mine UNION ALL SELECT * FROM nobodys) r
+            ORDER BY r.ready_at LIMIT p_limit
+        )
+        UPDATE {s}.wakes w
+            SET attempt = w.attempt + 1,
+                token = gen_random_uuid()::text,
+                lease_until = now() + make_interval(secs => p_lease),
+                taken_gen = w.gen,
+                due = NULL,
+                agent = (SELECT s.agent FROM {s}.sessions s WHERE s.session_id = w.session_id)
+        FROM chosen WHERE w.session_id = chosen.session_id
+        RETURNING w.session_id, w.token, w.attempt, w.lease_until, w.agent;
+    END
+    $fx$""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables and hot-path functions", _V1_TABLES + _V1_FUNCTIONS),
     Migration(2, "fx_append_quiet: the writer coalesces NOTIFYs", _V2_FUNCTIONS),
     Migration(3, "fx_append calls fx_append_quiet: one body of the append", _V3_FUNCTIONS),
+    Migration(4, "agent routing: the owner of each session and its wake", _V4_AGENTS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -38,6 +38,17 @@ class Statements:
         )
         self.wake = f"SELECT {s}.fx_wake($1, $2)"
         self.take = f"SELECT session_id, token, attempt, expires_at FROM {s}.fx_take_wakes($1, $2)"
+        self.take_for = (
+            "SELECT session_id, token, attempt, expires_at, agent "
+            f"FROM {s}.fx_take_wakes_for($1, $2, $3)"
+        )
+        self.claim = f"SELECT {s}.fx_claim($1, $2)"
+        self.owner = f"SELECT agent FROM {s}.sessions WHERE session_id = $1"
+        self.rename = (
+            f"WITH moved AS (UPDATE {s}.sessions SET agent = $2 WHERE agent = $1 "
+            f"RETURNING session_id), w AS (UPDATE {s}.wakes SET agent = $2 WHERE agent = $1) "
+            "SELECT count(*) FROM moved"
+        )
         self.renew = f"SELECT {s}.fx_renew_wake($1, $2, $3)"
         self.finish = f"SELECT {s}.fx_finish_wake($1, $2)"
         self.delete = f"SELECT {s}.fx_delete($1)"
@@ -48,7 +59,7 @@ class Statements:
         # one statement, so one snapshot and all or nothing; the row lock of the
         # UPDATE orders it with appends (which lock the same row first)
         self.delete_if_idle = (
-            f"WITH gone AS (UPDATE {s}.sessions SET epoch = epoch + 1, last_seq = 0 "
+            f"WITH gone AS (UPDATE {s}.sessions SET epoch = epoch + 1, last_seq = 0, agent = NULL "
             "WHERE session_id = $1 AND last_seq = $2 "
             f"AND NOT EXISTS (SELECT 1 FROM {s}.wakes WHERE session_id = $1) "
             "RETURNING session_id, followers), "

@@ -347,6 +347,39 @@ class PostgresWorld:
         rows = await self._call("take_wake", "all", self._sql.take, seconds, limit)
         return [WakeLease(r[0], r[1], int(r[2]), r[3]) for r in rows]
 
+    # -- AgentRouter (W19): the owner of each session; each agent takes its own ---------
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        """Record ``agent`` as the session's owner unless one is: one statement
+        under the session row's lock; a retry returns the owner recorded."""
+        validate.session_id(session_id)
+        name = validate.agent_name(agent)
+        owner = await self._call(
+            "claim", "val", self._sql.claim, session_id, name, idempotent=True,
+            session_id=session_id,
+        )  # fmt: skip
+        return str(owner)
+
+    async def owner(self, session_id: str) -> str | None:
+        validate.session_id(session_id)
+        found = await self._call("owner", "val", self._sql.owner, session_id, idempotent=True)
+        return None if found is None else str(found)
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """As :meth:`take_wakes`, of ``agent``'s sessions and of nobody's: one
+        statement, by the index on ``(agent, ready_at)``."""
+        name = validate.agent_name(agent)
+        seconds = validate.lease(lease)
+        limit = validate.wake_batch(limit)
+        rows = await self._call("take_wake", "all", self._sql.take_for, name, seconds, limit)
+        return [WakeLease(r[0], r[1], int(r[2]), r[3], r[4]) for r in rows]
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to agent ``new``; how many moved."""
+        was, now = validate.agent_name(old), validate.agent_name(new)
+        moved = await self._call("rename_agent", "val", self._sql.rename, was, now)
+        return int(moved)
+
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         seconds = validate.lease(lease)
         _check_lease(wake)
@@ -360,7 +393,7 @@ class PostgresWorld:
             idempotent=True,
             session_id=wake.session_id,
         )
-        return WakeLease(wake.session_id, wake.token, wake.attempt, until)
+        return WakeLease(wake.session_id, wake.token, wake.attempt, until, wake.agent)
 
     async def finish_wake(self, wake: WakeLease) -> None:
         _check_lease(wake)

@@ -1,4 +1,4 @@
-"""`fxworld conformance --world URL|module:factory`: prove a World keeps W1-W18.
+"""`fxworld conformance --world URL|module:factory`: prove a World keeps W1-W19.
 
 Runs the conformance kit (the ``conformance`` extra: Hypothesis and pytest) and
 prints one row per guarantee; exits non-zero on any failure. Without the extra it
@@ -14,9 +14,9 @@ from typing import Any
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "conformance",
-        help="run the conformance kit against a world (W1-W18)",
+        help="run the conformance kit against a world (W1-W19)",
         description="Run the conformance kit against a world and print one row per "
-        "guarantee W1-W18; exits 1 on any failure.",
+        "guarantee W1-W19; exits 1 on any failure.",
     )
     try:
         from fxworld_conformance.cli import add_arguments

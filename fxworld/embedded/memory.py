@@ -58,6 +58,7 @@ class MemoryWorld:
         self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
         self._logs: dict[str, _Log] = {}
         self._wakes: dict[str, _Wake] = {}
+        self._owners: dict[str, str] = {}  # session id -> its agent (AgentRouter, W19)
         # Followers waiting for a session's next entry, one event per event loop: a
         # world may outlive a loop (a module-level world under pytest, asyncio.run
         # called twice), and an event may only be awaited in one loop.
@@ -154,20 +155,44 @@ class MemoryWorld:
         self._wake(session_id, validate.delay(delay))
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
-        taken = self._take(validate.lease(lease), 1)
+        taken = self._take(validate.lease(lease), 1, None)
         return taken[0] if taken else None
 
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """Up to ``limit`` due wakes, earliest due first, each leased as by
         ``take_wake`` (W11-W13 per wake); one step, so no other call sees half."""
         seconds = validate.lease(lease)
-        return self._take(seconds, validate.wake_batch(limit))
+        return self._take(seconds, validate.wake_batch(limit), None)
+
+    # -- AgentRouter (W19): who owns each session; each agent takes its own wakes ---
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        validate.session_id(session_id)
+        return self._owners.setdefault(session_id, validate.agent_name(agent))
+
+    async def owner(self, session_id: str) -> str | None:
+        validate.session_id(session_id)
+        return self._owners.get(session_id)
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """As :meth:`take_wakes`, of sessions owned by ``agent`` or by nobody."""
+        name = validate.agent_name(agent)
+        seconds = validate.lease(lease)
+        return self._take(seconds, validate.wake_batch(limit), name)
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to agent ``new``; how many moved."""
+        moved = [sid for sid, owner in self._owners.items() if owner == old]
+        for sid in moved:
+            self._owners[sid] = new
+        return len(moved)
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         lease = validate.lease(lease)
         w = self._held(wake)
         w.lease_until = time.time() + lease
-        return WakeLease(wake.session_id, wake.token, wake.attempt, _dt(w.lease_until))
+        owner = self._owners.get(wake.session_id)
+        return WakeLease(wake.session_id, wake.token, wake.attempt, _dt(w.lease_until), owner)
 
     async def finish_wake(self, wake: WakeLease) -> None:
         w = self._held(wake)
@@ -182,6 +207,7 @@ class MemoryWorld:
         if log is not None:
             self._logs[session_id] = _Log(epoch=log.epoch + 1)
         self._wakes.pop(session_id, None)
+        self._owners.pop(session_id, None)
         self._notify(session_id)
 
     async def drop_namespace(self) -> None:
@@ -190,6 +216,7 @@ class MemoryWorld:
         dropped = list(self._logs)
         self._logs.clear()
         self._wakes.clear()
+        self._owners.clear()
         for session_id in dropped:
             self._notify(session_id)
 
@@ -245,11 +272,17 @@ class MemoryWorld:
         w.gen += 1
         w.due = due if w.due is None else min(w.due, due)
 
-    def _take(self, lease: float, limit: int) -> list[WakeLease]:
+    def _take(self, lease: float, limit: int, agent: str | None) -> list[WakeLease]:
         """Lease the ``limit`` earliest ready wakes (W11: none before it is due; W12:
-        a leased one is ready only when its lease ends)."""
+        a leased one is ready only when its lease ends); with ``agent``, only those of
+        its sessions and of nobody's (W19)."""
         now = time.time()
-        ready = ((self._due_at(w), sid) for sid, w in self._wakes.items())
+        owners = self._owners
+        ready = (
+            (self._due_at(w), sid)
+            for sid, w in self._wakes.items()
+            if agent is None or owners.get(sid, agent) == agent
+        )
         chosen = heapq.nsmallest(
             limit, ((at, sid) for at, sid in ready if at is not None and at <= now)
         )
@@ -262,7 +295,7 @@ class MemoryWorld:
         w.lease_until = until
         w.taken_gen = w.gen  # W13: a wake() after this take keeps the session due
         w.due = None
-        return WakeLease(sid, w.token, w.attempt, _dt(until))
+        return WakeLease(sid, w.token, w.attempt, _dt(until), self._owners.get(sid))
 
     @staticmethod
     def _due_at(w: _Wake) -> float | None:

@@ -14,7 +14,7 @@ is never changed). With ``rw`` or ``ro`` a missing file is a one-line
 ``ConfigurationError``, and nothing is created: ``fxworld sessions`` reads with
 ``ro``, so a typo in the path is an error, not a new, empty world.
 
-Capabilities: ``durable`` and ``shared``. Every guarantee W1-W18 holds, also when
+Capabilities: ``durable`` and ``shared``. Every guarantee W1-W19 holds, also when
 several OS processes open the same file at once:
 
 - The file is in WAL mode: readers never block writers nor wait for them. Every
@@ -62,15 +62,16 @@ import random
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from fxworld import validate
+from fxworld.embedded import _sqlite_agents as agents
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
+from fxworld.embedded._sqlite_schema import migrate, write
 from fxworld.embedded._sqlite_thread import SqliteThread, release
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
@@ -80,48 +81,6 @@ __all__ = ["SqliteWorld"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS fx_sessions (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        last_seq   INTEGER NOT NULL,  -- seq of the last entry, 0 for an empty log
-        epoch      INTEGER NOT NULL,  -- newest epoch handed out or burnt by delete
-        PRIMARY KEY (namespace, session_id)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS fx_entries (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        seq        INTEGER NOT NULL,
-        kind       TEXT    NOT NULL,
-        data       TEXT    NOT NULL,  -- compact JSON object
-        epoch      INTEGER,           -- NULL for an unfenced append
-        at         REAL    NOT NULL,  -- commit time, seconds since the Unix epoch
-        PRIMARY KEY (namespace, session_id, seq)
-    ) WITHOUT ROWID""",  # clustered by position: one b-tree to write, ranges to read
-    """CREATE TABLE IF NOT EXISTS fx_keys (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        key        TEXT    NOT NULL,
-        seq        INTEGER NOT NULL,  -- last seq of the call that used the key
-        PRIMARY KEY (namespace, session_id, key)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS fx_wakes (
-        namespace   TEXT    NOT NULL,
-        session_id  TEXT    NOT NULL,
-        due         REAL,             -- NULL: no request beyond the one being handled
-        gen         INTEGER NOT NULL, -- grows with every wake() request
-        attempt     INTEGER NOT NULL, -- deliveries of the current request
-        token       TEXT,             -- the current delivery's token
-        lease_until REAL,             -- NULL when not leased
-        taken_gen   INTEGER NOT NULL, -- gen when the current delivery was taken
-        PRIMARY KEY (namespace, session_id)
-    ) WITHOUT ROWID""",
-    """CREATE INDEX IF NOT EXISTS fx_wakes_ready
-        ON fx_wakes (namespace, COALESCE(lease_until, due))""",
-)
-
 _READY = "COALESCE(lease_until, due)"
 _ANY_DUE = f"SELECT 1 FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? LIMIT 1"
 _TAKE_DUE = (  # W11: only due ones; W12: a leased one is ready only when its lease ends
@@ -129,11 +88,12 @@ _TAKE_DUE = (  # W11: only due ones; W12: a leased one is ready only when its le
     " lease_until = ?, taken_gen = gen, due = NULL"  # W13: taken_gen marks what was taken
     " WHERE namespace = ? AND session_id IN ("
     f"SELECT session_id FROM fx_wakes WHERE namespace = ? AND {_READY} <= ?"
-    f" ORDER BY {_READY}, session_id LIMIT ?) RETURNING session_id, token, attempt"
+    f" ORDER BY {_READY}, session_id LIMIT ?) RETURNING session_id, token, attempt, agent"
 )
 _UPSERT_WAKE = (
     "INSERT INTO fx_wakes (namespace, session_id, due, gen, attempt, token, lease_until,"
-    " taken_gen) VALUES (?, ?, ?, 1, 0, NULL, NULL, 0)"
+    " taken_gen, agent) VALUES (?, ?, ?, 1, 0, NULL, NULL, 0, (SELECT agent FROM fx_sessions"
+    " WHERE namespace = ?1 AND session_id = ?2))"
     " ON CONFLICT (namespace, session_id) DO UPDATE SET gen = gen + 1,"
     " due = CASE WHEN due IS NULL THEN excluded.due ELSE MIN(due, excluded.due) END"
 )
@@ -303,7 +263,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> Fence:
-            with _write(conn):
+            with write(conn):
                 last, epoch = _session(conn, ns, sid)
                 epoch += 1
                 seq = last + 1
@@ -350,7 +310,7 @@ class SqliteWorld:
         delay = float(wake) if wake is not None else None
 
         def run(conn: sqlite3.Connection) -> tuple[int, bool]:
-            with _write(conn):
+            with write(conn):
                 if key is not None:
                     row = conn.execute(
                         "SELECT seq FROM fx_keys WHERE namespace = ? AND session_id = ?"
@@ -442,7 +402,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write(conn):
                 conn.execute(_UPSERT_WAKE, (ns, sid, time.time() + seconds))
 
         await self._call("enqueueing a wake", run)
@@ -464,11 +424,11 @@ class SqliteWorld:
             # A read first, so idle workers polling for wakes never take the write lock.
             if conn.execute(_ANY_DUE, (ns, time.time())).fetchone() is None:
                 return []
-            with _write(conn):
+            with write(conn):
                 now = time.time()
                 until = now + lease
                 rows = conn.execute(_TAKE_DUE, (until, ns, ns, now, limit)).fetchall()
-            return [WakeLease(str(sid), str(token), int(n), _dt(until)) for sid, token, n in rows]
+            return [WakeLease(str(s), str(t), int(n), _dt(until), a) for s, t, n, a in rows]
 
         return await self._call("taking wakes", run)
 
@@ -478,7 +438,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> WakeLease:
-            with _write(conn):
+            with write(conn):
                 now = time.time()
                 _held(conn, ns, held, now)
                 until = now + seconds
@@ -486,7 +446,7 @@ class SqliteWorld:
                     "UPDATE fx_wakes SET lease_until = ? WHERE namespace = ? AND session_id = ?",
                     (until, ns, held.session_id),
                 )
-            return WakeLease(held.session_id, held.token, held.attempt, _dt(until))
+            return WakeLease(held.session_id, held.token, held.attempt, _dt(until), held.agent)
 
         return await self._call("renewing a lease", run)
 
@@ -495,7 +455,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write(conn):
                 gen, taken_gen = _held(conn, ns, held, time.time())
                 if gen == taken_gen:
                     conn.execute(
@@ -511,6 +471,37 @@ class SqliteWorld:
 
         await self._call("finishing a wake", run)
 
+    # -- AgentRouter (W19): the owner of each session; each agent takes its own -----
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        sid, name, ns = validate.session_id(session_id), validate.agent_name(agent), self.namespace
+        return await self._call("claiming a session", lambda c: agents.claim(c, ns, sid, name))
+
+    async def owner(self, session_id: str) -> str | None:
+        sid, ns = validate.session_id(session_id), self.namespace
+        return await self._call("reading an owner", lambda c: agents.owner(c, ns, sid))
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """As :meth:`take_wakes`, of ``agent``'s sessions and nobody's: one ``UPDATE``."""
+        name, seconds, count = (
+            validate.agent_name(agent),
+            validate.lease(lease),
+            validate.wake_batch(limit),
+        )
+        ns = self.namespace
+
+        def run(conn: sqlite3.Connection) -> list[WakeLease]:
+            now = time.time()
+            rows = agents.take_for(conn, ns, name, now, now + seconds, count)
+            return [WakeLease(s, t, n, _dt(now + seconds), a) for s, t, n, a in rows]
+
+        return await self._call("taking wakes", run)
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to agent ``new``; how many moved."""
+        was, now, ns = validate.agent_name(old), validate.agent_name(new), self.namespace
+        return await self._call("renaming an agent", lambda c: agents.rename(c, ns, was, now))
+
     # -- lifecycle of a session ----------------------------------------------------
 
     async def delete(self, session_id: str) -> None:
@@ -518,7 +509,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write(conn):
                 _delete(conn, ns, sid)
 
         await self._call("deleting a session", run)
@@ -533,7 +524,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write(conn):
                 for table in ("fx_entries", "fx_keys", "fx_wakes", "fx_sessions"):
                     conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
 
@@ -568,7 +559,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> bool:
-            with _write(conn):  # the write lock: no append nor wake() lands in between
+            with write(conn):  # the write lock: no append nor wake() lands in between
                 now_last, _ = _session(conn, ns, sid)
                 waking = conn.execute(
                     "SELECT 1 FROM fx_wakes WHERE namespace = ? AND session_id = ?", (ns, sid)
@@ -681,7 +672,7 @@ class SqliteWorld:
                 )
             if self.mode != "ro":
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            _migrate(conn, self.path, read_only=self.mode == "ro")
+            migrate(conn, self.path, read_only=self.mode == "ro")
             self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         except BaseException:
             conn.close()
@@ -795,39 +786,6 @@ class SqliteWorld:
 # -- helpers run in the worker thread ------------------------------------------------
 
 
-@contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
-    """One short write transaction, holding the write lock from its start."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _migrate(conn: sqlite3.Connection, path: str, *, read_only: bool) -> None:
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version == SCHEMA_VERSION:
-        return
-    if version > SCHEMA_VERSION:
-        raise ConfigurationError(
-            f"sqlite world {path!r} has schema version {version}, newer than this "
-            f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
-        )
-    if read_only:
-        raise ConfigurationError(
-            f"sqlite world {path!r} is not set up (schema version {version}, opened "
-            "read-only); `fxworld setup --world URL` sets it up"
-        )
-    with _write(conn):
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
 def _session(conn: sqlite3.Connection, ns: str, sid: str) -> tuple[int, int]:
     row = conn.execute(
         "SELECT last_seq, epoch FROM fx_sessions WHERE namespace = ? AND session_id = ?",
@@ -842,7 +800,7 @@ def _delete(conn: sqlite3.Connection, ns: str, sid: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND session_id = ?", (ns, sid))
     # Burn an epoch so that every fence acquired before is refused (W14).
     conn.execute(
-        "UPDATE fx_sessions SET last_seq = 0, epoch = epoch + 1"
+        "UPDATE fx_sessions SET last_seq = 0, epoch = epoch + 1, agent = NULL"
         " WHERE namespace = ? AND session_id = ?",
         (ns, sid),
     )

@@ -1,13 +1,15 @@
 """EncryptedWorld: any world, with entry data sealed at rest (docs/encryption.md).
 
-It keeps every guarantee W1-W18 of the world it wraps: each call is checked as the
+It keeps every guarantee W1-W19 of the world it wraps: each call is checked as the
 protocol says (W15, with the limit on the *plaintext*), then forwarded with the
 same ``fence``, ``key`` and ``wake``, so the inner world's atomicity, fencing, keys
 and wakes are the ones that hold. What changes is what is stored as an entry's
 data: a sealed envelope (:mod:`~fxworld.encryption.envelope`) bound to the entry's
 position, which is why every append carries an ``expect=``, the caller's or its own
-(:meth:`EncryptedWorld.append`). Kinds, positions, epochs, times, wakes and session
-ids stay visible.
+(:meth:`EncryptedWorld.append`). Kinds, positions, epochs, times, wakes, session
+ids and the agent that owns each session (:class:`~fxworld.protocol.AgentRouter`,
+delegated to the inner world) stay visible; a prompt's ``agent`` field is sealed
+with its entry.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from fxworld.encryption.envelope import unseal as open_sealed
 from fxworld.encryption.keyring import ENV_VAR, Keyring, Keys, keys_from_env
 from fxworld.errors import Conflict, InvalidSessionId, TamperedEntry
 from fxworld.protocol import (
+    AgentRouter,
     IdleDeleter,
     LastEntryReader,
     NamespaceDropper,
@@ -75,6 +78,16 @@ class EncryptedWorld:
     delete_if_idle: Callable[..., Awaitable[bool]]
     """``inner.delete_if_idle``, keeping the data keys as ``delete`` does
     (:class:`IdleDeleter`), if it has it."""
+    claim: Callable[[str, str], Awaitable[str]]
+    """``inner.claim`` for a valid id (:class:`AgentRouter`), if it has it. Agent
+    names are not sealed: like kinds and session ids, they stay visible in the
+    inner world (an owner record, and the wakes it routes)."""
+    owner: Callable[[str], Awaitable[str | None]]
+    """``inner.owner`` for a valid id (:class:`AgentRouter`), if it has it."""
+    take_wakes_for: Callable[..., Awaitable[list[WakeLease]]]
+    """``inner.take_wakes_for`` (:class:`AgentRouter`), if it has it."""
+    rename_agent: Callable[[str, str], Awaitable[int]]
+    """``inner.rename_agent``, if it has it (docs/engine.md, renaming an agent)."""
     drop_namespace: Callable[[], Awaitable[None]]
     """``inner.drop_namespace``, the data keys of a ``key_world`` given apart left
     (namespaces may share it), and this object's caches emptied
@@ -115,6 +128,13 @@ class EncryptedWorld:
             self.delete_if_idle = self._delete_if_idle
         if isinstance(inner, NamespaceDropper):
             self.drop_namespace = self._drop_namespace
+        if isinstance(inner, AgentRouter):
+            self.claim = self._claim
+            self.owner = self._owner
+            self.take_wakes_for = inner.take_wakes_for
+        renamer = getattr(inner, "rename_agent", None)
+        if renamer is not None:
+            self.rename_agent = renamer
 
     @classmethod
     def from_env(
@@ -330,6 +350,16 @@ class EncryptedWorld:
                 break
             after = page[-1]
         return found[:limit]
+
+    async def _claim(self, session_id: str, agent: str) -> str:
+        router: Any = self.inner
+        owner: str = await router.claim(self._sid(session_id), agent)
+        return owner
+
+    async def _owner(self, session_id: str) -> str | None:
+        router: Any = self.inner
+        owner: str | None = await router.owner(self._sid(session_id))
+        return owner
 
     async def _wake_state(self, session_id: str) -> WakeState | None:
         lister: Any = self.inner

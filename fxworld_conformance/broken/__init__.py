@@ -492,6 +492,35 @@ class LargeValueKeptAfterDelete(BrokenWorld):
         return [replace(x, data=self._blobs.get((session_id, x.seq), x.data)) for x in got]
 
 
+class TakeReturnsOtherAgentsWake(BrokenWorld):
+    breaks = "W19"
+    what = "take_wakes_for ignores the agent: it hands out any due wake, another agent's too"
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        validate.agent_name(agent)
+        return await self.take_wakes(lease=lease, limit=limit)
+
+
+class TakeStarvesAnAgent(BrokenWorld):
+    breaks = "W19"
+    what = (
+        "take_wakes_for looks only at the earliest `limit` due wakes of all agents and "
+        "keeps its own: an agent whose wakes are behind another agent's finds none"
+    )
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        name = validate.agent_name(agent)
+        states = sorted(
+            (s.due_at, s.session_id)
+            for s in await self.list_wakes(limit=100_000)
+            if s.leased_until is None and s.due_at <= datetime.now(UTC)
+        )[: validate.wake_batch(limit)]
+        mine = [sid for _, sid in states if await self.owner(sid) in (None, name)]
+        if not mine:  # its own wakes are behind others': it sees none of them
+            return []
+        return await super().take_wakes_for(name, lease=lease, limit=len(mine))
+
+
 _CLASSES: dict[str, type[BrokenWorld]] = {
     "stale_fence": StaleFenceAccepted,
     "hole_filled_late": HoleFilledLate,
@@ -515,6 +544,8 @@ _CLASSES: dict[str, type[BrokenWorld]] = {
     "take_wake_hangs": TakeWakeHangs,
     "torn_large_value": TornLargeValue,
     "large_value_kept_after_delete": LargeValueKeptAfterDelete,
+    "take_returns_other_agents_wake": TakeReturnsOtherAgentsWake,
+    "take_starves_an_agent": TakeStarvesAnAgent,
 }
 
 BROKEN: dict[str, tuple[Callable[[], BrokenWorld], str, str]] = {

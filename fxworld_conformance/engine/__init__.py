@@ -4,7 +4,7 @@ Each scenario is a short program of one engine feature on a fresh world, in one
 process: agents of ``fxworld.Agent`` with a scripted model, workers run until
 idle, and where a crash is part of the story the kit's in-process crash (the
 worker's task cancelled inside a tool, its lease left to run out). A world that
-keeps W1-W18 keeps these too; they show it for the engine's newest entry kinds
+keeps W1-W19 keeps these too; they show it for the engine's newest entry kinds
 (docs/log-format.md) on every world the kit runs on, and catch an engine that
 breaks them. One module per part: ``context.py`` (per-session context),
 ``answers.py`` (typed answers), ``steps.py`` (durable steps), ``agents.py``
@@ -13,7 +13,7 @@ one table, :data:`SCENARIOS`, and runs one.
 
 Both doors run it: ``run_kit`` and the CLI (the ``engine`` tier, one row per
 scenario: :func:`fxworld_conformance.runner.run_check`), ``WorldSuite``
-(``test_engine[<id>]``). A failure names the engine, not a guarantee W1-W18: the
+(``test_engine[<id>]``). A failure names the engine, not a guarantee W1-W19: the
 report's ``engine`` row.
 """
 

@@ -14,7 +14,8 @@ One module per group, each registering its scenarios in a
 ``follow.py`` (W10), ``wakes.py`` (W7, W11-W13, batches of wakes),
 ``wake_states.py`` (the optional ``WakeLister``), ``delete.py`` (W14, listing),
 ``prune.py`` (the optional ``last_entry`` and ``delete_if_idle``), ``input.py``
-(W15), ``errors.py`` (W16, W17), ``large.py`` (W18, large values); all work through the
+(W15), ``errors.py`` (W16, W17), ``large.py`` (W18, large values), ``agents.py`` (W19,
+agent routing, for a world with the optional ``AgentRouter``); all work through the
 :class:`~fxworld_conformance.guarantees.probe.Probe`. This module holds the one
 table, :data:`SCENARIOS`, and runs one scenario.
 """
@@ -26,6 +27,7 @@ import time
 from typing import Any
 
 from fxworld_conformance.guarantees import (
+    agents,
     delete,
     errors,
     follow,
@@ -53,6 +55,7 @@ SCENARIOS: list[Scenario] = sorted(
         *input.SCENARIOS,
         *errors.SCENARIOS,
         *large.SCENARIOS,
+        *agents.SCENARIOS,
     ],
     key=lambda s: int(s.guarantees[0][1:]),
 )

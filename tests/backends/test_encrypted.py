@@ -1,4 +1,4 @@
-"""EncryptedWorld keeps every guarantee W1-W18 of the world it wraps: the whole kit
+"""EncryptedWorld keeps every guarantee W1-W19 of the world it wraps: the whole kit
 on it over SQLite and over PostgreSQL, the process tier included (the test scheme
 ``encrypted+<URL>`` of tests/support/encrypted.py: child processes open the same
 EncryptedWorld, keys from the environment), so racing OS processes, SIGKILL and

@@ -1,4 +1,4 @@
-"""MemoryWorld keeps every guarantee W1-W18 (the reference implementation): the
+"""MemoryWorld keeps every guarantee W1-W19 (the reference implementation): the
 whole kit and its example tests, plus what is MemoryWorld's own."""
 
 from __future__ import annotations

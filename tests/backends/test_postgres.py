@@ -1,4 +1,4 @@
-"""PostgresWorld on a real PostgreSQL server: every guarantee W1-W18, then what is
+"""PostgresWorld on a real PostgreSQL server: every guarantee W1-W19, then what is
 particular to PostgreSQL (round trips, connection cuts, crash-restart, NOTIFY,
 namespaces, the application's engine, concurrent migrations, untouched data)."""
 

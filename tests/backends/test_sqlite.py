@@ -1,4 +1,4 @@
-"""SqliteWorld keeps every guarantee W1-W18 (the kit's subclass), plus what only a file can show:
+"""SqliteWorld keeps every guarantee W1-W19 (the kit's subclass), plus what only a file can show:
 durability across reopening, sharing between world objects, URL parsing."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def test_cli_passes_a_correct_world_and_writes_a_report(
     assert data["guarantees"]["W2"] == "passed"
     assert data["operations"] > 100
     rows = {r["name"].split()[0] for r in data["results"]}  # each row starts with its W
-    assert rows == {f"W{n}" for n in range(1, 19)}  # W1-W18
+    assert rows == {f"W{n}" for n in range(1, 20)}  # W1-W19
 
 
 def test_cli_fails_a_broken_world_and_names_the_guarantee(
