@@ -159,12 +159,9 @@ class Worker:
     async def _take(self, world: World, limit: int) -> list[WakeLease]:
         """The one place wakes are taken: up to ``limit`` due wakes in one batch
         (:func:`fxworld.take_wakes`: native where the world has one, else built
-        from ``take_wake``), of this agent's sessions and nobody's only (W19)."""
-        agent: str | None = getattr(self.agent, "name", None)
+        from ``take_wake``)."""
         try:
-            return await take_wakes(
-                world, lease=self.lease, limit=min(limit, MAX_WAKE_BATCH), agent=agent
-            )
+            return await take_wakes(world, lease=self.lease, limit=min(limit, MAX_WAKE_BATCH))
         except BackendUnavailable as e:
             logger.warning("take_wakes failed, retrying: %s", e)
             return []
