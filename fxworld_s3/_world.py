@@ -29,6 +29,7 @@ __all__ = ["S3World"]
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
+_UNOWNED_FOR = 60.0  # s: a session seen with no owner is not asked again when written
 _CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
 
 
@@ -112,6 +113,7 @@ class S3World:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.owners: Lru[str, str] = Lru(self.cache_size)  # sid -> owner (W19: set once)
         self._registered: set[str] = set()  # agents this world wrote into a/
+        self._unowned: Lru[str, float] = Lru(self.cache_size)  # sid -> when seen unowned
 
     @classmethod
     def from_url(cls, url: str) -> S3World:
@@ -271,7 +273,7 @@ class S3World:
         async with self.locks.hold(session_id):
             if wake is not None:  # W7: the intent is stored before the batch
                 st = await self.logs.state(session_id)
-                owner = await self.owner(session_id)  # W19: its key under the owner's prefix
+                owner = await self._owner_to_write(session_id)  # W19: key under its prefix
                 await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake, owner)
             try:
                 done = await self.logs.write(session_id, decide, need_keys=key is not None)
@@ -371,7 +373,7 @@ class S3World:
         validate.session_id(session_id)
         seconds = validate.delay(delay)
         await self._here()
-        await self.wakes.request(session_id, seconds, await self.owner(session_id))
+        await self.wakes.request(session_id, seconds, await self._owner_to_write(session_id))
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         taken = await self._take(validate.lease(lease), 1)
@@ -414,6 +416,7 @@ class S3World:
             if await self.store.put_new(self.keys.owner(session_id), dumps({"agent": agent})):
                 break
         self.owners[session_id] = agent
+        self._unowned.pop(session_id)
         if agent not in self._registered:  # a take for any agent lists a/ for the prefixes
             await self.store.put(self.keys.agent(agent), b"1")
             self._registered.add(agent)
@@ -430,10 +433,23 @@ class S3World:
             return cached
         got = await self.store.get(self.keys.owner(session_id))
         if not isinstance(got, tuple):
+            self._unowned[session_id] = time.monotonic()
             return None
         found = str(loads(got[0])["agent"])
         self.owners[session_id] = found
         return found
+
+    async def _owner_to_write(self, session_id: str) -> str | None:
+        """The owner a wake state is written with: as :meth:`owner`, but a session
+        found unowned within the last :data:`_UNOWNED_FOR` seconds is not asked
+        again (an append with a wake costs no GET more). A claim made meanwhile by
+        another process leaves the state unnamed for that long, its key in a shared
+        prefix: a take for an agent asks the owner record itself before it takes
+        such a state (W19), and writes the owner in."""
+        seen = self._unowned.get(session_id)
+        if seen is not None and time.monotonic() - seen < _UNOWNED_FOR:
+            return self.owners.get(session_id)
+        return await self.owner(session_id)
 
     async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """``take_wakes`` from the shared prefixes of the due index and ``agent``'s
@@ -611,6 +627,7 @@ class S3World:
         """W14, W19: the owner record goes with the session."""
         await self.store.delete(self.keys.owner(session_id))
         self.owners.pop(session_id)
+        self._unowned.pop(session_id)
 
 
 def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Entry]:
