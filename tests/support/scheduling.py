@@ -32,6 +32,7 @@ SPLIT = frozenset(
         "tests/backends/test_s3.py",
         "tests/backends/test_sqlite.py",
         "tests/engine/test_approvals_procs.py",
+        "tests/fleet/test_two_agents.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
         "tests/integrations/test_openai_agents_session.py",
@@ -52,6 +53,7 @@ SLOW_FIRST = (
     # dealt test by test, the files with the most minutes first
     "tests/integrations/test_langgraph_processes.py",
     "tests/backends/test_s3.py",
+    "tests/fleet/test_two_agents.py",
     "tests/engine/test_approvals_procs.py",
     "tests/backends/test_postgres.py",
     "tests/integrations/test_langgraph_conformance.py",
