@@ -30,7 +30,7 @@ FALLBACK_SCAN = 100
 """The most other agents' wakes one fallback take holds while it looks past them
 for its own (a world without the seam; see :func:`take_wakes_fallback`)."""
 
-_PROMPT = "prompt"  # the engine's prompt entry kind (docs/log-format.md)
+_MADE_BY = ("prompt", "forked")  # the engine's kinds that name an agent (docs/log-format.md)
 _HEAD = 20
 """Entries read from a log's start to find its first prompt (after a ``forked`` or
 a ``fence`` entry it is among the first few)."""
@@ -84,7 +84,8 @@ async def take_wakes_fallback(
 ) -> list[WakeLease]:
     """What ``take_wakes(world, agent=...)`` does on a world without the seam.
 
-    Wakes are taken one by one (``take_wake``), and each session's owner is read
+    Wakes are taken in batches (``take_wakes`` where the world has it, else one by
+    one with ``take_wake``), and each session's owner is read
     from its log (:func:`owner_in_log`: the ``agent`` of its first prompt that
     names one; none: nobody's). A wake of the agent's own session, or of nobody's,
     is kept. A wake of another agent's session is held while the take looks past
@@ -103,21 +104,31 @@ async def take_wakes_fallback(
     others: list[WakeLease] = []
     try:
         while len(mine) < limit and len(others) < FALLBACK_SCAN:
-            got = await world.take_wake(lease=lease)
-            if got is None:
+            batch = await _some(world, lease=lease, limit=limit - len(mine))
+            if not batch:
                 break
-            owner = await owner_in_log(world, got.session_id)
-            if owner is not None and owner != agent:
-                others.append(dataclasses.replace(got, agent=owner))
-                continue
-            again = got.session_id in mine
-            mine[got.session_id] = dataclasses.replace(got, agent=owner)
+            again = False
+            for got in batch:
+                owner = await owner_in_log(world, got.session_id)
+                if owner is not None and owner != agent:
+                    others.append(dataclasses.replace(got, agent=owner))
+                    continue
+                again = again or got.session_id in mine
+                mine[got.session_id] = dataclasses.replace(got, agent=owner)
             if again:
                 break
     finally:
         for w in others:
             await _hand_back(world, w)
     return list(mine.values())
+
+
+async def _some(world: World, *, lease: float, limit: int) -> list[WakeLease]:
+    """One look: a native batch where the world has one, else one ``take_wake``."""
+    if isinstance(world, WakeBatcher):
+        return await world.take_wakes(lease=lease, limit=limit)
+    got = await world.take_wake(lease=lease)
+    return [] if got is None else [got]
 
 
 async def _hand_back(world: World, wake: WakeLease) -> None:
@@ -129,16 +140,17 @@ async def _hand_back(world: World, wake: WakeLease) -> None:
 
 async def owner_in_log(world: World, session_id: str) -> str | None:
     """The agent a session's log names as its owner: the ``agent`` of the first
-    ``prompt`` entry among its first entries that has one; ``None`` if none does
+    ``prompt`` (or ``forked``) entry among its first entries that has one; ``None``
+    if none does
     (a session written before agents were recorded, or with no prompt yet)."""
     head = await world.read(session_id, 0, limit=_HEAD)
     return first_agent(head)
 
 
 def first_agent(entries: list[Entry]) -> str | None:
-    """The ``agent`` of the first prompt in ``entries`` that names a valid one."""
+    """The ``agent`` of the first prompt (or fork) in ``entries`` that names one."""
     for e in entries:
-        if e.kind == _PROMPT:
+        if e.kind in _MADE_BY:
             name: Any = e.data.get("agent")
             if isinstance(name, str) and name:
                 return name

@@ -5,7 +5,8 @@ owner of each session (``fx_sessions.agent``), copied to its wake
 (``fx_wakes.agent``) and indexed by owner, so an agent's due wakes are found
 without scanning other agents'. A version 1 file is upgraded in place by the first
 process that opens it read-write, in one write transaction (its sessions have no
-owner: the first agent that prompts or runs one claims it). A file newer than
+owner: the first agent that prompts or runs one claims it); opened read-only, it
+is read as it is (its logs and wakes; it has no owners to show). A file newer than
 this fxworld is refused.
 """
 
@@ -101,6 +102,8 @@ def migrate(conn: sqlite3.Connection, path: str, *, read_only: bool) -> None:
             f"sqlite world {path!r} has schema version {version}, newer than this "
             f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
         )
+    if read_only and version >= 1:  # read as it is: the first read-write open upgrades it
+        return
     if read_only:
         raise ConfigurationError(
             f"sqlite world {path!r} is not set up (schema version {version}, opened "

@@ -235,8 +235,9 @@ class Agent(Generic[OutputT]):
         ``execution_id`` (:func:`~fxworld.engine.subagents.child_session_id`), so
         a call run again after a crash finds the same child and never starts a
         second turn. The parent's turn waits holding no worker; the child runs in
-        the parent's world, taken by the parent agent's workers, and inherits the
-        parent session's context. Its log names its parent (its first prompt's
+        the parent's world, belongs to this agent (claimed for its ``name``), is
+        taken by this agent's workers or the parent agent's (``work(agent_tools=)``),
+        and inherits the parent session's context. Its log names its parent (its first prompt's
         ``parent``), the parent's names it (``child.started``); stopping or deleting
         the parent stops the child, and a child whose parent no longer waits for it
         runs nothing; an approval inside the child is decided on the child
@@ -275,6 +276,7 @@ class Agent(Generic[OutputT]):
         until_idle: bool = False,
         handle_signals: bool = False,
         poll_interval: float = 0.25,
+        agent_tools: bool = True,
     ) -> WorkResult:
         """Run as a worker: take wakes and run the sessions' turns.
 
@@ -294,6 +296,14 @@ class Agent(Generic[OutputT]):
         ``poll_interval``: the longest wait between two looks for due wakes.
         Otherwise it runs until :meth:`stop` is called.
 
+        It runs only this agent's sessions (those whose first prompt came through an
+        agent of this ``name``) and sessions of no agent yet, which it claims; with
+        ``agent_tools`` (the default) also those of the agents it reaches through
+        its agent tools (their child sessions: their code is in this process).
+        ``agent_tools=False``: only its own, leaving the children to workers of
+        their own agents. It never runs another agent's session (docs/engine.md,
+        "Many agents, one world").
+
         It first waits for the prompt appends this process has in flight (the
         ``accepted`` of every ``Session.prompt()`` not yet saved), so a prompt sent
         just before ``work(until_idle=True)`` in the same coroutine is answered, not
@@ -310,6 +320,7 @@ class Agent(Generic[OutputT]):
             deadline=deadline,
             until_idle=until_idle,
             poll_interval=poll_interval,
+            agent_tools=agent_tools,
         )
         self._workers.add(worker)
         try:

@@ -116,11 +116,17 @@ def _copies(source: list[Entry], upto: int, answered: set[int]) -> list[NewEntry
 
 
 async def fork_session(
-    world: World, source: str, *, at: str | None = None, target: str | None = None
+    world: World,
+    source: str,
+    *,
+    at: str | None = None,
+    target: str | None = None,
+    agent: str | None = None,
 ) -> str:
     """Fork session ``source`` at cursor ``at`` (``None``: the end of its last
     finished turn) into session ``target`` (``None``: a new random id); returns
-    the target's id. See the module for what the fork holds.
+    the target's id. See the module for what the fork holds. ``agent``: the agent
+    that makes the fork, named in its ``forked`` entry (its owner).
 
     Raises :class:`~fxworld.errors.UnknownSession` when ``source`` has no log,
     ``InvalidCursor`` for a cursor not issued for ``source``,
@@ -145,6 +151,8 @@ async def fork_session(
     agents = agent_path(scan.entries[0]) if scan.entries else ()
     if agents:  # a fork of a child session runs with the child's agent, as its source
         kept["agents"] = list(agents)
+    if agent is not None:
+        kept["agent"] = agent
     forked = log.entry(
         log.FORKED,
         source=sid,

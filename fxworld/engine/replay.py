@@ -235,6 +235,9 @@ class Replay:
     """A child session's parent call, saved in its first prompt (``None``: not a child)."""
     parent_answer: Entry | None = None
     """A child session's answer to its parent: the end of the turn of its first prompt."""
+    first_agent: str | None = None
+    """The agent its first entry names (a prompt's or a fork's ``agent``): the agent
+    that made the session (``None``: written before agents were recorded)."""
     agent_path: tuple[str, ...] = ()
     """The agent tools from the worker's agent to the one that runs this session: a
     child's, or a fork's of a child (:func:`agent_path`; ``()``: the worker's own)."""
@@ -290,6 +293,8 @@ class Replay:
         if e.kind == log.PROMPT and isinstance(e.data.get("parent"), dict):
             self.parent = e.data["parent"]
         self.agent_path = agent_path(e)
+        made_by = e.data.get("agent")
+        self.first_agent = made_by if isinstance(made_by, str) else None
 
     def _start_turn(self, d: Mapping[str, Any]) -> None:
         p = int(d["prompt"])

@@ -21,6 +21,7 @@ from .cursor import decode_cursor, encode_cursor
 from .events import StreamEvent
 from .fork import fork_session
 from .limits import check_max_model_calls
+from .owners import check_prompt
 from .replay import conversation
 from .subagents import open_children
 from .tail import replay_latest_turn
@@ -36,6 +37,7 @@ class WorldOwner(Protocol):
     """What a session needs of its agent: the world, set up, and the types of its
     context and answers (an Agent has it all)."""
 
+    name: str
     context_type: type[Any] | None
     output_type: type[Any] | None
 
@@ -124,12 +126,20 @@ class Session(Generic[OutputT]):
         same entry, so the session never exists without it. When the session
         exists already, its saved context must be the same, else
         :class:`~fxworld.errors.ContextMismatch` and nothing is written.
+
+        The session belongs to the agent that sent its first prompt: that prompt
+        claims it for this handle's agent (:mod:`~fxworld.engine.owners`), and every
+        prompt names its agent (``agent``). A session of another agent raises
+        :class:`~fxworld.errors.WrongAgent` before anything is written.
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"prompt text must be a str, not {type(text).__name__}")
         w = await self.agent.ready()
+        await check_prompt(w, self.id, self.agent.name)
         limit = {} if max_model_calls is None else {"max_model_calls": max_model_calls}
-        entry = log.entry(log.PROMPT, text=text, key=key, **trace_context(), **limit)
+        entry = log.entry(
+            log.PROMPT, text=text, key=key, agent=self.agent.name, **trace_context(), **limit
+        )
         expect = 0 if new else None
         if self.context is not None:
             seq = await self._append_first(w, entry, key, new)
@@ -274,7 +284,9 @@ class Session(Generic[OutputT]):
         Nothing is written unless the whole fork is (see
         :mod:`fxworld.engine.fork`)."""
         w = await self.agent.ready()
-        return Session[OutputT](self.agent, await fork_session(w, self.id, at=at, target=id))
+        made = await fork_session(w, self.id, at=at, target=id, agent=self.agent.name)
+        await check_prompt(w, made, self.agent.name)  # the fork is this agent's
+        return Session[OutputT](self.agent, made)
 
     async def saved_context(self) -> JSONObject | None:
         """The context the session was created with, as saved (``None``: it has none,

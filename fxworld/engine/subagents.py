@@ -80,8 +80,9 @@ INPUT_SCHEMA: Final[dict[str, Any]] = {
 
 class AgentParts(Protocol):
     """What a worker reads of its agent (an :class:`~fxworld.engine.agent.Agent`
-    has it all): the model, the tools, the instructions, a turn's settings."""
+    has it all): its name, the model, the tools, the instructions, a turn's settings."""
 
+    name: str
     model: Model
     tools: dict[str, Tool]
     instructions: str

@@ -41,9 +41,10 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "log-format.md"
 
 @pytest.fixture
 async def client(engine_world_url: str) -> Any:
-    """An agent in the test process on the test's world: it prompts and reads."""
+    """The desk agent in the test process on the test's world: it prompts and reads
+    (its sessions are the desk's, run by the workers of ``team_agent.agent``)."""
     world = fxworld.open_world(engine_world_url)
-    yield Agent(ScriptedModel(["unused"]), world=world)
+    yield Agent(ScriptedModel(["unused"]), world=world, name="desk")
     await world.close()
 
 

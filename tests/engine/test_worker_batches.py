@@ -1,6 +1,7 @@
 """A worker takes as many due wakes per look as it has room for, on every engine
 world: one native ``take_wakes`` call when the world has one (every first-party
-world does), else a batch that ``fxworld.take_wakes`` builds from ``take_wake``."""
+world does; with agent routing, ``take_wakes_for``), else a batch that
+``fxworld.take_wakes`` builds from ``take_wake``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class CountingWorld:
         self.takes: list[tuple[str, int, int]] = []
         if hasattr(inner, "take_wakes"):
             self.take_wakes = self._take_wakes
+        if hasattr(inner, "take_wakes_for"):
+            self.take_wakes_for = self._take_wakes_for
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -35,6 +38,13 @@ class CountingWorld:
     async def _take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         wakes = list(await self.inner.take_wakes(lease=lease, limit=limit))
         self.takes.append(("take_wakes", limit, len(wakes)))
+        return wakes
+
+    async def _take_wakes_for(
+        self, agent: str, *, lease: float, limit: int = 10
+    ) -> list[WakeLease]:
+        wakes = list(await self.inner.take_wakes_for(agent, lease=lease, limit=limit))
+        self.takes.append(("take_wakes_for", limit, len(wakes)))
         return wakes
 
 
@@ -50,8 +60,10 @@ async def test_a_worker_takes_up_to_its_room_of_due_wakes_in_one_look(
         await agent.work(until_idle=True, concurrency=8, lease=10.0)
         assert [await t for t in turns] == ["done"] * 6
         taken = [t for t in world.takes if t[2]]
-        if hasattr(world.inner, "take_wakes"):
-            assert taken[0] == ("take_wakes", 8, 6)  # one look, room for 8, all 6 due
+        if hasattr(world.inner, "take_wakes_for"):  # the agent's own wakes (W19)
+            assert taken[0] == ("take_wakes_for", 8, 6)  # one look, room for 8, all 6 due
+        elif hasattr(world.inner, "take_wakes"):  # routed by the fallback, in batches
+            assert taken[0] == ("take_wakes", 8, 6)
         else:
             assert taken[:6] == [("take_wake", 1, 1)] * 6
     finally:

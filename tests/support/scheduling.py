@@ -32,6 +32,7 @@ SPLIT = frozenset(
         "tests/backends/test_s3.py",
         "tests/backends/test_sqlite.py",
         "tests/engine/test_approvals_procs.py",
+        "tests/engine/test_agent_routing.py",
         "tests/fleet/test_two_agents.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
@@ -64,6 +65,7 @@ SLOW_FIRST = (
     "tests/backends/test_memory.py",
     "tests/fleet/test_rolling_deploy.py",
     "tests/fleet/test_starvation.py",
+    "tests/engine/test_agent_routing.py",
 )
 """Files dealt before all others, in this order (from a ``--durations=80`` run of the
 whole suite: the slowest units first)."""

@@ -59,6 +59,7 @@ from fxworld.types import Entry, NewEntry
 from .. import log
 from ..approvals import request_stop
 from ..limits import depth_refusal
+from ..owners import claim_for
 from ..replay import CallState, Replay
 from ..subagents import child_key, child_session_id, open_children
 from ..telemetry import trace_context
@@ -98,9 +99,22 @@ async def start_child(run: RunState, c: CallState) -> NewEntry:
     }
     context = run.state.context
     inherited = {} if context is None else {"context": context}
+    tool = run.agent.tools.get(c.name)
+    child_agent = tool.agent.name if tool is not None and tool.agent is not None else None
+    named = {} if child_agent is None else {"agent": child_agent}
     prompt = log.entry(
-        log.PROMPT, text=text, key=c.execution_id, **trace_context(), **inherited, parent=parent
+        log.PROMPT,
+        text=text,
+        key=c.execution_id,
+        **named,
+        **trace_context(),
+        **inherited,
+        parent=parent,
     )
+    if child_agent is not None:  # the child is its agent's session, run by its runners
+        owner = await run.writer.retry(partial(claim_for, run.writer.world, sid, child_agent))
+        if owner != child_agent:
+            raise InvalidArgument(f"session {sid!r} exists, and belongs to agent {owner!r}")
     append = partial(
         run.writer.world.append, sid, [prompt], key=f"prompt:{c.execution_id}", wake=0.0, expect=0
     )

@@ -41,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
+from functools import partial
 
 from fxworld.errors import Fenced, InvalidEntry
 from fxworld.protocol import World
@@ -48,6 +50,7 @@ from fxworld.types import WakeLease
 
 from .. import clock, log
 from ..log_fields import LogFields, set_fields
+from ..owners import hand_back, run_owner, served
 from ..replay import (
     CallModel,
     DiscardText,
@@ -112,9 +115,15 @@ class SessionRun:
         lease: float,
         deadline: Deadline,
         signals: Signals,
+        agents: Mapping[str, AgentParts] | None = None,
     ) -> None:
         self.writer = FencedWriter(world, wake, lease=lease)
         self.root = agent
+        self.agents: Mapping[str, AgentParts] = agents if agents is not None else served(agent)
+        """The agents this worker runs, by name (:func:`~fxworld.engine.owners.served`)."""
+        self.owner = ""
+        self.handed_back = False
+        """Whether the session was another agent's: its wake was handed back, unrun."""
         self.run = RunState(self.writer, agent, signals)
         self.deadline = deadline
         self.sid = wake.session_id
@@ -197,6 +206,13 @@ class SessionRun:
         """Finish a wake with nothing to do without taking the session (see the
         module): how the run ended then, else ``None``."""
         await self.writer.catch_up()
+        if not await self._ours():
+            await hand_back(self.writer.world, self.writer.wake)
+            self.handed_back = True
+            logger.info(
+                "session %s: agent %r's, not this worker's: handed back", self.sid, self.owner
+            )
+            return "pending"
         self._bind_agent()
         step = self.run.next_step()
         if self.run.refusal and not isinstance(step, Idle):
@@ -213,15 +229,36 @@ class SessionRun:
         await self.writer.finish_wake()
         return end_of(step)
 
+    async def _ours(self) -> bool:
+        """Whether this worker may run the session: its owner (claimed now for the
+        agent that would run it, when it has none) is one of this worker's agents.
+        Checked before anything is written: defence in depth behind the take, on
+        every world (docs/engine.md, "Many agents, one world")."""
+        state = self.writer.state
+        via = agent_for(self.root, state.agent_path) if state.agent_path else None
+        natural = (via or self.root).name
+        self.owner = await self.writer.retry(
+            partial(run_owner, self.writer.world, self.writer.wake, natural)
+        )
+        return self.owner in self.agents
+
     def _bind_agent(self) -> None:
-        """A child session (or a fork of one) runs with the child's agent, found
-        from the worker's through the path its first entry names (none found: its
-        turns fail)."""
+        """A session runs with its owner's agent. A child session (or a fork of one)
+        runs with the child's agent, found from the worker's through the path its
+        first entry names, or, on a worker of the child's own agent, that agent
+        (none found: its turns fail)."""
         path = self.writer.state.agent_path
         if not path:
+            self._use(self.agents.get(self.owner, self.root), path, "")
             return
         agent = agent_for(self.root, path)
-        refusal = "" if agent is not None else no_agent(path)
+        if agent is None and self.writer.state.first_agent == self.owner:
+            agent = self.agents.get(self.owner)
+        self._use(agent, path, "" if agent is not None else no_agent(path))
+
+    def _use(self, agent: AgentParts | None, path: tuple[str, ...], refusal: str) -> None:
+        if agent is self.root and not path:
+            return
         self.run = RunState(
             self.writer, agent or self.root, self.run.signals, path=path, refusal=refusal
         )

@@ -52,6 +52,7 @@ from fxworld.types import WakeLease
 from fxworld.validate import MAX_WAKE_BATCH
 from fxworld.wakes import take_wakes
 
+from ..owners import served
 from ..replay import RunEnd
 from ..subagents import AgentParts
 from ..threads import settle_left_running
@@ -89,12 +90,16 @@ class Worker:
         deadline: float | None,
         until_idle: bool,
         poll_interval: float,
+        agent_tools: bool = True,
     ) -> None:
         if concurrency < 1:
             raise InvalidArgument(f"concurrency must be at least 1, not {concurrency}")
         if not lease > 0:
             raise InvalidArgument(f"lease must be more than 0 seconds, not {lease}")
         self.agent = agent
+        self.agents: dict[str, AgentParts] = served(agent) if agent_tools else {agent.name: agent}
+        """The agents whose sessions it runs, by name: its agent's, and (``agent_tools``)
+        those of the agents its agent reaches through agent tools."""
         self.concurrency = concurrency
         self.lease = lease
         self.deadline = Deadline(deadline)
@@ -123,7 +128,8 @@ class Worker:
         self.deadline.start()
         world = await self.agent.ready()
         logger.info(
-            "worker ready: taking wakes (concurrency %d, lease %.1fs%s)",
+            "worker ready: taking wakes of agent(s) %s (concurrency %d, lease %.1fs%s)",
+            ", ".join(self.agents),
             self.concurrency,
             self.lease,
             "" if self.deadline.budget is None else f", deadline in {self.deadline.budget:.1f}s",
@@ -157,19 +163,31 @@ class Worker:
             wait = min(wait * 2, self.poll_interval)
 
     async def _take(self, world: World, limit: int) -> list[WakeLease]:
-        """The one place wakes are taken: up to ``limit`` due wakes in one batch
-        (:func:`fxworld.take_wakes`: native where the world has one, else built
-        from ``take_wake``)."""
+        """The one place wakes are taken: up to ``limit`` due wakes of its agents'
+        sessions (:func:`fxworld.take_wakes` with ``agent=``, one batch per agent
+        while there is room: native where the world routes by agent, else its
+        fallback), and of sessions no agent owns yet."""
+        taken: list[WakeLease] = []
         try:
-            return await take_wakes(world, lease=self.lease, limit=min(limit, MAX_WAKE_BATCH))
+            for name in self.agents:
+                room = min(limit - len(taken), MAX_WAKE_BATCH)
+                if room < 1:
+                    break
+                taken += await take_wakes(world, lease=self.lease, limit=room, agent=name)
         except BackendUnavailable as e:
             logger.warning("take_wakes failed, retrying: %s", e)
-            return []
+        return taken
 
     def _start(self, world: World, wake: WakeLease) -> None:
         signals = Signals(handover=self.stopping.is_set())
         run = SessionRun(
-            self.agent, world, wake, lease=self.lease, deadline=self.deadline, signals=signals
+            self.agent,
+            world,
+            wake,
+            lease=self.lease,
+            deadline=self.deadline,
+            signals=signals,
+            agents=self.agents,
         )
         task = asyncio.create_task(self._go(run), name=f"fxworld:{wake.session_id}")
         self._running[task] = signals
@@ -177,7 +195,7 @@ class Worker:
 
     async def _go(self, run: SessionRun) -> None:
         await run.go()  # it never raises
-        if self._keep_ends:
+        if self._keep_ends and not run.handed_back:
             self.ended[run.sid] = run.ended
 
     @contextlib.contextmanager
