@@ -5,7 +5,7 @@ docstring has the rules these keep).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ __all__ = [
     "taker",
     "holding",
     "MOVE_AFTER",
+    "Look",
 ]
 
 MOVE_AFTER = 1.0
@@ -191,3 +192,13 @@ def holding(doc: Doc | None, token: str, now: float) -> None:
     lease = (doc or {}).get("L")
     if not lease or lease[0] != token or lease[1] < now:
         raise LeaseLost("the lease expired or was taken by another worker")
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one take looks with: ``find`` (intent recovery), the agent it takes for
+    (``None``: any) and how it reads a session's owner record (W19)."""
+
+    find: Callable[[str, int, int, str, bool], Any]
+    agent: str | None
+    owner: Callable[[str], Awaitable[str | None]] | None

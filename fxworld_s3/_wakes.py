@@ -65,7 +65,6 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from fxworld.errors import LeaseLost
@@ -73,7 +72,7 @@ from fxworld_s3 import _wakedoc as wd
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
-from fxworld_s3._wakedoc import Change, Cover, Doc, R
+from fxworld_s3._wakedoc import Change, Cover, Doc, Look, R
 
 __all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE", "GATHER"]
 
@@ -97,18 +96,10 @@ PAGE = 10
 """Index keys a take LISTs per prefix (more only if these are all passed over)."""
 GATHER = 0.05
 """Seconds the index keys dropped by this world gather before one request removes them."""
+AGENTS_EVERY = 1.0
+"""Seconds a take for any agent trusts its listing of the agents registry (``a/``)."""
 _MORE = 50  # keys per further page
 _LOOK = 32  # states a take reads at once, at most
-
-
-@dataclass(frozen=True)
-class Look:
-    """What one take looks with: ``find`` (intent recovery), the agent it takes for
-    (``None``: any) and how it reads a session's owner record (W19)."""
-
-    find: Callable[[str, int, int, str, bool], Any]
-    agent: str | None
-    owner: Callable[[str], Awaitable[str | None]] | None
 
 
 class Wakes:
@@ -138,6 +129,8 @@ class Wakes:
         self._orphans: Lru[str, float] = Lru(cache_size)  # key no state names -> first seen
         self._trying: set[str] = set()  # sessions a take of this world is looking at
         self.scopes: set[str | None] = set()  # the agents this world took for (None: any)
+        self._agents: set[str] = set()  # the a/ registry, as last listed
+        self._agents_at = -AGENTS_EVERY  # when (monotonic)
         self._pool: dict[str, None] = {}  # keys of the last listing not looked at yet
         self._doomed: dict[str, None] = {}  # index keys to remove (rule 1), in order
         self._removing = False  # a task removes them
@@ -558,11 +551,14 @@ class Wakes:
     async def _prefixes(self) -> list[str]:
         """The prefixes a listing covers: the shared ones, and those of every agent
         this world took for (of every agent in the ``a/`` registry once a take for
-        any agent came)."""
+        any agent came: one LIST more, at most every :data:`AGENTS_EVERY` seconds)."""
         agents = {a for a in self.scopes if a is not None}
         if None in self.scopes:
-            listed = await self.store.list(self.keys.agents(), limit=1000)
-            agents |= {key[len(self.keys.agents()) :] for key, _ in listed}
+            if time.monotonic() - self._agents_at > AGENTS_EVERY:
+                listed = await self.store.list(self.keys.agents(), limit=1000)
+                self._agents = {key[len(self.keys.agents()) :] for key, _ in listed}
+                self._agents_at = time.monotonic()
+            agents |= self._agents
         return self.keys.due_prefixes() + [
             p for a in sorted(agents) for p in self.keys.due_prefixes(a)
         ]
@@ -594,10 +590,10 @@ class Wakes:
                 await asyncio.wait([self._listing])
             self._next_list = None
             self._listing = nxt
-            prefixes = await self._prefixes()
             if self._bare and not await self.store.list(self.keys.due_index(), limit=1):
-                pages: list[list[str]] = [[] for _ in prefixes]  # still bare: 1 LIST, not 4
+                pages: list[list[str]] = []  # still bare: 1 LIST, not 4
             else:
+                prefixes = await self._prefixes()
                 listed = await asyncio.gather(*(self.store.list(p, limit=PAGE) for p in prefixes))
                 pages = [[k for k, _ in page] for page in listed]
             self._bare = not any(pages)
