@@ -470,6 +470,25 @@ return ARGV[2]
 """
 )
 
+# KEYS: meta, shared due queue, agents set. ARGV: sid, old, new. A rename the
+# application asks for (docs/engine.md): the owner ``old`` becomes ``new``, and the
+# session's wake moves to the new owner's queue, its score kept (W19). Reply: 1 if moved.
+RENAME = (
+    _COMMON
+    + """
+if redis.call('HGET', KEYS[1], 'agent') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'agent', ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+local pfx = prefix_of(KEYS[2])
+local at = redis.call('ZSCORE', pfx .. 'due:' .. ARGV[2], ARGV[1])
+if at then
+  redis.call('ZREM', pfx .. 'due:' .. ARGV[2], ARGV[1])
+  redis.call('ZADD', pfx .. 'due:' .. ARGV[3], at, ARGV[1])
+end
+return 1
+"""
+)
+
 # KEYS: meta. Reply: the owner, or nil.
 OWNER = """
 return redis.call('HGET', KEYS[1], 'agent')
@@ -491,6 +510,7 @@ SCRIPTS: dict[str, str] = {
     "wakes": WAKES,
     "claim": CLAIM,
     "owner": OWNER,
+    "rename": RENAME,
 }
 """Every script by name; ``setup()`` loads them all, and a call whose script the
 server lost (NOSCRIPT) loads it again and runs once more."""

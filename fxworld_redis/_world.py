@@ -25,7 +25,7 @@ from fxworld.errors import (
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, parse, split_query
-from fxworld_redis import _errors, _scripts, _settings
+from fxworld_redis import _errors, _rename, _scripts, _settings
 from fxworld_redis._budget import Budget
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
@@ -326,13 +326,8 @@ class RedisWorld:
         return taken[0] if taken else None
 
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
-        """Take up to ``limit`` due wakes at once, each under its own lease (W12).
-
-        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
-        ``fxworld.take_wakes``), for workers that run several sessions side by
-        side. Earliest ready first over all partitions and all agents' queues: on
-        one server in one script; on a Cluster as ``_take`` says.
-        """
+        """Up to ``limit`` due wakes, each leased (W12): earliest first over every partition
+        and agent's queue (``WakeBatcher``; one script on one server; ``_take``)."""
         micros = str(_micros(validate.lease(lease)))
         limit = validate.wake_batch(limit)  # W15
         await self._ensure_ready()
@@ -341,10 +336,8 @@ class RedisWorld:
     # -- AgentRouter (W19): the owner in the session's meta, a due queue per agent --------
 
     async def claim(self, session_id: str, agent: str) -> str:
-        """Record ``agent`` as the session's owner unless one is recorded: one script
-        (set-if-absent), which also moves a wake already queued into the owner's
-        queue (``fxworld.protocol.AgentRouter``). Safe to send again: a repeat
-        finds the owner it recorded."""
+        """W19: ``agent`` becomes the owner unless one is recorded (set-if-absent), and a
+        queued wake moves to its queue: one script, safe to send again."""
         validate.session_id(session_id)
         validate.agent_name(agent)  # W15: before any I/O
         k = await self._keys(session_id)
@@ -356,6 +349,12 @@ class RedisWorld:
         meta = (await self._keys(session_id)).meta(session_id)
         found = await self._script("owner", [meta], [], idempotent=True)
         return None if found is None else text(found)
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to ``new`` (``_rename``); how many moved."""
+        old, new = validate.agent_name(old), validate.agent_name(new)
+        await self._ensure_ready()  # the client of this event loop
+        return await _rename.rename_agent(self._client, self._script, self.namespace, old, new)
 
     async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
         """``take_wakes`` over the shared queues and ``agent``'s own only (W19):

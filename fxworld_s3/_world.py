@@ -439,6 +439,27 @@ class S3World:
         self.owners[session_id] = found
         return found
 
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to ``new`` (a rename the application asks
+        for, with no worker of either name running): a LIST of ``o/``, a GET of each
+        owner record, a conditional PUT of each of ``old``'s, then its wake state
+        written with ``new`` (its index key moves under ``new``'s prefix, W19)."""
+        old, new = validate.agent_name(old), validate.agent_name(new)
+        await self._here()
+        moved, root, after = 0, self.keys.owner(""), ""
+        while page := await self.store.list(root, start_after=after, limit=1000):
+            after = page[-1][0]
+            for key, _ in page:
+                got = await self.store.get(key)
+                if isinstance(got, tuple) and loads(got[0]).get("agent") == old:
+                    if await self.store.put_if(key, dumps({"agent": new}), got[1]):
+                        sid = key[len(root) :]
+                        self.owners[sid] = new
+                        await self.store.put(self.keys.agent(new), b"1")
+                        await self.wakes.change(sid, unchanged, agent=new)
+                        moved += 1
+        return moved
+
     async def _owner_to_write(self, session_id: str) -> str | None:
         """The owner a wake state is written with: as :meth:`owner`, but a session
         found unowned within the last :data:`_UNOWNED_FOR` seconds is not asked

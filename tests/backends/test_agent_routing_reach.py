@@ -124,3 +124,29 @@ async def test_an_agents_take_on_redis_finds_its_wake_behind_many(
         assert len(theirs) == 100 and {t.agent for t in theirs} == {"sales"}
     finally:
         await world.close()
+
+
+@pytest.mark.parametrize("server", ["redis_server", "redis_cluster", "s3_server"])
+async def test_renaming_an_agent_moves_its_sessions_and_their_wakes(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """``rename_agent``: ``helpdesk``'s sessions (one with a pending wake) become
+    ``support``'s; the wake is then taken by ``support`` only; ``sales``'s stay."""
+    from fxworld.engine.owners import rename_agent
+
+    found = request.getfixturevalue(server)
+    base = found.url() if server == "s3_server" else found.url
+    world = open_world(_url(base))
+    await world.setup()
+    try:
+        assert isinstance(world, AgentRouter)
+        for sid, agent in (("h1", "helpdesk"), ("h2", "helpdesk"), ("s1", "sales")):
+            await world.claim(sid, agent)
+        await world.wake("h1")
+        assert await rename_agent(world, "helpdesk", "support") == 2
+        assert [await world.owner(s) for s in ("h1", "h2", "s1")] == ["support", "support", "sales"]
+        assert await world.take_wakes_for("helpdesk", lease=30) == []
+        taken = await world.take_wakes_for("support", lease=30)
+        assert [(t.session_id, t.agent) for t in taken] == [("h1", "support")]
+    finally:
+        await world.close()
