@@ -86,13 +86,16 @@ def served(root: Any) -> dict[str, Any]:
 
 
 async def run_owner(world: World, wake: WakeLease, natural: str) -> str:
-    """The owner of the session of ``wake``, claimed for ``natural`` (the agent
-    that would run it) when it has none yet. The caller runs the session only if
+    """The owner of the session of ``wake``: the one the take found; else the
+    world's record, claimed now for the agent its log names, or for ``natural``
+    (the agent that would run it) when it names none (a session written before
+    owners were recorded). The caller runs the session only if
     the owner is one of its agents, and otherwise hands the wake back
     (:func:`hand_back`)."""
     if wake.agent is not None:
         return wake.agent
-    return await claim_for(world, wake.session_id, natural)
+    named = await owner_in_log(world, wake.session_id)  # prompted through a world
+    return await claim_for(world, wake.session_id, named or natural)  # that kept no record
 
 
 async def hand_back(world: World, wake: WakeLease) -> None:

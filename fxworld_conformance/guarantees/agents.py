@@ -38,6 +38,13 @@ async def _take_for(p: Probe, agent: str, limit: int = 10) -> list[WakeLease]:
     return got
 
 
+async def _woken(p: Probe, sid: str) -> None:
+    """An entry and a wake of ``sid``: two calls, so a world that loses an append's
+    wake (W7) fails its own guarantee here, not W19."""
+    await p.append(sid, [e()])
+    await p.wake(sid)
+
+
 async def _claim(p: Probe, sid: str, agent: str) -> str:
     owner: str = await p.call(f"claim({sid!r}, {agent!r})", _router(p).claim(sid, agent))
     return owner
@@ -79,9 +86,9 @@ async def w19_claim_once(p: Probe) -> None:
 async def w19_only_own_wakes(p: Probe) -> None:
     await _claim(p, "a1", "support")
     await _claim(p, "b1", "sales")
-    await p.append("a1", [e()], wake=0)
-    await p.append("b1", [e()], wake=0)
-    await p.append("n1", [e()], wake=0)  # nobody's: written before owners were recorded
+    await _woken(p, "a1")
+    await _woken(p, "b1")
+    await _woken(p, "n1")  # nobody's: written before owners were recorded
     await _claim(p, "a2", "support")  # claimed after its wake was made
     await p.wake("a2")
     await _claim(p, "b2", "sales")
@@ -113,10 +120,10 @@ async def w19_no_starvation(p: Probe) -> None:
     crowd = [f"b{i}" for i in range(CROWD)]
     for sid in crowd:
         await _claim(p, sid, "busy")
-        await p.append(sid, [e()], wake=0)
+        await _woken(p, sid)
     await asyncio.sleep(0.01)  # the crowd is due before it
     await _claim(p, S, "quiet")
-    await p.append(S, [e()], wake=0)
+    await _woken(p, S)
     found: list[WakeLease] = []
     for _ in range(3):  # a partitioned world may answer short; three looks are plenty
         found = await _take_for(p, "quiet", limit=1)
@@ -142,7 +149,7 @@ async def w19_no_starvation(p: Probe) -> None:
 async def w19_delete_forgets_owner(p: Probe) -> None:
     w = _router(p)
     await _claim(p, S, "support")
-    await p.append(S, [e()], wake=0)
+    await _woken(p, S)
     await p.delete(S)
     owner = await p.call("owner", w.owner(S))
     check(owner is None, "W14", f"after delete, owner({S!r}) is still {owner!r}")

@@ -175,6 +175,19 @@ async def test_a_wake_of_another_agent_handed_to_a_worker_is_handed_back_unrun()
         assert await answers(world, sid) == ["sales answers"]
 
 
+async def test_a_session_whose_log_names_its_agent_but_has_no_record_stays_that_agents() -> None:
+    # prompted through a wrapper that kept no owner record: the log still says whose
+    world = MemoryWorld()
+    support, sales = two_agents(world)
+    prompt = log.entry(log.PROMPT, text="Hi", key="k1", agent="support")
+    await world.append("s1", [prompt], key="prompt:k1", wake=0.0)
+    await asyncio.wait_for(sales.work(until_idle=True, deadline=1.0, poll_interval=0.02), 60)
+    assert [e.kind for e in await world.read("s1", 0)] == [log.PROMPT]
+    assert await world.owner("s1") == "support"  # claimed for the agent the log names
+    await asyncio.wait_for(support.work(until_idle=True, poll_interval=0.02), 60)
+    assert await answers(world, "s1") == ["support answers"]
+
+
 async def test_a_world_without_the_seam_is_routed_by_the_fallback() -> None:
     world = HiddenSeam(MemoryWorld())
     assert not isinstance(world, AgentRouter)
@@ -193,8 +206,12 @@ async def test_a_world_without_the_seam_is_routed_by_the_fallback() -> None:
     assert await world.take_wake(lease=5) is None
 
 
-async def test_a_rename_moves_an_agents_sessions_to_its_new_name(tmp_path: Path) -> None:
-    world = open_world(f"sqlite:///{tmp_path}/world.db")
+@pytest.mark.parametrize("where", ["memory", "sqlite", "postgres"])
+async def test_a_rename_moves_an_agents_sessions_to_its_new_name(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/world.db"}.get(where)
+    world = open_world(url or request.getfixturevalue("pg_url"))
     try:
         old = Agent(ScriptedModel(["old answers"]), world=world, name="helpdesk")
         await old.session("s1").prompt("Hi").accepted
