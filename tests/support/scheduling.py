@@ -45,6 +45,7 @@ function fixtures and the session's servers."""
 SLOW_FIRST = (
     # one unit each, a few minutes under load
     "tests/serverless/test_scenarios.py",
+    "tests/serverless/test_two_agents_push.py",
     "tests/docs/test_run_locally.py",
     "tests/release/test_release.py",
     "tests/web/test_inspector_turns.py",
