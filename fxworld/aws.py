@@ -20,18 +20,25 @@ tool that was running is not run again unless idempotent; the model is told).
 
 A Lambda function is invoked only by its event source mapping, so the handler
 checks no signature. A message that names no valid session is dropped.
+
+Agents (W19): the handler runs one agent, or several (one function for all the
+agents of an app on one shared queue); each takes only its own sessions' wakes.
+A message naming an agent the function does not serve runs nothing and is
+reported as a batch item failure, so that the queue delivers it again, to another
+function that reads the queue; give each agent its own queue (a push URL with
+``{agent}``) to spare that round (docs/serverless.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fxworld.consume import Handoffs
+from fxworld.consume import Handoffs, served, work_all
 from fxworld.engine import WorkResult
-from fxworld.push.base import session_of
+from fxworld.push.base import agent_of, session_of
 
 if TYPE_CHECKING:
     from fxworld.engine import Agent
@@ -59,7 +66,11 @@ def default_margin(remaining: float) -> float:
 
 
 def lambda_handler(
-    agent: Agent, *, margin: float | None = None, lease: float = 15.0, concurrency: int = 8
+    agent: Agent | Sequence[Agent],
+    *,
+    margin: float | None = None,
+    lease: float = 15.0,
+    concurrency: int = 8,
 ) -> LambdaHandler:
     """A Lambda handler for an SQS event source mapping that runs ``agent``'s due
     turns; see the module. ``margin``: seconds kept free before the time limit to
@@ -72,6 +83,7 @@ def lambda_handler(
     One event loop is kept for the life of the execution environment, so the
     world's connections are reused by warm invocations."""
     loop = asyncio.new_event_loop()
+    agents = served(agent)
 
     def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         remaining = float(context.get_remaining_time_in_millis()) / 1000.0
@@ -89,31 +101,51 @@ def lambda_handler(
                 "" if margin is None else ", or lower margin=",
             )
         return loop.run_until_complete(
-            _invoke(agent, event, budget, lease=lease, concurrency=concurrency)
+            _invoke(agents, event, budget, lease=lease, concurrency=concurrency)
         )
 
     return handler
 
 
 async def _invoke(
-    agent: Agent, event: Mapping[str, Any], budget: float, *, lease: float, concurrency: int
+    agents: dict[str, Agent],
+    event: Mapping[str, Any],
+    budget: float,
+    *,
+    lease: float,
+    concurrency: int,
 ) -> dict[str, Any]:
-    named: dict[str, str] = {}  # message id: session id
+    named: dict[str, tuple[str, str | None]] = {}  # message id: (session id, agent)
+    failures = []
     for record in event.get("Records") or []:
-        sid = session_of(str(record.get("body", "")))
+        body = str(record.get("body", ""))
+        sid, owner = session_of(body), agent_of(body)
         if sid is None:
             logger.warning("message %s names no valid session: dropped", record.get("messageId"))
             continue
-        named[str(record["messageId"])] = sid
+        if owner is not None and owner not in agents:  # W19: another agent's: not run here
+            failures.append({"itemIdentifier": str(record["messageId"])})
+            continue
+        named[str(record["messageId"])] = (sid, owner)
+    if not named and failures:
+        return {"batchItemFailures": failures}  # nothing of ours: run nothing
+    owners = {owner for _, owner in named.values()}
+    if None in owners or not owners:
+        running = list(agents.values())  # a message naming no agent: every agent runs
+    else:
+        running = [agents[o] for o in sorted(o for o in owners if o is not None)]
+    handoffs = {
+        a.name: await Handoffs.before(a, [s for s, o in named.values() if o in (a.name, None)])
+        for a in running
+    }
     worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
-    handoffs = await Handoffs.before(agent, named.values())
     if budget >= MIN_BUDGET:
-        worked = await agent.work(
-            deadline=budget, until_idle=True, lease=lease, concurrency=concurrency
+        worked = await work_all(
+            running, deadline=budget, until_idle=True, lease=lease, concurrency=concurrency
         )
-    failures = []
-    for message_id, sid in named.items():
-        if await handoffs.ended(worked, sid) != "pending":
+    for message_id, (sid, owner) in named.items():
+        ends = handoffs[owner or running[0].name]
+        if await ends.ended(worked, sid) != "pending":
             continue  # over, waiting, or a new message continues it: deleted
         failures.append({"itemIdentifier": message_id})  # work left: deliver it again
     return {"batchItemFailures": failures}

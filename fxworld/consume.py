@@ -25,20 +25,45 @@ log ends before the run: one call per session (``last_entry``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
-from fxworld.engine.agent import WorkResult
+from fxworld.engine.agent import Agent, WorkResult
 from fxworld.engine.log import TURN_YIELDED
 from fxworld.engine.replay import RunEnd, end_of, next_step
 from fxworld.engine.tail import replay_latest_turn
 from fxworld.engine.tools import Tool
+from fxworld.errors import ConfigurationError
 from fxworld.logends import last_seq
 from fxworld.protocol import World
 from fxworld.push.world import PushingWorld
 from fxworld.types import Entry
 
-__all__ = ["Handoffs"]
+__all__ = ["Handoffs", "served", "work_all"]
+
+
+def served(agent: Agent | Sequence[Agent]) -> dict[str, Agent]:
+    """The agents a consumer (the wake route, ``lambda_handler``) serves, by name:
+    one, or several sharing a queue (W19). Two of one name: ``ConfigurationError``."""
+    agents = [agent] if not isinstance(agent, Sequence) else list(agent)
+    if not agents:
+        raise ConfigurationError("a queue consumer needs at least one agent")
+    by_name: dict[str, Agent] = {}
+    for a in agents:
+        if a.name in by_name:
+            raise ConfigurationError(f"two agents are named {a.name!r}: each needs its own name")
+        by_name[a.name] = a
+    return by_name
+
+
+async def work_all(agents: Sequence[Agent], **options: Any) -> WorkResult:
+    """``agent.work(**options)`` of each agent at once (each takes only its own
+    sessions' wakes, W19), as one result: the deadline hit if any hit it, and how
+    every session any of them ran ended."""
+    results = await asyncio.gather(*(a.work(**options) for a in agents))
+    ended: Mapping[str, Any] = {k: v for r in results for k, v in r.ended.items()}
+    return WorkResult(hit_deadline=any(r.hit_deadline for r in results), ended=ended)
 
 
 class Consumer(Protocol):

@@ -34,6 +34,9 @@ How it keeps the contract (key layout and scripts in ``_scripts``):
   one connection per partition (on a Cluster, half the budget at most: ``_budget``);
   the world's calls keep the rest.
 * ``list_sessions()`` pages through one sorted set of session ids per partition.
+* Agent routing (``AgentRouter``, W19): the owner in the session's HASH, set once by
+  ``claim``; a due queue per agent and partition beside the shared one, so a take
+  for an agent visits only its own queues and the shared ones.
 * ``drop_namespace()`` scans every primary for the namespace's keys and unlinks them
   (the optional ``NamespaceDropper``; the conformance kit removes its namespaces
   with it).

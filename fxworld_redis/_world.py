@@ -6,8 +6,6 @@ import asyncio
 import hashlib
 import json
 import os
-import secrets
-import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -27,11 +25,12 @@ from fxworld.errors import (
 )
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, parse, split_query
-from fxworld_redis import _errors, _scripts, _settings
+from fxworld_redis import _errors, _rename, _scripts, _settings
 from fxworld_redis._budget import Budget
 from fxworld_redis._deadline import Deadlines
 from fxworld_redis._follow import Waits
 from fxworld_redis._scripts import Keys, text
+from fxworld_redis._take import Takes
 
 __all__ = ["RedisWorld"]
 
@@ -47,7 +46,6 @@ POOL_SIZE = 8
 past this many connections wait for a free one (``?max_connections=`` sets another,
 at least 2), the followers' shared ``XREAD`` included (see ``_budget``)."""
 _CALL_TIMEOUT = 30.0  # s: > follow's XREAD BLOCK; a stalled link ends
-_PEEK_EVERY = 0.05  # s: how long a Cluster world trusts its hint of ready partitions
 _US = 1_000_000
 _Client = Redis | RedisCluster
 
@@ -128,10 +126,7 @@ class RedisWorld:
         self._deadlines: Deadlines  # made for each event loop, with the loop
         self._waits: Waits  # the followers waiting on this loop (one XREAD per partition)
         self._budget: Budget | None = None  # Cluster: calls wait for a free connection
-        self._turn = 0  # which partition wins a tie in a Cluster's peek
-        self._ready_parts: list[int] = []  # Cluster: partitions last seen with a ready wake
-        self._peeked_at = 0.0
-        self._peeking: asyncio.Future[None] | None = None  # the peek out, on this loop
+        self._takes: Takes  # the takes (and a Cluster's peek hints), made with the loop
         self._closed = False
 
     @classmethod
@@ -331,72 +326,45 @@ class RedisWorld:
         return taken[0] if taken else None
 
     async def take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
-        """Take up to ``limit`` due wakes at once, each under its own lease (W12).
-
-        The native batch of ``fxworld.protocol.WakeBatcher`` (callers use
-        ``fxworld.take_wakes``), for workers that run several sessions side by
-        side. Earliest ready first over all partitions: on one server in one
-        script. On a Cluster, partitions that had ready wakes are
-        tried first, one script each, in turn; when none is known (or the hint is
-        older than 50 ms) a read-only ``peek`` asks every partition at once.
-        """
+        """Up to ``limit`` due wakes, each leased (W12): earliest first over every partition
+        and agent's queue (``WakeBatcher``; one script on one server; ``_take``)."""
         micros = str(_micros(validate.lease(lease)))
         limit = validate.wake_batch(limit)  # W15
         await self._ensure_ready()
-        parts = self._parts
-        if not self.cluster:
-            return await self._take(parts, micros, limit)
-        peeked = False
-        if not self._ready_parts or time.monotonic() - self._peeked_at > _PEEK_EVERY:
-            await self._peek(parts)
-            peeked = True
-        out = await self._take_ready(parts, micros, limit)
-        if not out and not peeked:
-            await self._peek(parts)
-            out = await self._take_ready(parts, micros, limit)
-        return out
+        return await self._takes.take(self._parts, micros, limit, "")
 
-    async def _peek(self, parts: list[Keys]) -> None:
-        """Which partitions hold a ready wake, earliest first (ties: the next in turn).
-        Callers that come while a peek is out wait for its answer (one peek, not one
-        per worker: each asks every partition)."""
-        if self._peeking is not None:
-            await asyncio.shield(self._peeking)
-            return
-        self._peeking = done = asyncio.get_running_loop().create_future()
-        try:
-            heads = await asyncio.gather(*(self._script("peek", [k.due], []) for k in parts))
-        finally:
-            self._peeking = None
-            done.set_result(None)
-        start, count = self._turn, len(parts)
-        self._turn = (start + 1) % count
-        ready = sorted(
-            (float(head), (p - start) % count, p) for p, head in enumerate(heads) if head != -1
-        )
-        self._ready_parts = [p for _, _, p in ready]
-        self._peeked_at = time.monotonic()
+    # -- AgentRouter (W19): the owner in the session's meta, a due queue per agent --------
 
-    async def _take_ready(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:
-        out: list[WakeLease] = []
-        while self._ready_parts and len(out) < limit:
-            p = self._ready_parts.pop(0)
-            got = await self._take([parts[p]], micros, limit - len(out))
-            if got:
-                self._ready_parts.append(p)  # it may hold more: back of the line
-            out += got
-        return out
+    async def claim(self, session_id: str, agent: str) -> str:
+        """W19: ``agent`` becomes the owner unless one is recorded (set-if-absent), and a
+        queued wake moves to its queue: one script, safe to send again."""
+        validate.session_id(session_id)
+        validate.agent_name(agent)  # W15: before any I/O
+        k = await self._keys(session_id)
+        keys = [k.meta(session_id), k.due, k.agents]
+        return text(await self._script("claim", keys, [session_id, agent], idempotent=True))
 
-    async def _take(self, parts: list[Keys], micros: str, limit: int) -> list[WakeLease]:
-        flat = await self._script(
-            "take",
-            [k.due for k in parts],
-            [micros, str(limit), secrets.token_hex(16)],
-        )
-        return [
-            WakeLease(text(flat[i]), text(flat[i + 1]), int(flat[i + 2]), _time(flat[i + 3]))
-            for i in range(0, len(flat), 4)
-        ]
+    async def owner(self, session_id: str) -> str | None:
+        validate.session_id(session_id)
+        meta = (await self._keys(session_id)).meta(session_id)
+        found = await self._script("owner", [meta], [], idempotent=True)
+        return None if found is None else text(found)
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to ``new`` (``_rename``); how many moved."""
+        old, new = validate.agent_name(old), validate.agent_name(new)
+        await self._ensure_ready()  # the client of this event loop
+        return await _rename.rename_agent(self._client, self._script, self.namespace, old, new)
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """``take_wakes`` over the shared queues and ``agent``'s own only (W19):
+        another agent's wakes are neither visited nor handed out, however many
+        are due."""
+        validate.agent_name(agent)
+        micros = str(_micros(validate.lease(lease)))
+        limit = validate.wake_batch(limit)  # W15
+        await self._ensure_ready()
+        return await self._takes.take(self._parts, micros, limit, agent)
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         micros = _micros(validate.lease(lease))
@@ -577,7 +545,7 @@ class RedisWorld:
         if self._loop is not None and self._owns_client:
             self._client = self._make()
         self._ready_lock = None
-        self._peeking = None
+        self._takes = Takes(self._script, self.cluster)
         self._deadlines = Deadlines(_CALL_TIMEOUT)
         self._waits = Waits(self._xread)
         self._budget = Budget(self.connection_budget) if self.cluster else None

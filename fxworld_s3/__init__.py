@@ -59,6 +59,10 @@ How it keeps the contract with conditional writes alone (details in docs/s3.md):
   changing nothing);
   leases and due times are on the client clocks (keep them in sync, as with NTP)
   (W11-W13).
+* Agent routing (``AgentRouter``, W19): the owner in ``o/{sid}`` (created once with
+  ``If-None-Match: *``), written into the wake state, whose due index keys then go
+  under ``wd/@{agent}/``: a take for an agent lists only its own and the shared
+  prefixes.
 * Errors are translated in ``_errors``: lost races are re-read, SlowDown and 5xx
   are retried with backoff and jitter, missing credentials are a
   ``ConfigurationError`` naming the variables.

@@ -9,6 +9,13 @@ Under ``{prefix}{namespace}/``::
     wd/{p}/{t:015d}/{sid}/{nonce}   a due index key: the session's wake state may be
                                     deliverable from t (ms since the epoch) on; p is
                                     one of DUE_PREFIXES prefixes, by the session id
+    wd/@{agent}/{p}/{t}/{sid}/{nonce}   the same, for a session ``agent`` owns (W19):
+                                    its nonce is ``{agent}~{hex}``, so a cover's
+                                    ``(t, nonce)`` names its key
+    o/{sid}                         the session's owner {"agent": name}, created once
+                                    with If-None-Match: * (``claim``, W19)
+    a/{agent}                       an agent that owns sessions here (what a take
+                                    for any agent lists beside the shared prefixes)
     m/{sid}                         marker {"g": n}: the session has (had) a batch in
                                     generation n; listed by ``list_sessions``
 
@@ -36,6 +43,7 @@ generation).
 
 from __future__ import annotations
 
+import uuid
 import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -83,18 +91,45 @@ class Keys:
     def due_index(self) -> str:
         return f"{self.root}wd/"
 
-    def due_prefixes(self) -> list[str]:
-        return [f"{self.root}wd/{p}/" for p in range(DUE_PREFIXES)]
+    def due_prefixes(self, agent: str | None = None) -> list[str]:
+        """The shared prefixes of the due index, or ``agent``'s own (W19)."""
+        owner = "" if agent is None else f"@{agent}/"
+        return [f"{self.root}wd/{owner}{p}/" for p in range(DUE_PREFIXES)]
 
     def due(self, sid: str, t_ms: int, nonce: str) -> str:
-        """A due index key of ``sid`` at ``t_ms``; its prefix is fixed by the id."""
+        """A due index key of ``sid`` at ``t_ms``; its prefix is fixed by the id,
+        and by the owner its nonce names (W19)."""
         p = zlib.crc32(sid.encode()) % DUE_PREFIXES
-        return f"{self.root}wd/{p}/{t_ms:0{_T}d}/{sid}/{nonce}"
+        agent = self.agent_of(nonce)
+        owner = "" if agent is None else f"@{agent}/"
+        return f"{self.root}wd/{owner}{p}/{t_ms:0{_T}d}/{sid}/{nonce}"
 
     def parse_due(self, key: str) -> tuple[int, str, str]:
-        """``(t_ms, sid, nonce)`` of a due index key (session ids hold no ``/``)."""
-        t, sid, nonce = key[len(self.root) + 3 :].split("/")[1:]
+        """``(t_ms, sid, nonce)`` of a due index key (session ids and agent names
+        hold no ``/``)."""
+        t, sid, nonce = key.rsplit("/", 3)[1:]
         return int(t), sid, nonce
+
+    @staticmethod
+    def nonce(agent: str | None) -> str:
+        """A fresh nonce for an index key, naming the owner when there is one."""
+        tail = uuid.uuid4().hex[:12]
+        return tail if agent is None else f"{agent}~{tail}"
+
+    @staticmethod
+    def agent_of(nonce: str) -> str | None:
+        """The owner a nonce names (``None``: a shared key)."""
+        agent, sep, _ = nonce.rpartition("~")
+        return agent if sep else None
+
+    def owner(self, sid: str) -> str:
+        return f"{self.root}o/{sid}"
+
+    def agents(self) -> str:
+        return f"{self.root}a/"
+
+    def agent(self, name: str) -> str:
+        return f"{self.root}a/{name}"
 
     def markers(self) -> str:
         return f"{self.root}m/"

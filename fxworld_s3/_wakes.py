@@ -64,14 +64,15 @@ import copy
 import random
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from fxworld.errors import LeaseLost
+from fxworld_s3 import _wakedoc as wd
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._layout import Keys
 from fxworld_s3._store import Store, dumps, loads
+from fxworld_s3._wakedoc import Change, Cover, Doc, Look, R
 
 __all__ = ["Wakes", "RECOVER_AFTER", "DROP_AFTER", "SETTLE_AFTER", "ORPHAN_AFTER", "PAGE", "GATHER"]
 
@@ -95,105 +96,10 @@ PAGE = 10
 """Index keys a take LISTs per prefix (more only if these are all passed over)."""
 GATHER = 0.05
 """Seconds the index keys dropped by this world gather before one request removes them."""
+AGENTS_EVERY = 1.0
+"""Seconds a take for any agent trusts its listing of the agents registry (``a/``)."""
 _MORE = 50  # keys per further page
 _LOOK = 32  # states a take reads at once, at most
-_MOVE_AFTER = 1.0  # a renewal moves a due cover when its lease ends later than this
-
-R = TypeVar("R")
-Doc = dict[str, Any]
-Change = Callable[[Doc | None, float], tuple[Doc | None, R]]
-Cover = tuple[int, str]  # (t in ms, nonce) of an index key
-
-
-def _ms(seconds: float) -> int:
-    """An index key's time: rounded down, so a key is never later than what it covers."""
-    return int(seconds * 1000)
-
-
-def _empty(doc: Doc) -> bool:
-    return doc.get("due") is None and not doc.get("L") and not doc.get("chk")
-
-
-def _requested(doc: Doc | None, due: float, now: float) -> Doc:
-    """``doc`` after a request for a wake due at ``due`` (W11, W13)."""
-    doc = dict(doc or {})
-    lease = doc.get("L")
-    if lease and lease[1] >= now:
-        again = doc.get("again")
-        doc["again"] = due if again is None else min(again, due)
-    else:
-        old = doc.get("due")
-        doc["due"] = due if old is None else min(old, due)
-    return doc
-
-
-def _deliverable_at(doc: Doc | None) -> float | None:
-    """From when ``doc`` needs a look: the lease's end while leased, else ``due``,
-    or earlier if an intent with no index key of its own would be due then."""
-    if doc is None:
-        return None
-    lease = doc.get("L")
-    times = [float(lease[1]) if lease else doc.get("due")]
-    times += [i[3] + i[2] for i in doc.get("chk", {}).values() if len(i) < 6]
-    return min((t for t in times if t is not None), default=None)
-
-
-def _covers(doc: Doc | None) -> list[Cover]:
-    return [(int(t), str(n)) for t, n in (doc or {}).get("ix", [])]
-
-
-def _intent_keys(doc: Doc | None) -> dict[str, Cover]:
-    """Each intent's own index key, by the intent's token."""
-    return {
-        token: (int(i[4]), str(i[5]))
-        for token, i in (doc or {}).get("chk", {}).items()
-        if len(i) >= 6
-    }
-
-
-def _named(doc: Doc | None) -> set[str]:
-    """The nonces of the index keys ``doc`` names: its covers and its intents' keys."""
-    return {n for _, n in _covers(doc)} | {k[1] for k in _intent_keys(doc).values()}
-
-
-@dataclass
-class Plan:
-    """The index keys of one state change: ``create`` before it, ``drop`` after it."""
-
-    create: Cover | None = None
-    drop: list[Cover] = field(default_factory=list)
-
-
-def _cover(
-    old: Doc | None, new: Doc | None, applied: set[str], now: float, *, move: bool = False
-) -> Plan:
-    """Set ``new["ix"]`` so that rules 1-3 of the module docstring hold, and say
-    which key to write before ``new`` and which keys to remove after it. ``applied``:
-    the intents this change applied (their keys exist: their batches landed)."""
-    old_ix, old_intents = _covers(old), _intent_keys(old)
-    gone = [k for token, k in old_intents.items() if token not in _intent_keys(new)]
-    plan = Plan()
-    at = _deliverable_at(new)
-    if new is None or at is None:
-        if new is not None:
-            new.pop("ix", None)
-        plan.drop = old_ix + gone
-        return plan
-    limit = _ms(at)
-    adoptable = [k for token, k in old_intents.items() if token in applied and k in gone]
-    candidates = [k for k in adoptable if k[0] <= limit]
-    before = _deliverable_at(old)
-    if before is not None and at >= before:  # rule 2: not earlier, the old covers hold
-        candidates += [k for k in old_ix if k[0] <= limit]
-    if move and at > now + _MOVE_AFTER:  # rule 3
-        candidates = [k for k in candidates if k[0] > _ms(now)]
-    if candidates:
-        best = max(candidates)
-    else:
-        best = plan.create = (limit, uuid.uuid4().hex[:12])
-    new["ix"] = [list(best)]
-    plan.drop = [k for k in dict.fromkeys(old_ix + gone) if k != best]
-    return plan
 
 
 class Wakes:
@@ -222,6 +128,9 @@ class Wakes:
         self._skip: Lru[str, float] = Lru(cache_size)
         self._orphans: Lru[str, float] = Lru(cache_size)  # key no state names -> first seen
         self._trying: set[str] = set()  # sessions a take of this world is looking at
+        self.scopes: set[str | None] = set()  # the agents this world took for (None: any)
+        self._agents: set[str] = set()  # the a/ registry, as last listed
+        self._agents_at = -AGENTS_EVERY  # when (monotonic)
         self._pool: dict[str, None] = {}  # keys of the last listing not looked at yet
         self._doomed: dict[str, None] = {}  # index keys to remove (rule 1), in order
         self._removing = False  # a task removes them
@@ -229,22 +138,26 @@ class Wakes:
         # intents are still to settle; the next write of the state settles them
         self.landed: dict[str, dict[str, float | None]] = {}
 
-    async def change(self, sid: str, fn: Change[R], *, move: bool = False) -> R:
+    async def change(
+        self, sid: str, fn: Change[R], *, move: bool = False, agent: str | None = None
+    ) -> R:
         """Apply ``fn(state, now)`` to ``w/{sid}`` with a conditional write, again
         on a lost race; ``fn`` returns the new state (``None``: remove it) and the
         result. The same write settles this world's landed intents of ``sid``, and
-        keeps the due index (the module docstring's rules)."""
+        keeps the due index (the module docstring's rules). ``agent``: the
+        session's owner, written into the new state (W19: its index keys then go
+        under the owner's prefix)."""
         async with self.locks.hold(sid):
-            return await self._change(sid, fn, move)
+            return await self._change(sid, fn, move, agent)
 
     async def _settle_landed(self, sid: str) -> None:
         """Settle this world's landed intents of ``sid`` unless a write of the state
         settled them while this waited for the session's lock (then no request)."""
         async with self.locks.hold(sid):
             if self.landed.get(sid):
-                await self._change(sid, _unchanged, False)
+                await self._change(sid, wd.unchanged, False, None)
 
-    async def _change(self, sid: str, fn: Change[R], move: bool) -> R:
+    async def _change(self, sid: str, fn: Change[R], move: bool, agent: str | None) -> R:
         """:meth:`change`, with the session's lock held."""
         key = self.keys.wake(sid)
         known = self.states.get(sid)
@@ -256,14 +169,16 @@ class Wakes:
             settling = dict(self.landed.get(sid, {}))
             now = time.time()
             try:
-                new, result = fn(_settle_all(copy.deepcopy(doc), settling, now), now)
+                new, result = fn(wd.settle_all(copy.deepcopy(doc), settling, now), now)
             except LeaseLost:
                 if fresh:
                     raise
                 known = None  # refuse only on what the server holds now
                 continue
-            if new is not None and _empty(new):
+            if new is not None and wd.empty(new):
                 new = None
+            if new is not None and agent is not None:
+                new["a"] = agent  # W19
             if new == doc:
                 if fresh:  # the server's state holds none of them: settled by others
                     self._forget(sid, settling)
@@ -271,7 +186,7 @@ class Wakes:
                 known = None  # nothing to write? only if the cache was right
                 continue
             applied = {t for t, at in settling.items() if at is not None}
-            plan = _cover(doc, new, applied, now, move=move)
+            plan = wd.cover(doc, new, applied, now, move=move)
             if plan.create is not None:  # rule 1: the key before the state naming it
                 await self._put_key(sid, *plan.create)
             if await self._write(sid, key, etag, new):
@@ -358,25 +273,27 @@ class Wakes:
 
     # -- the operations -----------------------------------------------------------------
 
-    async def request(self, sid: str, delay: float) -> None:
+    async def request(self, sid: str, delay: float, agent: str | None = None) -> None:
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
-            return _requested(doc, now + delay, now), None
+            return wd.requested(doc, now + delay, now), None
 
-        await self.change(sid, fn)
+        await self.change(sid, fn, agent=agent)
 
-    async def intend(self, sid: str, token: str, gen: int, after: int, delay: float) -> None:
+    async def intend(
+        self, sid: str, token: str, gen: int, after: int, delay: float, agent: str | None = None
+    ) -> None:
         """Record an append's wake intent before its batch is written (W7), and its
         own index key beside it (both before the batch: the wake is owed once it
         lands), unless the state is due by the intent's time anyway."""
         at = time.time()
         known = self.states.get(sid)
-        covered = _deliverable_at(known[1] if known else None)
+        covered = wd.deliverable_at(known[1] if known else None)
         if covered is not None and covered <= at + delay:
             # already due by then: the state's cover serves (checked again on the
             # state the write lands on, which writes a key first if it must)
             mine: list[Any] = []
         else:
-            mine = [_ms(at + delay), uuid.uuid4().hex[:12]]
+            mine = [wd.ms(at + delay), Keys.nonce(agent)]  # W19: under the owner's prefix
 
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
             doc = dict(doc or {})
@@ -384,11 +301,11 @@ class Wakes:
             return doc, None
 
         if not mine:
-            await self.change(sid, fn)
+            await self.change(sid, fn, agent=agent)
             return
         results = await asyncio.gather(
             self._put_key(sid, *mine),
-            self.change(sid, fn),
+            self.change(sid, fn, agent=agent),
             return_exceptions=True,
         )
         failed = [r for r in results if isinstance(r, BaseException)]
@@ -418,45 +335,64 @@ class Wakes:
             await self._settle_landed(sid)
 
     async def take(
-        self, lease: float, find: Callable[[str, int, int, str, bool], Any], limit: int = 1
+        self,
+        lease: float,
+        find: Callable[[str, int, int, str, bool], Any],
+        limit: int = 1,
+        agent: str | None = None,
+        owner: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> list[tuple[str, str, int, float]]:
         """Take up to ``limit`` due wakes, each ``(sid, token, attempt, until)`` (W12),
         from the due index. ``find(sid, gen, after, token, quick)`` awaits the
         commit time of the batch written by ``token`` (``quick``: only if it is at
-        ``after + 1``), or ``None`` (intent recovery, W7)."""
+        ``after + 1``), or ``None`` (intent recovery, W7).
+
+        ``agent``: only wakes of sessions it owns or nobody owns (W19): the
+        listing covers the shared prefixes and the agent's own, never another
+        agent's; a state with no owner written in it is checked with ``owner(sid)``
+        (the session's owner record) before it is taken. ``None``: any wake."""
         out: list[tuple[str, str, int, float]] = []
+        self.scopes.add(agent)  # this world's listings cover this agent from now on
+        look = Look(find, agent, owner)
         for fresh in (False, True):
             # first what the last listing left untried, then (if that gave nothing)
             # a listing that starts after this call: None only if it finds none due
             if fresh:
-                await self._refill(limit)
-            candidates = self._candidates(list(self._pool))
+                await self._refill(limit, agent)
+            candidates = self._candidates(list(self._pool), agent)
             left = list(candidates)
             random.shuffle(left)  # several workers rarely race for one
-            out = await self._take_from(lease, left, candidates, find, limit)
+            out = await self._take_from(lease, left, candidates, look, limit)
             if out:
                 break
         return out
 
-    async def _refill(self, limit: int) -> None:
+    async def _refill(self, limit: int, agent: str | None) -> None:
         """List the due index into the pool of keys to try: the first PAGE keys of
         each prefix, and further pages of a prefix whose keys are all passed over
         (judged, or being tried), up to the first key not yet due (what is passed
         over is what runs now)."""
         pages = await self._list_due()
-        candidates = self._candidates([k for page in pages for k in page])
+        candidates = self._candidates([k for page in pages for k in page], agent)
         self._pool = dict.fromkeys(k for page in pages for k in page)
-        for prefix, page in zip(self.keys.due_prefixes(), pages, strict=True):
+        for page in pages:
             size = PAGE
-            while len(candidates) < limit and len(page) == size and not self._future(page[-1]):
+            # W19: a page of another agent's keys is not listed further for this one
+            while (
+                len(candidates) < limit
+                and len(page) == size
+                and not self._future(page[-1])
+                and self._ours(page[-1], agent)
+            ):
+                prefix = page[-1].rsplit("/", 3)[0] + "/"  # key = prefix + t/sid/nonce
                 listed = await self.store.list(prefix, start_after=page[-1], limit=_MORE)
                 page, size = [k for k, _ in listed], _MORE
                 self._pool.update(dict.fromkeys(page))
-                for sid, keys in self._candidates(page).items():
+                for sid, keys in self._candidates(page, agent).items():
                     candidates.setdefault(sid, []).extend(keys)
 
     async def _take_from(
-        self, lease: float, left: list[str], listed: dict[str, list[str]], find: Any, limit: int
+        self, lease: float, left: list[str], listed: dict[str, list[str]], look: Look, limit: int
     ) -> list[tuple[str, str, int, float]]:
         """Look at the states of as many candidates as the batch lacks (a GET each;
         twice as many each round after), then take the due ones, as many at once as
@@ -470,21 +406,21 @@ class Wakes:
             chunk, left = left[:size], left[size:]
             self._trying.update(chunk)
             try:
-                out += await self._take_chunk(lease, chunk, listed, find, limit - len(out))
+                out += await self._take_chunk(lease, chunk, listed, look, limit - len(out))
             finally:
                 self._trying.difference_update(chunk)
         return out
 
     async def _take_chunk(
-        self, lease: float, chunk: list[str], listed: dict[str, list[str]], find: Any, limit: int
+        self, lease: float, chunk: list[str], listed: dict[str, list[str]], look: Look, limit: int
     ) -> list[tuple[str, str, int, float]]:
         """Look at ``chunk``'s states, take up to ``limit`` of the due ones, judge the rest."""
         out: list[tuple[str, str, int, float]] = []
-        looked = await asyncio.gather(*(self._look(sid, find) for sid in chunk))
+        looked = await asyncio.gather(*(self._look(sid, look) for sid in chunk))
         due = [sid for sid, ok in zip(chunk, looked, strict=True) if ok]
         while due and len(out) < limit:
             tries, due = due[: limit - len(out)], due[limit - len(out) :]
-            taken = await asyncio.gather(*(self._take(lease, sid) for sid in tries))
+            taken = await asyncio.gather(*(self._take(lease, sid, look.agent) for sid in tries))
             out += [t for t in taken if t]
         ours = {t[0]: t[3] for t in out}
         for sid in chunk:
@@ -498,25 +434,50 @@ class Wakes:
         return out
 
     def _future(self, key: str) -> bool:
-        return self.keys.parse_due(key)[0] > _ms(time.time())
+        return self.keys.parse_due(key)[0] > wd.ms(time.time())
 
-    def _candidates(self, listed: list[str]) -> dict[str, list[str]]:
-        """Listed keys that are due and not judged already, by session."""
+    def _ours(self, key: str, agent: str | None) -> bool:
+        """W19: a key of the shared prefixes, or of ``agent``'s (any, for ``None``)."""
+        owner = Keys.agent_of(self.keys.parse_due(key)[2])
+        return agent is None or owner is None or owner == agent
+
+    def _candidates(self, listed: list[str], agent: str | None) -> dict[str, list[str]]:
+        """Listed keys that are due and not judged already, by session; for an agent
+        only its own keys and the shared ones (W19)."""
         now = time.time()
         out: dict[str, list[str]] = {}
         for key in listed:
             t, sid, _ = self.keys.parse_due(key)
-            if t <= _ms(now) and (self._skip.get(key) or 0.0) <= now and sid not in self._trying:
+            if not self._ours(key, agent):
+                continue
+            if t <= wd.ms(now) and (self._skip.get(key) or 0.0) <= now and sid not in self._trying:
                 out.setdefault(sid, []).append(key)
         return out
 
-    async def _look(self, sid: str, find: Any) -> bool:
-        """Read ``sid``'s state (one GET) and recover its intents: is it due?"""
+    async def _look(self, sid: str, look: Look) -> bool:
+        """Read ``sid``'s state (one GET) and recover its intents: is it due, and
+        (for an agent) its own or nobody's (W19)?"""
         _, doc = await self._get(sid)
         if doc is not None and doc.get("chk"):
-            await self._recover_all(sid, doc, find)
+            await self._recover_all(sid, doc, look.find)
         _, doc = self.states.get(sid) or ("", None)
-        return doc is not None and _deliverable(doc, time.time())
+        if doc is None or not wd.deliverable(doc, time.time()):
+            return False
+        if look.agent is None or doc.get("a") == look.agent:
+            return True
+        if doc.get("a") is not None:
+            return False  # another agent's (its key was in a shared prefix)
+        owner = None if look.owner is None else await look.owner(sid)
+        if owner is not None and owner != look.agent:
+            # W19: owned, yet its state does not say so (written before the claim
+            # landed): write the owner in, which moves its key to the owner's prefix
+            self.spawn(self._tag(sid, owner))
+            return False
+        return True
+
+    async def _tag(self, sid: str, agent: str) -> None:
+        with contextlib.suppress(Exception):  # the next look tries again
+            await self.change(sid, wd.unchanged, agent=agent)
 
     async def _recover_all(self, sid: str, doc: Doc, find: Any) -> None:
         now = time.time()
@@ -536,7 +497,7 @@ class Wakes:
                 looked.add(token)
                 await self._recover(sid, token, (gen, after, at), find, quick=quick)
         _, state = self.states.get(sid) or ("", None)
-        if state is None or not _deliverable(state, time.time()):
+        if state is None or not wd.deliverable(state, time.time()):
             return
         for token, intent in list(state.get("chk", {}).items()):
             # W11, W13: a take covers every request whose batch landed before it, so
@@ -557,11 +518,11 @@ class Wakes:
         too is looked at every time, and removed once ORPHAN_AFTER has passed."""
         _, doc = self.states.get(sid) or ("", None)
         now = time.time()
-        named = _named(doc)
+        named = wd.named(doc)
         for key in listed:
             if self.keys.parse_due(key)[2] in named:
                 self._orphans.pop(key)
-                at = _deliverable_at(doc)  # an unsettled intent's time counts (rule 2)
+                at = wd.deliverable_at(doc)  # an unsettled intent's time counts (rule 2)
                 if at is not None and at > now:
                     self._skip[key] = at
                 continue
@@ -579,13 +540,28 @@ class Wakes:
         nonce = self.keys.parse_due(key)[2]
         async with self.locks.hold(sid):
             etag, doc = await self._get(sid)
-            if nonce in _named(doc):
+            if nonce in wd.named(doc):
                 return  # its state landed after all
             body = dict(doc or {})
             if not await self._write(sid, self.keys.wake(sid), etag, body):
                 return  # changed meanwhile: judged again at the next look
         await self._remove(key)
         self._orphans.pop(key)
+
+    async def _prefixes(self) -> list[str]:
+        """The prefixes a listing covers: the shared ones, and those of every agent
+        this world took for (of every agent in the ``a/`` registry once a take for
+        any agent came: one LIST more, at most every :data:`AGENTS_EVERY` seconds)."""
+        agents = {a for a in self.scopes if a is not None}
+        if None in self.scopes:
+            if time.monotonic() - self._agents_at > AGENTS_EVERY:
+                listed = await self.store.list(self.keys.agents(), limit=1000)
+                self._agents = {key[len(self.keys.agents()) :] for key, _ in listed}
+                self._agents_at = time.monotonic()
+            agents |= self._agents
+        return self.keys.due_prefixes() + [
+            p for a in sorted(agents) for p in self.keys.due_prefixes(a)
+        ]
 
     async def _list_due(self) -> list[list[str]]:
         """The first PAGE keys of each prefix of the due index, shared by the takers
@@ -614,10 +590,10 @@ class Wakes:
                 await asyncio.wait([self._listing])
             self._next_list = None
             self._listing = nxt
-            prefixes = self.keys.due_prefixes()
             if self._bare and not await self.store.list(self.keys.due_index(), limit=1):
-                pages: list[list[str]] = [[] for _ in prefixes]  # still bare: 1 LIST, not 4
+                pages: list[list[str]] = []  # still bare: 1 LIST, not 4
             else:
+                prefixes = await self._prefixes()
                 listed = await asyncio.gather(*(self.store.list(p, limit=PAGE) for p in prefixes))
                 pages = [[k for k, _ in page] for page in listed]
             self._bare = not any(pages)
@@ -637,9 +613,11 @@ class Wakes:
                 self._listing = None
         return nxt.result()
 
-    async def _take(self, lease: float, sid: str) -> tuple[str, str, int, float] | None:
+    async def _take(
+        self, lease: float, sid: str, agent: str | None
+    ) -> tuple[str, str, int, float] | None:
         token = uuid.uuid4().hex
-        taken = await self.change(sid, _taker(token, lease))
+        taken = await self.change(sid, wd.taker(token, lease, agent))
         return None if taken is None else (sid, token, taken[0], taken[1])
 
     async def _recover(
@@ -658,7 +636,7 @@ class Wakes:
 
     async def renew(self, sid: str, token: str, lease: float) -> float:
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, float]:
-            _holding(doc, token, now)
+            wd.holding(doc, token, now)
             assert doc is not None
             doc["L"] = [token, now + lease, doc["L"][2]]
             return doc, now + lease
@@ -667,7 +645,7 @@ class Wakes:
 
     async def finish(self, sid: str, token: str) -> None:
         def fn(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
-            _holding(doc, token, now)
+            wd.holding(doc, token, now)
             assert doc is not None
             again = doc.pop("again", None)
             doc["L"] = None
@@ -705,7 +683,7 @@ class Wakes:
         request made during a lease (W13) or an append's wake intent (W7). A state
         with none of them is removed by :meth:`change`, so any state is pending."""
         _, doc = await self._get(sid)
-        return doc is not None and not _empty(doc)
+        return doc is not None and not wd.empty(doc)
 
     async def forget(self, sid: str) -> None:
         """Remove the session's wake (``delete``, W14), then its index keys."""
@@ -714,56 +692,4 @@ class Wakes:
             await self.store.delete(self.keys.wake(sid))
             self.states[sid] = ("", None)
             self.landed.pop(sid, None)  # its intents went with it
-        self._drop(sid, _covers(doc) + list(_intent_keys(doc).values()))
-
-
-def _unchanged(doc: Doc | None, now: float) -> tuple[Doc | None, None]:
-    return doc, None
-
-
-def _settle_all(doc: Doc | None, landed: dict[str, float | None], now: float) -> Doc | None:
-    for token, at in landed.items():
-        doc = _settled(doc, token, at, now)
-    return doc
-
-
-def _settled(doc: Doc | None, token: str, landed_at: float | None, now: float) -> Doc | None:
-    """``doc`` with the intent ``token`` applied (its batch landed at ``landed_at``)
-    or dropped (``None``); unchanged if the intent is gone (someone settled it)."""
-    if doc is None or token not in doc.get("chk", {}):
-        return doc
-    doc = dict(doc)
-    chk = dict(doc["chk"])
-    delay = chk.pop(token)[2]
-    doc["chk"] = chk
-    if landed_at is not None:
-        doc = _requested(doc, landed_at + delay, now)
-    return doc
-
-
-def _deliverable(doc: Doc, now: float) -> bool:
-    lease = doc.get("L")
-    if lease:
-        return bool(lease[1] < now)  # an expired lease is delivered again (W12)
-    due = doc.get("due")
-    return due is not None and due <= now  # never before its due time (W11)
-
-
-def _taker(token: str, lease: float) -> Change[tuple[int, float] | None]:
-    def fn(doc: Doc | None, now: float) -> tuple[Doc | None, tuple[int, float] | None]:
-        if doc is None or not _deliverable(doc, now):
-            return doc, None
-        old = doc.get("L")
-        attempt = old[2] + 1 if old else 1
-        if old:  # W13: the redelivery covers every request made before it, due or not
-            doc.pop("again", None)
-        doc["L"] = [token, now + lease, attempt]
-        return doc, (attempt, now + lease)
-
-    return fn
-
-
-def _holding(doc: Doc | None, token: str, now: float) -> None:
-    lease = (doc or {}).get("L")
-    if not lease or lease[0] != token or lease[1] < now:
-        raise LeaseLost("the lease expired or was taken by another worker")
+        self._drop(sid, wd.covers(doc) + list(wd.intent_keys(doc).values()))

@@ -17,17 +17,19 @@ from fxworld import validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
-from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks
+from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._follow import Poller
 from fxworld_s3._layout import Batch, Keys, start_of
 from fxworld_s3._log import Logs, Restart, State, Write
-from fxworld_s3._store import Store
+from fxworld_s3._store import Store, dumps, loads
+from fxworld_s3._wakedoc import unchanged
 from fxworld_s3._wakes import Wakes
 
 __all__ = ["S3World"]
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _URL_OPTIONS = ("endpoint_url", "region", "namespace", "max_entry_bytes")
+_UNOWNED_FOR = 60.0  # s: a session seen with no owner is not asked again when written
 _CHECKED: set[tuple[str, str, int]] = set()  # (endpoint, bucket, client) setup() found fit
 
 
@@ -109,6 +111,9 @@ class S3World:
         # race each other for the same position.
         self.locks = KeyedLocks()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.owners: Lru[str, str] = Lru(self.cache_size)  # sid -> owner (W19: set once)
+        self._registered: set[str] = set()  # agents this world wrote into a/
+        self._unowned: Lru[str, float] = Lru(self.cache_size)  # sid -> when seen unowned
 
     @classmethod
     def from_url(cls, url: str) -> S3World:
@@ -268,7 +273,8 @@ class S3World:
         async with self.locks.hold(session_id):
             if wake is not None:  # W7: the intent is stored before the batch
                 st = await self.logs.state(session_id)
-                await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake)
+                owner = await self._owner_to_write(session_id)  # W19: key under its prefix
+                await self.wakes.intend(session_id, token, st.gen, st.tail.last, wake, owner)
             try:
                 done = await self.logs.write(session_id, decide, need_keys=key is not None)
             except (Fenced, Conflict):
@@ -367,7 +373,7 @@ class S3World:
         validate.session_id(session_id)
         seconds = validate.delay(delay)
         await self._here()
-        await self.wakes.request(session_id, seconds)
+        await self.wakes.request(session_id, seconds, await self._owner_to_write(session_id))
 
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         taken = await self._take(validate.lease(lease), 1)
@@ -379,10 +385,99 @@ class S3World:
         seconds = validate.lease(lease)
         return await self._take(seconds, validate.wake_batch(limit))
 
-    async def _take(self, lease: float, limit: int) -> list[WakeLease]:
+    async def _take(self, lease: float, limit: int, agent: str | None = None) -> list[WakeLease]:
         await self._here()
-        taken = await self.wakes.take(lease, self._find, limit)
-        return [WakeLease(sid, token, n, _time(until)) for sid, token, n, until in taken]
+        taken = await self.wakes.take(lease, self._find, limit, agent, self.owner)
+        return [
+            WakeLease(sid, token, n, _time(until), self._owner_known(sid))
+            for sid, token, n, until in taken
+        ]
+
+    def _owner_known(self, sid: str) -> str | None:
+        """The owner this world knows of: cached, or written in the wake state it
+        just took (W19: ``WakeLease.agent``)."""
+        _, doc = self.wakes.states.get(sid) or ("", None)
+        return self.owners.get(sid) or (doc or {}).get("a")
+
+    # -- AgentRouter (W19): o/{sid} created once, per-agent due index prefixes ------------
+
+    async def claim(self, session_id: str, agent: str) -> str:
+        """Record ``agent`` as the owner unless one is recorded: ``o/{sid}`` created
+        with ``If-None-Match: *`` (one writer wins; a loser reads the winner). Then
+        the session's wake state, if any, is written with the owner, which moves its
+        index key under the owner's prefix (``fxworld.protocol.AgentRouter``)."""
+        validate.session_id(session_id)
+        validate.agent_name(agent)  # W15: before any I/O
+        await self._here()
+        while True:
+            known = await self.owner(session_id)
+            if known is not None:
+                return known
+            if await self.store.put_new(self.keys.owner(session_id), dumps({"agent": agent})):
+                break
+        self.owners[session_id] = agent
+        self._unowned.pop(session_id)
+        if agent not in self._registered:  # a take for any agent lists a/ for the prefixes
+            await self.store.put(self.keys.agent(agent), b"1")
+            self._registered.add(agent)
+        await self.wakes.change(session_id, unchanged, agent=agent)
+        return agent
+
+    async def owner(self, session_id: str) -> str | None:
+        """The recorded owner: cached once seen (it never changes while the session
+        lives), else one GET of ``o/{sid}``."""
+        validate.session_id(session_id)
+        await self._here()
+        cached = self.owners.get(session_id)
+        if cached is not None:
+            return cached
+        got = await self.store.get(self.keys.owner(session_id))
+        if not isinstance(got, tuple):
+            self._unowned[session_id] = time.monotonic()
+            return None
+        found = str(loads(got[0])["agent"])
+        self.owners[session_id] = found
+        return found
+
+    async def rename_agent(self, old: str, new: str) -> int:
+        """Give every session of agent ``old`` to ``new`` (a rename the application asks
+        for, with no worker of either name running): a LIST of ``o/``, a GET of each
+        owner record, a conditional PUT of each of ``old``'s, then its wake state
+        written with ``new`` (its index key moves under ``new``'s prefix, W19)."""
+        old, new = validate.agent_name(old), validate.agent_name(new)
+        await self._here()
+        moved, root, after = 0, self.keys.owner(""), ""
+        while page := await self.store.list(root, start_after=after, limit=1000):
+            after = page[-1][0]
+            for key, _ in page:
+                got = await self.store.get(key)
+                if isinstance(got, tuple) and loads(got[0]).get("agent") == old:
+                    if await self.store.put_if(key, dumps({"agent": new}), got[1]):
+                        sid = key[len(root) :]
+                        self.owners[sid] = new
+                        await self.store.put(self.keys.agent(new), b"1")
+                        await self.wakes.change(sid, unchanged, agent=new)
+                        moved += 1
+        return moved
+
+    async def _owner_to_write(self, session_id: str) -> str | None:
+        """The owner a wake state is written with: as :meth:`owner`, but a session
+        found unowned within the last :data:`_UNOWNED_FOR` seconds is not asked
+        again (an append with a wake costs no GET more). A claim made meanwhile by
+        another process leaves the state unnamed for that long, its key in a shared
+        prefix: a take for an agent asks the owner record itself before it takes
+        such a state (W19), and writes the owner in."""
+        seen = self._unowned.get(session_id)
+        if seen is not None and time.monotonic() - seen < _UNOWNED_FOR:
+            return self.owners.get(session_id)
+        return await self.owner(session_id)
+
+    async def take_wakes_for(self, agent: str, *, lease: float, limit: int = 10) -> list[WakeLease]:
+        """``take_wakes`` from the shared prefixes of the due index and ``agent``'s
+        own only (W19): other agents' keys are never listed."""
+        validate.agent_name(agent)
+        seconds = validate.lease(lease)
+        return await self._take(seconds, validate.wake_batch(limit), agent)
 
     async def _find(self, sid: str, gen: int, after: int, token: str, quick: bool) -> float | None:
         """The commit time of the batch ``token`` wrote, if it is in the live log
@@ -518,6 +613,7 @@ class S3World:
             assert st is not None
             await self.logs.roll_forward(session_id, st, done.batch)
             await self.logs.scrub(session_id, st.gen)
+        await self._forget_owner(session_id)
         return True
 
     async def delete(self, session_id: str) -> None:
@@ -546,6 +642,13 @@ class S3World:
                 await self.logs.roll_forward(session_id, st, done.batch)
                 await self.logs.scrub(session_id, st.gen)
         await self.wakes.forget(session_id)
+        await self._forget_owner(session_id)
+
+    async def _forget_owner(self, session_id: str) -> None:
+        """W14, W19: the owner record goes with the session."""
+        await self.store.delete(self.keys.owner(session_id))
+        self.owners.pop(session_id)
+        self._unowned.pop(session_id)
 
 
 def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Entry]:

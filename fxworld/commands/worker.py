@@ -4,7 +4,9 @@ Takes wakes from the world and runs the sessions' turns until stopped. SIGTERM o
 Ctrl-C stops it at the next step boundary and hands running sessions back at
 once, so another worker continues them without waiting for a lease to run out;
 then it closes the world. Once the world is set up it prints one line on stderr:
-the world (credentials masked), its namespace, the concurrency and the lease.
+the world (credentials masked), its namespace, the agent it serves (it runs only
+that agent's sessions, and those no agent owns yet), how many of them wait (a
+pending wake; counted up to 1,000), the concurrency and the lease.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ async def _run(args: argparse.Namespace) -> int:
     world = await agent.ready()  # a bad world fails here, in one line
     stopped = _stop_on_signals(agent)  # from the ready line on, SIGTERM is graceful
     try:
+        waiting = await _waiting(world, agent.name)
         ready = (
-            f"fxworld worker: ready: {describe_world(world)}, "
+            f"fxworld worker: ready: {describe_world(world)}, agent {agent.name!r} "
+            f"({waiting} of its sessions waiting), "
             f"concurrency {args.concurrency}, lease {args.lease:g} s"
         )
         if args.log_format == "json":  # every line a JSON object
@@ -93,6 +97,35 @@ async def _run(args: argparse.Namespace) -> int:
                 asyncio.get_running_loop().remove_signal_handler(sig)
         await world.close()  # no client is left for the interpreter to find unclosed
     return 0
+
+
+_COUNT_UP_TO = 1000
+
+
+async def _waiting(world: Any, agent: str) -> str:
+    """How many sessions of ``agent`` (or of no agent) have a pending wake: up to
+    :data:`_COUNT_UP_TO` pending wakes are looked at (``"1000+"`` past them), each
+    one's owner read from the world (W19) or, without the seam, from its log;
+    ``"?"`` for a world that cannot list its wakes."""
+    from fxworld.protocol import AgentRouter, WakeLister
+    from fxworld.wakes import owner_in_log
+
+    inner = getattr(world, "inner", world)
+    if not isinstance(inner, WakeLister):
+        return "?"
+    seen, mine, after = 0, 0, ""
+    while seen < _COUNT_UP_TO:
+        page = await inner.list_wakes(after=after, limit=100)
+        if not page:
+            return str(mine)
+        if isinstance(inner, AgentRouter):
+            owners = await asyncio.gather(*(inner.owner(w.session_id) for w in page))
+        else:
+            owners = await asyncio.gather(*(owner_in_log(world, w.session_id) for w in page))
+        mine += sum(1 for o in owners if o in (None, agent))
+        seen += len(page)
+        after = page[-1].session_id
+    return f"{mine}+"
 
 
 class JsonLines(logging.Formatter):

@@ -113,7 +113,7 @@ async def rename_agent(world: World, old: str, new: str) -> int:
     sessions moved. Run it once, with no worker of either name running. Past prompts
     keep the name they were sent with (the log is history); from then on only
     ``new`` prompts and runs them. Needs a world with the seam that can rename
-    (memory, SQLite, PostgreSQL, and an EncryptedWorld over one of them); otherwise
+    (memory, SQLite, PostgreSQL, Redis, S3, and an EncryptedWorld over one of them); otherwise
     ``ConfigurationError``."""
     was, now = validate.agent_name(old), validate.agent_name(new)
     renamer = getattr(world, "rename_agent", None)

@@ -31,10 +31,14 @@ DEPLOYMENT = "dpl_fxworld_test"
 
 
 class Route:
-    """The route's uvicorn process; started again after it died."""
+    """The route's uvicorn process (``app``: the ASGI app, ``module:attribute``);
+    started again after it died."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], log: Path, app: str = "fxworld.localqueues.vercel_route:app"
+    ) -> None:
         self.env = env
+        self.app = app
         self.log = log
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -49,7 +53,7 @@ class Route:
         with self.lock:
             if self.proc is not None and self.proc.poll() is None:
                 return
-            cmd = [sys.executable, "-m", "uvicorn", "fxworld.localqueues.vercel_route:app"]
+            cmd = [sys.executable, "-m", "uvicorn", self.app]
             cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
             with open(self.log, "ab") as out:
                 self.proc = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=out)
@@ -73,8 +77,9 @@ class Route:
 
 
 class Platform:
-    """See the module: the deliveries of ``topic``. ``invocations``, ``ended`` (time
-    limit), ``crashed``: counts."""
+    """See the module: the deliveries of ``topic`` to the consumer group ``consumer``
+    (two platforms of one topic with two groups each get every message: fan-out).
+    ``invocations``, ``ended`` (time limit), ``crashed``: counts."""
 
     def __init__(
         self,
@@ -85,9 +90,11 @@ class Platform:
         lease: int,
         log: Path,
         topic: str = TOPIC,
+        consumer: str = CONSUMER,
     ) -> None:
         self.dev = dev
         self.topic = topic
+        self.consumer = consumer  # a consumer group: each gets every message of the topic
         self.lease = lease
         self.time_limit = time_limit
         self.route = Route(
@@ -124,7 +131,7 @@ class Platform:
         while not self._stop.is_set():
             got = False
             for delivery in self.dev.app.iter_push_deliveries(
-                self.topic, CONSUMER, lease_seconds=self.lease, deployment=DEPLOYMENT
+                self.topic, self.consumer, lease_seconds=self.lease, deployment=DEPLOYMENT
             ):
                 got = True
                 self._pool.submit(self._invoke, delivery)

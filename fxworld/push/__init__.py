@@ -6,9 +6,12 @@ deployment with no worker runs each turn (docs/serverless.md).
 - :class:`PushingWorld`: any world, pushing after each ``append(wake=)`` and
   ``wake()``; :func:`with_push` wraps a world with a push or ``$FXWORLD_PUSH``.
 - :func:`tick`: a message for each overdue wake (a scheduled job), bounded per tick.
+- Messages name the session's agent; :class:`PerAgentPush` (or a push URL with
+  ``{agent}``) gives each agent its own queue (W19, docs/serverless.md).
 """
 
-from .base import Push, PushStats, message_body, session_of
+from .agents import PerAgentPush
+from .base import Push, PushStats, agent_of, message_body, session_of
 from .choose import ENV_VAR, push_from_url, with_push
 from .http import HTTPPush
 from .sqs import SQS_MAX_DELAY, SQSPush
@@ -20,6 +23,7 @@ __all__ = [
     "Push",
     "PushStats",
     "PushingWorld",
+    "PerAgentPush",
     "HTTPPush",
     "SQSPush",
     "VercelQueuePush",
@@ -33,6 +37,7 @@ __all__ = [
     "PER_TICK",
     "message_body",
     "session_of",
+    "agent_of",
     "push_from_url",
     "with_push",
     "tick",

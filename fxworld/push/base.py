@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fxworld import validate
 
-__all__ = ["Push", "PushStats", "message_body", "session_of", "count"]
+__all__ = ["Push", "PushStats", "message_body", "session_of", "agent_of", "count"]
 
 logger = logging.getLogger("fxworld.push")
 
@@ -25,7 +25,12 @@ class Push(Protocol):
 
     async def push(self, session_id: str, *, delay: float = 0.0) -> None:
         """Send one message naming ``session_id``, to be delivered in ``delay``
-        seconds or later (or sooner: the consumer takes only due wakes)."""
+        seconds or later (or sooner: the consumer takes only due wakes).
+
+        A push may also take ``agent: str | None = None``, the name of the agent
+        that owns the session (W19), and put it in the message (every push fxworld
+        ships does): a :class:`~fxworld.push.PushingWorld` passes it to a push
+        whose ``push`` accepts it."""
         ...
 
     async def close(self) -> None:
@@ -33,32 +38,48 @@ class Push(Protocol):
         ...
 
 
-def message_body(session_id: str) -> bytes:
+def message_body(session_id: str, agent: str | None = None) -> bytes:
     """The body every push sends: ``{"session_id": ..., "id": ...}`` as JSON (what
-    :func:`fxworld.web.wake_handler` and :func:`fxworld.aws.lambda_handler` read).
+    :func:`fxworld.web.wake_handler` and :func:`fxworld.aws.lambda_handler` read),
+    with ``"agent"``, the session's owner, when it is known (W19: a consumer
+    serving other agents leaves the message to that agent's runners).
 
     ``id`` is new for each message, so two messages for one session signed in the same
     second differ: the wake route refuses a signature it has seen as a replay, and
     without it a turn's second continuation in one second was taken for the first."""
     message = {"session_id": validate.session_id(session_id), "id": uuid.uuid4().hex}
+    if agent is not None:
+        message["agent"] = validate.agent_name(agent)
     return json.dumps(message).encode()
 
 
 def session_of(body: str | bytes | dict[str, Any]) -> str | None:
     """The session a message names, or ``None`` (not JSON, no valid ``session_id``)."""
+    sid = _parsed(body).get("session_id")
+    try:
+        return validate.session_id(sid) if isinstance(sid, str) else None
+    except ValueError:
+        return None
+
+
+def agent_of(body: str | bytes | dict[str, Any]) -> str | None:
+    """The agent a message names (the session's owner), or ``None`` (a message of
+    an earlier version, or of a session with no owner recorded, or not valid)."""
+    name = _parsed(body).get("agent")
+    try:
+        return validate.agent_name(name) if isinstance(name, str) else None
+    except ValueError:
+        return None
+
+
+def _parsed(body: str | bytes | dict[str, Any]) -> dict[str, Any]:
     message: Any = body
     if isinstance(body, str | bytes):
         try:
             message = json.loads(body)
         except (ValueError, RecursionError):
-            return None
-    if not isinstance(message, dict):
-        return None
-    sid = message.get("session_id")
-    try:
-        return validate.session_id(sid) if isinstance(sid, str) else None
-    except ValueError:
-        return None
+            return {}
+    return message if isinstance(message, dict) else {}
 
 
 @dataclass

@@ -9,6 +9,10 @@ URL forms:
   client from the environment).
 - ``https://...`` or ``http://...``: :class:`~fxworld.push.http.HTTPPush` to that
   route, signed with ``$FXWORLD_WAKE_SECRET``.
+
+Any of them with ``{agent}`` in it (``vercel-queue://wakes-{agent}``): one queue per
+agent, a :class:`~fxworld.push.agents.PerAgentPush` sending each message to the
+queue named for the agent that owns the session (W19).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ _from_env: dict[str, Push] = {}
 
 def push_from_url(url: str) -> Push:
     """The push a URL names (see the module); ``ConfigurationError`` for any other."""
+    if "{agent}" in url:
+        from .agents import PerAgentPush
+
+        push_from_url(url.replace("{agent}", "agent"))  # a bad URL fails now
+        return PerAgentPush(lambda name: push_from_url(url.replace("{agent}", name)))
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in ("sqs+https", "sqs+http"):
         from .sqs import SQSPush

@@ -14,7 +14,7 @@ __all__ = ["HTTPPush"]
 
 
 class HTTPPush:
-    """POSTs ``{"session_id": ...}`` to ``url``, signed with ``secret`` exactly as
+    """POSTs ``{"session_id": ..., "agent": ...}`` to ``url``, signed with ``secret`` exactly as
     :func:`fxworld.web.wake_handler` checks it (HMAC-SHA256 of timestamp and body).
 
     The route runs the turn before it answers, so a push waits at most ``timeout``
@@ -42,12 +42,12 @@ class HTTPPush:
 
     __str__ = __repr__
 
-    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
+    async def push(self, session_id: str, *, delay: float = 0.0, agent: str | None = None) -> None:
         if delay > 0:
             return  # left to the tick: see the class
         from fxworld.signing import signed_headers
 
-        body = message_body(session_id)
+        body = message_body(session_id, agent)
         headers = {"Content-Type": "application/json", **signed_headers(self._secret, body)}
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         await asyncio.to_thread(self._send, request)

@@ -20,7 +20,7 @@ SQS_MAX_DELAY = 900
 
 
 class SQSPush:
-    """Sends ``{"session_id": ...}`` to the SQS queue ``queue_url`` with
+    """Sends ``{"session_id": ..., "agent": ...}`` to the SQS queue ``queue_url`` with
     ``DelaySeconds`` the wake's delay, rounded up.
 
     A wake due later than :data:`SQS_MAX_DELAY` (15 minutes) sends nothing: it is
@@ -84,11 +84,11 @@ class SQSPush:
                 self._stack = stack
             return self._client
 
-    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
+    async def push(self, session_id: str, *, delay: float = 0.0, agent: str | None = None) -> None:
         seconds = max(0, math.ceil(delay))
         if seconds > (0 if self.fifo else SQS_MAX_DELAY):
             return  # left to the tick: see the class
-        body = message_body(session_id).decode()
+        body = message_body(session_id, agent).decode()
         sqs = await self._sqs()
         if self.fifo:  # no delay per message; a group per session
             await sqs.send_message(

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fxworld.errors import ConfigurationError
-from fxworld.protocol import WakeLister, World
+from fxworld.protocol import AgentRouter, WakeLister, World
 
+from .agents import send
 from .base import Push
 
 __all__ = ["tick", "OVERDUE", "PER_TICK"]
@@ -37,7 +38,9 @@ async def tick(world: World, push: Push, *, overdue: float = OVERDUE, limit: int
             break
         for w in page:
             if w.leased_until is None and w.due_at <= before and sent < limit:
-                await push.push(w.session_id)
+                # W19: the message names the session's agent (its queue, with one per agent)
+                owner = await inner.owner(w.session_id) if isinstance(inner, AgentRouter) else None
+                await send(push, w.session_id, delay=0.0, agent=owner)
                 sent += 1
         after = page[-1].session_id
     return sent

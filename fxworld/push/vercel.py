@@ -21,7 +21,7 @@ exceed its retention (24 h by default), and the queue refuses one that does."""
 
 
 class VercelQueuePush:
-    """Sends ``{"session_id": ...}`` to the Vercel Queues topic ``topic`` with the
+    """Sends ``{"session_id": ..., "agent": ...}`` to the Vercel Queues topic ``topic`` with the
     wake's delay. ``client``: a ``vercel.queue.QueueClient`` (by default one made
     from the environment: on Vercel, the deployment's OIDC token and region;
     elsewhere ``VERCEL_QUEUE_BASE_URL``, ``VERCEL_QUEUE_TOKEN``, ``VERCEL_REGION``).
@@ -51,8 +51,10 @@ class VercelQueuePush:
             self._client = QueueClient()
         return self._client
 
-    async def push(self, session_id: str, *, delay: float = 0.0) -> None:
+    async def push(self, session_id: str, *, delay: float = 0.0, agent: str | None = None) -> None:
         payload = {"session_id": validate.session_id(session_id)}
+        if agent is not None:  # W19: a route of another agent acknowledges it unrun
+            payload["agent"] = validate.agent_name(agent)
         seconds = min(math.ceil(delay), VERCEL_MAX_DELAY) if delay > 0 else 0
         later = timedelta(seconds=seconds) if seconds else None
         await self._queue().send(self.topic, payload, delay=later)

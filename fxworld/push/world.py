@@ -32,6 +32,12 @@ world: a yield, an approval's timeout) is pushed when that lease is finished, no
 before: a message delivered while the lease is held would find nothing to take
 and wait for a redelivery. If the process dies first, the queue redelivers the
 message that started the run (or the tick sends one).
+
+Each message names the agent that owns the session (W19), so that a queue shared
+by several agents' runners, or one queue per agent (:class:`~fxworld.push.PerAgentPush`),
+gets it to that agent's runners: the owner this world saw (a ``claim``, a taken
+wake's ``WakeLease.agent``, a prompt entry's ``agent``), else the inner world's
+``owner()``, asked in the push's own task.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from datetime import UTC, datetime, timedelta
 
 from fxworld.errors import ConfigurationError
 from fxworld.protocol import (
+    AgentRouter,
     IdleDeleter,
     LastEntryReader,
     NamespaceDropper,
@@ -57,6 +64,7 @@ from fxworld.protocol import (
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask_urls
 
+from .agents import send
 from .base import Push, PushStats, count
 
 __all__ = ["PushingWorld", "DEFAULT_TIMEOUT", "TIMEOUT_ENV_VAR"]
@@ -71,6 +79,7 @@ call); later, or for a session this process never pushed for, it pushes at once.
 DEFAULT_TIMEOUT = 10.0
 """Seconds one push may take before it is given up (and counted as failed)."""
 TIMEOUT_ENV_VAR = "FXWORLD_PUSH_TIMEOUT"
+_OWNERS_KEPT = 10_000  # sessions whose agent a pushing world remembers
 """The environment variable that sets the push timeout when none is given."""
 
 
@@ -108,6 +117,9 @@ class PushingWorld:
     last_entry: Callable[[str], Awaitable[Entry | None]]
     delete_if_idle: Callable[..., Awaitable[bool]]
     drop_namespace: Callable[[], Awaitable[None]]
+    claim: Callable[[str, str], Awaitable[str]]
+    owner: Callable[[str], Awaitable[str | None]]
+    take_wakes_for: Callable[..., Awaitable[list[WakeLease]]]
 
     def __init__(self, inner: World, push: Push, *, timeout: float | None = None) -> None:
         self.inner = inner
@@ -132,6 +144,11 @@ class PushingWorld:
             self.delete_if_idle = inner.delete_if_idle
         if isinstance(inner, NamespaceDropper):
             self.drop_namespace = inner.drop_namespace
+        self._owners: dict[str, str] = {}  # session id: its agent, as this world saw it
+        if isinstance(inner, AgentRouter):
+            self.claim = self._claim
+            self.owner = inner.owner
+            self.take_wakes_for = self._take_wakes_for
         for name in ("namespace", "max_entry_bytes"):
             if hasattr(inner, name):
                 setattr(self, name, getattr(inner, name))
@@ -166,6 +183,10 @@ class PushingWorld:
         seq = await self.inner.append(
             session_id, entries, fence=fence, expect=expect, key=key, wake=wake
         )
+        for e in entries:  # a prompt names its agent (docs/log-format.md)
+            agent = e.data.get("agent") if e.kind == "prompt" else None
+            if isinstance(agent, str):
+                self._saw(session_id, agent)
         if wake is not None:  # durable now (W7): ring
             await self.ring(session_id, wake, pending=pending)
         return seq
@@ -184,15 +205,44 @@ class PushingWorld:
     async def take_wake(self, *, lease: float) -> WakeLease | None:
         got = await self.inner.take_wake(lease=lease)
         if got is not None:
-            self._hold(got.session_id, lease)
+            self._hold(got.session_id, lease, got.agent)
         return got
 
     async def _take_wakes(self, *, lease: float, limit: int = 10) -> list[WakeLease]:
         assert isinstance(self.inner, WakeBatcher)
         got = await self.inner.take_wakes(lease=lease, limit=limit)
         for w in got:
-            self._hold(w.session_id, lease)
+            self._hold(w.session_id, lease, w.agent)
         return got
+
+    async def _take_wakes_for(
+        self, agent: str, *, lease: float, limit: int = 10
+    ) -> list[WakeLease]:
+        assert isinstance(self.inner, AgentRouter)
+        got = await self.inner.take_wakes_for(agent, lease=lease, limit=limit)
+        for w in got:
+            self._hold(w.session_id, lease, w.agent)
+        return got
+
+    async def _claim(self, session_id: str, agent: str) -> str:
+        assert isinstance(self.inner, AgentRouter)
+        owner = await self.inner.claim(session_id, agent)
+        self._saw(session_id, owner)
+        return owner
+
+    def _saw(self, session_id: str, agent: str | None) -> None:
+        if agent is not None:
+            if len(self._owners) >= _OWNERS_KEPT:
+                self._owners.clear()  # asked again of the world when needed
+            self._owners[session_id] = agent
+
+    async def _agent(self, session_id: str) -> str | None:
+        """The session's agent for its message (W19): as seen here, else the world's."""
+        known = self._owners.get(session_id)
+        if known is None and isinstance(self.inner, AgentRouter):
+            known = await self.inner.owner(session_id)
+            self._saw(session_id, known)
+        return known
 
     async def renew_wake(self, wake: WakeLease, *, lease: float) -> WakeLease:
         renewed = await self.inner.renew_wake(wake, lease=lease)
@@ -219,8 +269,9 @@ class PushingWorld:
             return False
         return state is not None and state.due_at == due_at
 
-    def _hold(self, session_id: str, lease: float) -> None:
+    def _hold(self, session_id: str, lease: float, agent: str | None = None) -> None:
         self._held[session_id] = time.monotonic() + lease
+        self._saw(session_id, agent)
 
     async def _pending(self, session_id: str, delay: float) -> datetime | None:
         """Before a wake of ``session_id`` due in ``delay`` s is made durable: when
@@ -287,7 +338,8 @@ class PushingWorld:
                     self.stats.coalesced += 1
                     return
                 self._rung[session_id] = time.monotonic()  # from now on, in flight
-                await self.push.push(session_id, delay=delay)
+                agent = await self._agent(session_id)
+                await send(self.push, session_id, delay=delay, agent=agent)
         except Exception as e:
             self._rung.pop(session_id, None)  # the tick's: the next wake pushes again
             self.stats.failed += 1

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
-from fxworld.push.base import session_of
+from fxworld.push.base import agent_of, session_of
 
 from ._refusals import error_response
 
@@ -65,7 +65,7 @@ EVENT_TYPE = "com.vercel.queue.v2beta"
 _TYPE_HEADER = "ce-type"
 _REGION = re.compile(r"[a-z]{2,5}[0-9]{1,2}")
 
-Run = Callable[[str | None, float], Awaitable[JSONResponse]]
+Run = Callable[[str | None, float, str | None], Awaitable[JSONResponse]]
 
 
 def is_delivery(headers: Mapping[str, str]) -> bool:
@@ -116,7 +116,10 @@ def delivery_metadata(headers: Mapping[str, str]) -> MessageMetadata:
 async def handle_delivery(
     body: bytes, headers: Mapping[str, str], started: float, *, lease: float, run: Run
 ) -> JSONResponse:
-    """Verify, run (``run(session_id, started)``, the route's own), settle; see the module."""
+    """Verify, run (``run(session_id, started, agent)``, the route's own), settle; see
+    the module. A delivery naming an agent the route does not serve runs nothing
+    and is acknowledged (W19: on a shared topic that agent's route has its own
+    consumer group, and its own copy)."""
     try:
         from vercel.queue import QueueClient, QueueError
     except ImportError as e:  # pragma: no cover - depends on the install
@@ -147,7 +150,7 @@ async def handle_delivery(
 
     renewing = asyncio.create_task(renew())
     try:
-        response = await run(session_id, started)
+        response = await run(session_id, started, agent_of(body))
     finally:
         renewing.cancel()
         with contextlib.suppress(asyncio.CancelledError):

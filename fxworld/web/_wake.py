@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -25,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from fxworld import signing, validate
 from fxworld.errors import ConfigurationError, InvalidSessionId
+from fxworld.push.base import agent_of
 
 from . import _vercel
 from ._maxduration import function_max_duration
@@ -74,6 +76,15 @@ class WakeHandler:
     to hand the session back and answer. ``lease`` and ``concurrency`` are passed
     to ``agent.work()``.
 
+    ``agent``: the agent whose turns it runs, or several (one route for all the
+    agents of an app, on one shared queue). Each runs only its own sessions (W19).
+    A message naming an agent this handler does not serve runs nothing and is
+    answered 200 ``{"status": "other_agent"}``: its wake stays in the world for
+    that agent's runners (on a shared Vercel topic, each agent's route has its
+    own consumer group and its own copy; see docs/serverless.md). A message
+    naming no agent (a cron tick, an earlier version's message) runs every agent
+    served.
+
     ``vercel``: also take Vercel Queues push deliveries (``None``: when
     ``$VERCEL`` is set, as on Vercel), verified by the queue service (see
     :mod:`fxworld.web._vercel`); the secret is then optional (without one, every
@@ -120,7 +131,7 @@ class WakeHandler:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | Sequence[Agent],
         *,
         secret: str | bytes | None = None,
         time_limit: float | None = None,
@@ -158,7 +169,10 @@ class WakeHandler:
             )
         if not (isinstance(max_runs, int) and max_runs >= 1):
             raise ConfigurationError("max_runs must be a positive integer")
-        self.agent = agent
+        from fxworld.consume import served
+
+        self.agents = served(agent)  # by name (W19)
+        self.agent = next(iter(self.agents.values()))
         self._key = key
         self.max_runs = max_runs
         self._runs: dict[str, asyncio.Task[JSONResponse]] = {}  # by signature
@@ -171,7 +185,8 @@ class WakeHandler:
         self.replay_window = replay_window
 
     def __repr__(self) -> str:  # never the secret
-        return f"WakeHandler(agent={self.agent!r}, time_limit={self.time_limit})"
+        names = ", ".join(self.agents)
+        return f"WakeHandler(agents=[{names}], time_limit={self.time_limit})"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":  # mounted as a whole app: nothing to set up
@@ -228,7 +243,7 @@ class WakeHandler:
         if run is None:
             if self._busy():
                 return self._busy_response()
-            run = asyncio.ensure_future(self._run(session_id, started))
+            run = asyncio.ensure_future(self._run(session_id, started, agent_of(body)))
             self._runs[signature] = run
             run.add_done_callback(lambda _: self._runs.pop(signature, None))
         response = await asyncio.shield(run)
@@ -248,30 +263,42 @@ class WakeHandler:
             {"Retry-After": "1"},
         )
 
-    async def _delivery_run(self, session_id: str | None, started: float) -> JSONResponse:
+    async def _delivery_run(
+        self, session_id: str | None, started: float, agent: str | None = None
+    ) -> JSONResponse:
         """A verified Vercel Queues delivery's run, within ``max_runs``: beyond them,
         503 ``busy`` (the delivery is then asked again in a second)."""
         if self._busy():
             return self._busy_response()
         self._delivering += 1
         try:
-            return await self._run(session_id, started)
+            return await self._run(session_id, started, agent)
         finally:
             self._delivering -= 1
 
-    async def _run(self, session_id: str | None, started: float) -> JSONResponse:
-        from fxworld.consume import Handoffs
+    async def _run(
+        self, session_id: str | None, started: float, agent: str | None = None
+    ) -> JSONResponse:
+        from fxworld.consume import Handoffs, work_all
         from fxworld.engine import WorkResult
 
+        if agent is not None and agent not in self.agents:
+            # W19: another agent's session: run nothing; its wake stays in the world
+            return JSONResponse({"status": "other_agent", "agent": agent})
+        agents = [self.agents[agent]] if agent is not None else list(self.agents.values())
         budget = self.time_limit - self.margin - (time.monotonic() - started)
         ran = 0.0
         worked = WorkResult(hit_deadline=True)  # no time left: nothing runs
-        handoffs = await Handoffs.before(self.agent, [session_id] if session_id else [])
+        handoffs = await Handoffs.before(agents[0], [session_id] if session_id else [])
         if budget > 0:
             logger.info("wake request (session %s): working for up to %.1fs", session_id, budget)
             began = time.monotonic()
-            worked = await self.agent.work(
-                deadline=budget, until_idle=True, lease=self.lease, concurrency=self.concurrency
+            worked = await work_all(
+                agents,
+                deadline=budget,
+                until_idle=True,
+                lease=self.lease,
+                concurrency=self.concurrency,
             )
             ran = time.monotonic() - began
         hit_deadline = worked.hit_deadline or ran >= budget - 0.01
@@ -295,7 +322,7 @@ class WakeHandler:
 
 
 def wake_handler(
-    agent: Agent,
+    agent: Agent | Sequence[Agent],
     secret: str | bytes | None = None,
     *,
     time_limit: float | None = None,

@@ -988,7 +988,7 @@ async def test_take_wake_costs_the_same_at_40_and_at_400_due(s3: S3World) -> Non
         costs.append(fresh.store.counts - before)
         await asyncio.gather(ns.close(), fresh.close())
     assert costs[0] == costs[1]
-    assert costs[0]["LIST"] == 4  # one per prefix of the index
+    assert costs[0]["LIST"] == 5  # one per prefix of the index, one of the agents (a/)
     print("take + finish, fresh world:", dict(costs[0]))
 
 
@@ -1020,7 +1020,7 @@ async def test_an_idle_worlds_look_for_wakes_is_one_list(s3: S3World) -> None:
         before = s3.store.counts["LIST"]
         assert await s3.take_wake(lease=5) is None
         lists.append(s3.store.counts["LIST"] - before)
-    assert lists == [4, 1, 1, 1]
+    assert lists == [5, 1, 1, 1]  # the first: the 4 prefixes and the agents (a/)
     await other.wake("idle-then-due")
     lease = await s3.take_wake(lease=5)
     assert lease is not None and lease.session_id == "idle-then-due"

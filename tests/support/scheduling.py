@@ -33,6 +33,7 @@ SPLIT = frozenset(
         "tests/backends/test_sqlite.py",
         "tests/engine/test_approvals_procs.py",
         "tests/engine/test_agent_routing.py",
+        "tests/fleet/test_two_agents.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
         "tests/integrations/test_openai_agents_session.py",
@@ -44,6 +45,7 @@ function fixtures and the session's servers."""
 SLOW_FIRST = (
     # one unit each, a few minutes under load
     "tests/serverless/test_scenarios.py",
+    "tests/serverless/test_two_agents_push.py",
     "tests/docs/test_run_locally.py",
     "tests/release/test_release.py",
     "tests/web/test_inspector_turns.py",
@@ -55,6 +57,7 @@ SLOW_FIRST = (
     # dealt test by test, the files with the most minutes first
     "tests/integrations/test_langgraph_processes.py",
     "tests/backends/test_s3.py",
+    "tests/fleet/test_two_agents.py",
     "tests/engine/test_approvals_procs.py",
     "tests/backends/test_postgres.py",
     "tests/integrations/test_langgraph_conformance.py",
