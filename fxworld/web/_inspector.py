@@ -53,7 +53,7 @@ from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
 from fxworld.engine.attention import clear_attention
 from fxworld.engine.context import saved_context
-from fxworld.engine.summary import Summary
+from fxworld.engine.summary import Summary, nested_state
 from fxworld.errors import ConfigurationError, InvalidArgument, InvalidSessionId
 from fxworld.follow import bounded_follow
 from fxworld.logends import window
@@ -260,7 +260,7 @@ class _Inspector:
         known = len(self.index.summaries)
         shown = [one for s in rows for one in view.family(s)]
         previews_of = {s.session_id: await self._preview(request, s) for _, s in shown}
-        table = _list_page.Table(root, shown, view.attention, previews_of, known)
+        table = _list_page.Table(root, shown, view.attention, previews_of, known, view.state_of)
         if rows_only:
             return HTMLResponse(_list_page.sessions_table(table))
         body = _list_page.sessions_body(
@@ -352,6 +352,7 @@ class _Inspector:
             live=before > last,
             wake=wake,
             waiting=boxes,
+            state=nested_state(summary, self.index.state_of),
         )
         return self._html(request, sid, body)
 
@@ -467,7 +468,7 @@ class _Inspector:
                     "replaces": row.replaces,
                     "updates": row.updates,
                     "actions": RETRY if failed else "",
-                    "state": summary.state,
+                    "state": nested_state(summary, self.index.state_of),
                     "turns": summary.turns,
                     "tokens": summary.tokens,
                     "takeovers": summary.takeovers,

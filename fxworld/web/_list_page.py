@@ -8,7 +8,7 @@ URL's query string (``attention``, ``agent``, ``context``, ``state``, ``active``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from fxworld.engine.session_filter import ANY_ATTENTION, SessionFilter
@@ -33,6 +33,8 @@ class Table:
     attention: Mapping[str, tuple[str, ...]]
     previews: Mapping[str, str | None]
     known: int
+    #: each session's state, a child's approval counted as its parent's (``Families``)
+    states: Mapping[str, str] = field(default_factory=dict)
 
 
 def href(root: str, chosen: SessionFilter, **changes: str | int) -> str:
@@ -91,7 +93,7 @@ def sessions_table(table: Table) -> str:
             f'<a href="{esc(table.root)}/sessions/{sid}">{sid}</a></td>'
             f'<td class="agent">{esc(s.agent or "-")}</td>'
             f'<td class="preview">{preview}</td><td class="needs">{_needs(s, reasons)}</td>'
-            f"<td>{_state(s.state)}</td>"
+            f"<td>{_state(table.states.get(s.session_id, s.state))}</td>"
             f"<td>{clock(s.last_at)}</td><td class=num>{s.turns}</td>"
             f'<td class=num title="{s.input_tokens} in + {s.output_tokens} out">{s.tokens}</td>'
             f"<td class=num>{s.seq}</td></tr>"

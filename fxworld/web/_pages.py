@@ -58,10 +58,14 @@ def session_body(
     live: bool,
     wake: str,
     waiting: str,
+    state: str | None = None,
 ) -> str:
     """A session's page. ``waiting``: the boxes of the calls that wait for a
     decision (:func:`~fxworld.web._session_view.waiting_html`); ``turns_before``:
-    the turns started before entry ``first``, the page's first."""
+    the turns started before entry ``first``, the page's first; ``state``: the
+    session's state when its own log does not say it all (a child's approval is
+    its parent's too), else ``summary.state``."""
+    state = state or summary.state
     r, sid = esc(root), esc(summary.session_id)
     older = (
         f'<a id="older" href="{r}/sessions/{sid}?before={first}&amp;turns={turns_before}">'
@@ -70,15 +74,15 @@ def session_body(
         else ""
     )
     newer = "" if live else f'<a href="{r}/sessions/{sid}">latest turns →</a>'
-    stop = "" if summary.state in ("running", "waiting for approval") else " hidden"
+    stop = "" if state in ("running", "waiting for approval") else " hidden"
     takeovers = (
         "a worker died or lost its lease in the middle of a turn, and another one took the"
         f" turn over (the session's latest worker epoch: {summary.epoch or '-'})"
     )
-    timeline = assemble(rows, retry=summary.state == "failed")
+    timeline = assemble(rows, retry=state == "failed")
     return (
         f'<h1>Session <code>{sid}</code></h1><div class="summary" id="summary">'
-        f'<span id="state">{_state(summary.state)}</span>'
+        f'<span id="state">{_state(state)}</span>'
         f' · <b id="turns">{summary.turns}</b> turns'
         f' · <b id="tokens">{summary.tokens}</b> tokens · <b id="entries">{summary.seq}</b> entries'
         f' · <span title="{takeovers}">worker takeovers: <b id="takeovers">'

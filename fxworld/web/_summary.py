@@ -257,15 +257,15 @@ class ActivityIndex:
         moves its session on with no entry)."""
         ordered, now = self.ordered(), time.monotonic()
         if self._states is None or self._states[0] is not ordered or now - self._states_at > 1:
-            states = [nested_state(s, self._state_of) for s in ordered]
+            states = [nested_state(s, self.state_of) for s in ordered]
             self._states = (ordered, states, {name: states.count(name) for name in STATES})
             self._states_at = now
         return self._states
 
-    def _state_of(self, sid: str) -> State | None:
+    def state_of(self, sid: str) -> State | None:
         """A session's state, a child's approval counted as its parent's too."""
         found = self.summaries.get(sid)
-        return None if found is None else nested_state(found, self._state_of)
+        return None if found is None else nested_state(found, self.state_of)
 
     def families(self) -> Families:
         """:class:`Families` of the sessions, as of the last pass: built at the end of a
@@ -295,7 +295,7 @@ class ActivityIndex:
         if view is None or s is None:
             return
         reasons = self._own(s, datetime.now(UTC))
-        view.state_of[sid] = s.state
+        self._restate(view, [s])
         for table in (view.own, view.attention):
             if reasons:
                 table[sid] = reasons
@@ -328,15 +328,22 @@ class ActivityIndex:
         view.attention = dict(view.own)
         self._propagate(view)
         view.agents = sorted({s.agent for s in ordered if s.agent})
-        view.state_of = {s.session_id: s.state for s in ordered}
-        states = [view.state_of[s.session_id] for s in view.top]
-        view.states = {name: states.count(name) for name in STATES}
+        self._restate(view, ordered)
         return view
+
+    def _restate(self, view: Families, changed: Iterable[Summary]) -> None:
+        """The states of ``changed`` and of every session that waits for a child
+        (a child's approval is its parent's too: :func:`nested_state`), and the
+        counts per state of the top rows."""
+        for s in [*changed, *(p for p in view.of if p.children)]:
+            view.state_of[s.session_id] = nested_state(s, self.state_of)
+        states = [view.state_of.get(s.session_id, s.state) for s in view.top]
+        view.states = {name: states.count(name) for name in STATES}
 
     def _retime(self, view: Families) -> None:
         at = datetime.now(UTC)
+        self._restate(view, view.timed)
         for s in view.timed:
-            view.state_of[s.session_id] = s.state
             reasons = self._own(s, at)
             if reasons:
                 view.own[s.session_id] = view.attention[s.session_id] = reasons
