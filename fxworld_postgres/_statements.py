@@ -4,10 +4,10 @@ plpgsql functions they call, are ``_schema``'s."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from fxworld import jsondata
 from fxworld.types import Entry
 
 __all__ = ["FOLLOW_PAGE", "Statements", "entry", "jsonb_safe", "kind_in", "kind_out"]
@@ -85,7 +85,7 @@ class Statements:
 
 def entry(session_id: str, row: Any) -> Entry:
     """An entry from a row ``(seq, kind, data as JSON text, epoch, at)``."""
-    return Entry(session_id, row[0], kind_in(row[1]), json.loads(row[2]), row[3], row[4])
+    return Entry(session_id, row[0], kind_in(row[1]), jsondata.decode(row[2]), row[3], row[4])
 
 
 JSONB_BYTES = 1 << 20

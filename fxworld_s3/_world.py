@@ -13,7 +13,7 @@ from typing import Any
 
 from aiobotocore.session import AioSession
 
-from fxworld import validate
+from fxworld import jsondata, validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
@@ -555,7 +555,7 @@ def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Ent
         for i, (kind, data) in enumerate(b.items):
             seq = b.first + i
             if after < seq <= after + limit:
-                out.append(Entry(sid, seq, kind, json.loads(data), b.epoch, at))
+                out.append(Entry(sid, seq, kind, jsondata.decode(data), b.epoch, at))
     return out
 
 

@@ -62,15 +62,20 @@ import random
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
-from fxworld import validate
+from fxworld import jsondata, validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
+from fxworld.embedded._sqlite_schema import (
+    SELECT_ENTRIES,
+    insert_entries,
+    migrate,
+    write_transaction,
+)
 from fxworld.embedded._sqlite_thread import SqliteThread, release
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
@@ -79,48 +84,6 @@ from fxworld.urls import mask, split_query
 __all__ = ["SqliteWorld"]
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS fx_sessions (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        last_seq   INTEGER NOT NULL,  -- seq of the last entry, 0 for an empty log
-        epoch      INTEGER NOT NULL,  -- newest epoch handed out or burnt by delete
-        PRIMARY KEY (namespace, session_id)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS fx_entries (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        seq        INTEGER NOT NULL,
-        kind       TEXT    NOT NULL,
-        data       TEXT    NOT NULL,  -- compact JSON object
-        epoch      INTEGER,           -- NULL for an unfenced append
-        at         REAL    NOT NULL,  -- commit time, seconds since the Unix epoch
-        PRIMARY KEY (namespace, session_id, seq)
-    ) WITHOUT ROWID""",  # clustered by position: one b-tree to write, ranges to read
-    """CREATE TABLE IF NOT EXISTS fx_keys (
-        namespace  TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        key        TEXT    NOT NULL,
-        seq        INTEGER NOT NULL,  -- last seq of the call that used the key
-        PRIMARY KEY (namespace, session_id, key)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS fx_wakes (
-        namespace   TEXT    NOT NULL,
-        session_id  TEXT    NOT NULL,
-        due         REAL,             -- NULL: no request beyond the one being handled
-        gen         INTEGER NOT NULL, -- grows with every wake() request
-        attempt     INTEGER NOT NULL, -- deliveries of the current request
-        token       TEXT,             -- the current delivery's token
-        lease_until REAL,             -- NULL when not leased
-        taken_gen   INTEGER NOT NULL, -- gen when the current delivery was taken
-        PRIMARY KEY (namespace, session_id)
-    ) WITHOUT ROWID""",
-    """CREATE INDEX IF NOT EXISTS fx_wakes_ready
-        ON fx_wakes (namespace, COALESCE(lease_until, due))""",
-)
 
 _READY = "COALESCE(lease_until, due)"
 _ANY_DUE = f"SELECT 1 FROM fx_wakes WHERE namespace = ? AND {_READY} <= ? LIMIT 1"
@@ -148,11 +111,6 @@ _UPSERT_SESSION = (
     " ON CONFLICT (namespace, session_id) DO UPDATE"
     " SET last_seq = excluded.last_seq, epoch = excluded.epoch"
 )
-_INSERT_ENTRY = (
-    "INSERT INTO fx_entries (namespace, session_id, seq, kind, data, epoch, at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
 _SYNCHRONOUS = ("normal", "full")
 MODES = ("rwc", "rw", "ro")
 """``mode``: create the file if needed, open an existing file, open it read-only."""
@@ -303,21 +261,23 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> Fence:
-            with _write(conn):
+            with write_transaction(conn):
                 last, epoch = _session(conn, ns, sid)
                 epoch += 1
                 seq = last + 1
-                conn.execute(
-                    _INSERT_ENTRY,
-                    (
-                        ns,
-                        sid,
-                        seq,
-                        validate.FENCE_KIND,
-                        json.dumps({"epoch": epoch}),
-                        epoch,
-                        time.time(),
-                    ),
+                insert_entries(
+                    conn,
+                    [
+                        (
+                            ns,
+                            sid,
+                            seq,
+                            validate.FENCE_KIND,
+                            json.dumps({"epoch": epoch}),
+                            epoch,
+                            time.time(),
+                        )
+                    ],
                 )
                 conn.execute(_UPSERT_SESSION, (ns, sid, seq, epoch))
             return Fence(sid, epoch, seq)
@@ -350,7 +310,7 @@ class SqliteWorld:
         delay = float(wake) if wake is not None else None
 
         def run(conn: sqlite3.Connection) -> tuple[int, bool]:
-            with _write(conn):
+            with write_transaction(conn):
                 if key is not None:
                     row = conn.execute(
                         "SELECT seq FROM fx_keys WHERE namespace = ? AND session_id = ?"
@@ -365,8 +325,8 @@ class SqliteWorld:
                 if expect is not None and expect != last:
                     raise Conflict(sid, expect, last)
                 now = time.time()
-                conn.executemany(
-                    _INSERT_ENTRY,
+                insert_entries(
+                    conn,
                     [
                         (ns, sid, last + i, kind, text, fence_epoch, now)
                         for i, (kind, text) in enumerate(encoded, start=1)
@@ -397,12 +357,11 @@ class SqliteWorld:
 
         def run(conn: sqlite3.Connection) -> list[Entry]:
             rows = conn.execute(
-                "SELECT seq, kind, data, epoch, at FROM fx_entries"
-                " WHERE namespace = ? AND session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                f"{SELECT_ENTRIES} AND e.seq > ? ORDER BY e.seq LIMIT ?",
                 (ns, sid, after, limit),
             ).fetchall()
             return [
-                Entry(sid, seq, kind, json.loads(data), epoch, datetime.fromtimestamp(at, UTC))
+                Entry(sid, seq, kind, jsondata.decode(data), epoch, datetime.fromtimestamp(at, UTC))
                 for seq, kind, data, epoch, at in rows
             ]
 
@@ -442,7 +401,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write_transaction(conn):
                 conn.execute(_UPSERT_WAKE, (ns, sid, time.time() + seconds))
 
         await self._call("enqueueing a wake", run)
@@ -464,7 +423,7 @@ class SqliteWorld:
             # A read first, so idle workers polling for wakes never take the write lock.
             if conn.execute(_ANY_DUE, (ns, time.time())).fetchone() is None:
                 return []
-            with _write(conn):
+            with write_transaction(conn):
                 now = time.time()
                 until = now + lease
                 rows = conn.execute(_TAKE_DUE, (until, ns, ns, now, limit)).fetchall()
@@ -478,7 +437,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> WakeLease:
-            with _write(conn):
+            with write_transaction(conn):
                 now = time.time()
                 _held(conn, ns, held, now)
                 until = now + seconds
@@ -495,7 +454,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write_transaction(conn):
                 gen, taken_gen = _held(conn, ns, held, time.time())
                 if gen == taken_gen:
                     conn.execute(
@@ -518,7 +477,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write_transaction(conn):
                 _delete(conn, ns, sid)
 
         await self._call("deleting a session", run)
@@ -533,7 +492,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write(conn):
+            with write_transaction(conn):
                 for table in ("fx_entries", "fx_keys", "fx_wakes", "fx_sessions"):
                     conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
 
@@ -549,8 +508,7 @@ class SqliteWorld:
 
         def run(conn: sqlite3.Connection) -> Entry | None:
             row = conn.execute(
-                "SELECT seq, kind, data, epoch, at FROM fx_entries"
-                " WHERE namespace = ? AND session_id = ? ORDER BY seq DESC LIMIT 1",
+                f"{SELECT_ENTRIES} ORDER BY e.seq DESC LIMIT 1",
                 (ns, sid),
             ).fetchone()
             if row is None:
@@ -568,7 +526,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> bool:
-            with _write(conn):  # the write lock: no append nor wake() lands in between
+            with write_transaction(conn):  # the write lock: no append nor wake() lands in between
                 now_last, _ = _session(conn, ns, sid)
                 waking = conn.execute(
                     "SELECT 1 FROM fx_wakes WHERE namespace = ? AND session_id = ?", (ns, sid)
@@ -681,7 +639,7 @@ class SqliteWorld:
                 )
             if self.mode != "ro":
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            _migrate(conn, self.path, read_only=self.mode == "ro")
+            migrate(conn, self.path, read_only=self.mode == "ro")
             self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         except BaseException:
             conn.close()
@@ -793,39 +751,6 @@ class SqliteWorld:
 
 
 # -- helpers run in the worker thread ------------------------------------------------
-
-
-@contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
-    """One short write transaction, holding the write lock from its start."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _migrate(conn: sqlite3.Connection, path: str, *, read_only: bool) -> None:
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version == SCHEMA_VERSION:
-        return
-    if version > SCHEMA_VERSION:
-        raise ConfigurationError(
-            f"sqlite world {path!r} has schema version {version}, newer than this "
-            f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
-        )
-    if read_only:
-        raise ConfigurationError(
-            f"sqlite world {path!r} is not set up (schema version {version}, opened "
-            "read-only); `fxworld setup --world URL` sets it up"
-        )
-    with _write(conn):
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _session(conn: sqlite3.Connection, ns: str, sid: str) -> tuple[int, int]:

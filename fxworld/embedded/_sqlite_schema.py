@@ -1,0 +1,153 @@
+"""The tables of an embedded SQLite world, their migration, and where a large
+value is kept.
+
+Entries are clustered by position (``fx_entries`` is a ``WITHOUT ROWID`` table keyed
+``(namespace, session_id, seq)``: one b-tree to write, ranges to read). SQLite reads
+a whole record of such a table whenever a search compares its key with the one
+sought and the record overflows its page, so a 32 MiB entry kept in that b-tree
+was read whole by every append to its session after it (18 ms for a small append
+instead of 0.07) and by each read that passed it. Data over :data:`INLINE_BYTES`
+is therefore kept in ``fx_values``, a rowid table whose key is an integer, and the
+entry refers to it (``value``); the entry's own ``data`` is then empty. Both rows
+are written in the append's transaction, and a trigger deletes the value with its
+entry, so delete, prune and ``drop_namespace`` remove it as they remove the entry.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from fxworld.errors import ConfigurationError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "INLINE_BYTES",
+    "SELECT_ENTRIES",
+    "migrate",
+    "write_transaction",
+    "insert_entries",
+]
+
+SCHEMA_VERSION = 2
+"""1: the tables; 2: ``fx_values`` beside ``fx_entries`` for large values."""
+
+INLINE_BYTES = 64 * 1024
+"""Entry data longer than this (characters of JSON) is kept in ``fx_values``."""
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS fx_sessions (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        last_seq   INTEGER NOT NULL,  -- seq of the last entry, 0 for an empty log
+        epoch      INTEGER NOT NULL,  -- newest epoch handed out or burnt by delete
+        PRIMARY KEY (namespace, session_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS fx_entries (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,
+        kind       TEXT    NOT NULL,
+        data       TEXT    NOT NULL,  -- compact JSON object ('' when in fx_values)
+        epoch      INTEGER,           -- NULL for an unfenced append
+        at         REAL    NOT NULL,  -- commit time, seconds since the Unix epoch
+        value      INTEGER,           -- the fx_values row holding the data, or NULL
+        PRIMARY KEY (namespace, session_id, seq)
+    ) WITHOUT ROWID""",  # clustered by position: one b-tree to write, ranges to read
+    """CREATE TABLE IF NOT EXISTS fx_values (
+        id   INTEGER PRIMARY KEY,
+        data TEXT    NOT NULL         -- an entry's compact JSON over INLINE_BYTES
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS fx_entries_value AFTER DELETE ON fx_entries
+        WHEN OLD.value IS NOT NULL
+        BEGIN DELETE FROM fx_values WHERE id = OLD.value; END""",
+    """CREATE TABLE IF NOT EXISTS fx_keys (
+        namespace  TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,  -- last seq of the call that used the key
+        PRIMARY KEY (namespace, session_id, key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS fx_wakes (
+        namespace   TEXT    NOT NULL,
+        session_id  TEXT    NOT NULL,
+        due         REAL,             -- NULL: no request beyond the one being handled
+        gen         INTEGER NOT NULL, -- grows with every wake() request
+        attempt     INTEGER NOT NULL, -- deliveries of the current request
+        token       TEXT,             -- the current delivery's token
+        lease_until REAL,             -- NULL when not leased
+        taken_gen   INTEGER NOT NULL, -- gen when the current delivery was taken
+        PRIMARY KEY (namespace, session_id)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS fx_wakes_ready
+        ON fx_wakes (namespace, COALESCE(lease_until, due))""",
+)
+
+SELECT_ENTRIES = (
+    "SELECT e.seq, e.kind, coalesce(v.data, e.data), e.epoch, e.at FROM fx_entries e"
+    " LEFT JOIN fx_values v ON v.id = e.value WHERE e.namespace = ? AND e.session_id = ?"
+)
+"""The entries of a session as ``(seq, kind, data, epoch, at)``; the caller adds the
+rest of the condition and the order (names qualified with ``e.``)."""
+
+_INSERT_ENTRY = (
+    "INSERT INTO fx_entries (namespace, session_id, seq, kind, data, epoch, at, value)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One short write transaction, holding the write lock from its start."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def insert_entries(
+    conn: sqlite3.Connection,
+    rows: Sequence[tuple[str, str, int, str, str, int | None, float]],
+) -> None:
+    """Insert entries ``(namespace, session_id, seq, kind, data, epoch, at)`` in the
+    caller's transaction, the data of each over :data:`INLINE_BYTES` in ``fx_values``."""
+    if all(len(row[4]) <= INLINE_BYTES for row in rows):
+        conn.executemany(_INSERT_ENTRY, [(*row, None) for row in rows])
+        return
+    for ns, sid, seq, kind, data, epoch, at in rows:
+        value = None
+        if len(data) > INLINE_BYTES:
+            value = conn.execute("INSERT INTO fx_values (data) VALUES (?)", (data,)).lastrowid
+            data = ""
+        conn.execute(_INSERT_ENTRY, (ns, sid, seq, kind, data, epoch, at, value))
+
+
+def migrate(conn: sqlite3.Connection, path: str, *, read_only: bool) -> None:
+    """Bring the file's tables to :data:`SCHEMA_VERSION` (one transaction), or say
+    why not: a newer file, or one not set up and opened read-only."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"sqlite world {path!r} has schema version {version}, newer than this "
+            f"fxworld understands ({SCHEMA_VERSION}); upgrade fxworld"
+        )
+    if read_only:
+        what = "is not set up" if version == 0 else "was made by an earlier fxworld"
+        raise ConfigurationError(
+            f"sqlite world {path!r} {what} (schema version {version}, opened "
+            "read-only); `fxworld setup --world URL` sets it up"
+        )
+    with write_transaction(conn):
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(fx_entries)")}
+        if columns and "value" not in columns:  # version 1: its entries all inline
+            conn.execute("ALTER TABLE fx_entries ADD COLUMN value INTEGER")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
