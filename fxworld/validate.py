@@ -262,13 +262,19 @@ def held(wake: object) -> WakeLease:
     return wake
 
 
-def max_entry_bytes(value: object) -> int:
+def max_entry_bytes(value: object, *, largest: int | None = None, why: str = "") -> int:
     """Check the ``max_entry_bytes`` option (a constructor argument, or the URL's
-    text): an integer >= 1, else ``ConfigurationError``."""
+    text): an integer >= 1, and at most ``largest``, what the world's store can hold
+    in one entry (``why`` says what bounds it), else ``ConfigurationError``."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"max_entry_bytes must be an integer >= 1, not {value!r}")
+    if largest is not None and value > largest:
+        raise ConfigurationError(
+            f"max_entry_bytes {value} is over the largest entry this world can hold, "
+            f"{largest} bytes ({why}; docs/large-values.md)"
+        )
     return value
 
 

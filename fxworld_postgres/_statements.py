@@ -94,6 +94,10 @@ def entry(session_id: str, row: Any) -> Entry:
     return Entry(session_id, row[0], kind_in(row[1]), jsondata.decode(row[2]), row[3], row[4])
 
 
+LARGEST_ENTRY = (1 << 30) - (1 << 20)
+"""The largest ``max_entry_bytes``: a PostgreSQL field, and a protocol message, hold
+less than 1 GiB (room is left for the rest of the append's message)."""
+
 JSONB_BYTES = 1 << 20
 """Data longer than this (in characters of JSON) is stored as text in ``raw``: a large
 value is written at the cost of its bytes, with no jsonb parse (docs/large-values.md)."""

@@ -111,7 +111,9 @@ class RedisWorld:
             raise ConfigurationError(
                 f"partitions must be an integer from 1 to {_MAX_PARTITIONS}: {partitions!r}"
             )
-        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
+        self.max_entry_bytes = validate.max_entry_bytes(
+            max_entry_bytes, largest=_settings.LARGEST_ENTRY, why="Redis' 512 MB argument"
+        )
         self.cluster = bool(cluster)
         self._asked_partitions = partitions
         self._durable_arg = durable

@@ -24,6 +24,7 @@ from fxworld.errors import ConfigurationError
 __all__ = [
     "SCHEMA_VERSION",
     "INLINE_BYTES",
+    "LARGEST_ENTRY",
     "SELECT_ENTRIES",
     "migrate",
     "write_transaction",
@@ -35,6 +36,10 @@ SCHEMA_VERSION = 2
 
 INLINE_BYTES = 64 * 1024
 """Entry data longer than this (characters of JSON) is kept in ``fx_values``."""
+
+LARGEST_ENTRY = 1_000_000_000 - 1024
+"""The largest ``max_entry_bytes``: SQLite's ``SQLITE_MAX_LENGTH`` (its default build)
+bounds one value, and one row, to 1,000,000,000 bytes."""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS fx_sessions (

@@ -71,6 +71,7 @@ from urllib.parse import quote, urlsplit
 from fxworld import jsondata, validate
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
 from fxworld.embedded._sqlite_schema import (
+    LARGEST_ENTRY,
     SELECT_ENTRIES,
     insert_entries,
     migrate,
@@ -158,7 +159,9 @@ class SqliteWorld:
                 "world in memory)"
             )
         self.namespace = validate.namespace(namespace)
-        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
+        self.max_entry_bytes = validate.max_entry_bytes(
+            max_entry_bytes, largest=LARGEST_ENTRY, why="SQLite's length limit of one value"
+        )
         if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
             raise ConfigurationError(
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
