@@ -72,7 +72,10 @@ async def test_a_32_mib_tool_result_survives_a_killed_worker(
     def spawn(lease: float | None = None, crash_at: str | None = None) -> Any:
         more = {"FXWORLD_TEST_CRASH_AT": crash_at} if crash_at else {}
         extra = {} if lease is None else {"lease": lease}
-        return start_worker(agent="big_agent:agent", env={**env, **more}, **extra)
+        workers.append(start_worker(agent="big_agent:agent", env={**env, **more}, **extra))
+        return workers[-1]
+
+    workers: list[Any] = []
 
     if point == "write":
         first = spawn()
@@ -80,7 +83,9 @@ async def test_a_32_mib_tool_result_survives_a_killed_worker(
         first.signal(signal.SIGKILL)  # the result is being encoded or sent
         assert await first.wait() == -signal.SIGKILL
     else:
-        first = spawn(crash_at="after-tool-finished")
+        # a lease that outlasts saving 32 MiB on a loaded machine: a save that took
+        # longer would be fenced out by its own retake, and the tool run again
+        first = spawn(lease=6.0, crash_at="after-tool-finished")
         assert await first.wait() == -signal.SIGKILL, first.text()
         reader = spawn()  # takes the session over once the lease runs out, reads it
         await asyncio.to_thread(reader.wait_for_log, f"session {sid}: taken", 60)
@@ -103,4 +108,4 @@ async def test_a_32_mib_tool_result_survives_a_killed_worker(
     assert len({r["execution_id"] for r in runs}) == 1  # an idempotent re-run at most
     assert [r["attempt"] for r in runs] == list(range(1, len(runs) + 1))
     if point == "read":  # its result was saved: never run again
-        assert len(runs) == 1
+        assert len(runs) == 1, "\n".join(w.text()[-3000:] for w in workers)
