@@ -90,11 +90,13 @@ _SCHEMA = (
 )
 
 SELECT_ENTRIES = (
-    "SELECT e.seq, e.kind, coalesce(v.data, e.data), e.epoch, e.at FROM fx_entries e"
-    " LEFT JOIN fx_values v ON v.id = e.value WHERE e.namespace = ? AND e.session_id = ?"
+    "SELECT e.seq, e.kind, CASE WHEN e.value IS NULL THEN e.data"
+    " ELSE (SELECT v.data FROM fx_values v WHERE v.id = e.value) END, e.epoch, e.at"
+    " FROM fx_entries e WHERE e.namespace = ? AND e.session_id = ?"
 )
 """The entries of a session as ``(seq, kind, data, epoch, at)``; the caller adds the
-rest of the condition and the order (names qualified with ``e.``)."""
+rest of the condition and the order (names qualified with ``e.``). A small entry's
+data is its own (no join: small reads cost what they did)."""
 
 _INSERT_ENTRY = (
     "INSERT INTO fx_entries (namespace, session_id, seq, kind, data, epoch, at, value)"
@@ -121,6 +123,9 @@ def insert_entries(
 ) -> None:
     """Insert entries ``(namespace, session_id, seq, kind, data, epoch, at)`` in the
     caller's transaction, the data of each over :data:`INLINE_BYTES` in ``fx_values``."""
+    if len(rows) == 1 and len(rows[0][4]) <= INLINE_BYTES:  # the common call: one entry
+        conn.execute(_INSERT_ENTRY, (*rows[0], None))
+        return
     if all(len(row[4]) <= INLINE_BYTES for row in rows):
         conn.executemany(_INSERT_ENTRY, [(*row, None) for row in rows])
         return
