@@ -43,30 +43,9 @@ def encode_bytes(value: Any, encoder: json.JSONEncoder) -> bytes:
     """The JSON of ``value`` as ``encoder`` writes it, in UTF-8, its string values of
     :data:`LARGE_STRING` or more characters encoded apart (fast; not escaped to
     ASCII even when ``encoder`` escapes the rest). Containers are dicts and lists."""
-    from pydantic_core import PydanticSerializationError, to_json
-
     token = secrets.token_hex(12)
     pieces: list[bytes] = []
-
-    def swap(value: Any) -> Any:
-        """``value`` with each large string replaced by a placeholder (containers on
-        the way copied, the others shared)."""
-        if type(value) is str and len(value) >= LARGE_STRING:
-            try:
-                pieces.append(to_json(value))
-            except PydanticSerializationError:
-                value.encode("utf-8")  # raises the UnicodeEncodeError it met
-                raise
-            return f"{token}{len(pieces) - 1}"
-        if isinstance(value, dict):
-            out = {k: swap(v) for k, v in value.items()}
-            return out if any(out[k] is not v for k, v in value.items()) else value
-        if isinstance(value, list):
-            items = [swap(v) for v in value]
-            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-        return value
-
-    skeleton = encoder.encode(swap(value)).encode("utf-8")
+    skeleton = encoder.encode(_swap(value, token, pieces)).encode("utf-8")
     spots = []
     for i in range(len(pieces)):
         mark = f'"{token}{i}"'.encode()
@@ -84,6 +63,29 @@ def encode_bytes(value: Any, encoder: json.JSONEncoder) -> bytes:
     parts.append(skeleton[start:])
     pieces.clear()
     return b"".join(parts)
+
+
+def _swap(value: Any, token: str, pieces: list[bytes]) -> Any:
+    """``value`` with each large string replaced by a placeholder ``<token><i>``, its
+    JSON (UTF-8) appended to ``pieces``; containers on the way copied, the others
+    shared. (A function of the module, not a closure: a recursive closure is a
+    reference cycle, garbage for the collector on every call.)"""
+    if type(value) is str and len(value) >= LARGE_STRING:
+        from pydantic_core import PydanticSerializationError, to_json
+
+        try:
+            pieces.append(to_json(value))
+        except PydanticSerializationError:
+            value.encode("utf-8")  # raises the UnicodeEncodeError it met
+            raise
+        return f"{token}{len(pieces) - 1}"
+    if isinstance(value, dict):
+        out = {k: _swap(v, token, pieces) for k, v in value.items()}
+        return out if any(out[k] is not v for k, v in value.items()) else value
+    if isinstance(value, list):
+        items = [_swap(v, token, pieces) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    return value
 
 
 def decode(text: str | bytes) -> Any:
