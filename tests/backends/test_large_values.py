@@ -402,3 +402,24 @@ async def test_sqlite_small_appends_after_a_large_value_do_not_read_it_again(
         assert len((await world.read("s", 0, limit=1))[0].data["x"]) == LARGE
     finally:
         await world.close()
+
+
+async def test_an_encrypted_world_takes_values_up_to_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a default inner world (64 MiB) an EncryptedWorld takes 48 MiB less its
+    envelope: the sealed form is base64 (4/3) of the ciphertext. A value at that
+    limit round-trips; one byte more is EntryTooLarge, and nothing is written."""
+    monkeypatch.setenv("FXWORLD_ENCRYPTION_KEYS", KEYS)
+    w = EncryptedWorld.from_env(open_world(f"sqlite:///{tmp_path / 'w.db'}"))
+    try:
+        limit = w.max_entry_bytes
+        assert 48 * MiB - 200 < limit < 48 * MiB
+        data = {"x": "v" * (limit - 8)}  # {"x":"..."}: 8 bytes around the text
+        with pytest.raises(EntryTooLarge):
+            await w.append("s", [NewEntry("big", {"x": "v" * (limit - 7)})])
+        assert await w.append("s", [NewEntry("big", data)]) == 1
+        (got,) = await w.read("s")
+        assert got.data == data
+    finally:
+        await w.close()
