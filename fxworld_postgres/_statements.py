@@ -22,12 +22,6 @@ class Statements:
         self.append = (
             f"SELECT o_seq, o_followed FROM {s}.fx_append_quiet($1, $2, $3, $4, $5, $6, $7, $8)"
         )
-        # one large value: a text parameter, not an array element, so the driver
-        # copies it once (into the message) instead of twice
-        self.append_raw = (
-            f"SELECT o_seq, o_followed FROM {s}.fx_append_quiet($1, $2, ARRAY[NULL]::text[],"
-            " ARRAY[$3::text], $4, $5, $6, $7)"
-        )
         self.notify = "SELECT pg_notify($1, sid) FROM unnest($2::text[]) AS sid"
         self.acquire = f"SELECT o_epoch, o_seq FROM {s}.fx_acquire($1)"
         self.read = (

@@ -260,15 +260,14 @@ class PostgresWorld:
                     raws = [None] * i
                 raws.append(data)
         epoch = fence.epoch if fence is not None else None
-        values: tuple[Any, ...] = (session_id, kinds, datas, raws)
-        sql = self._sql.append
-        if raws is not None and len(raws) == 1:  # one large value: its own parameter
-            sql, values = self._sql.append_raw, (session_id, kinds, raws[0])
         seq, followed = await self._call(
             "append",
             "row",
-            sql,
-            *values,
+            self._sql.append,
+            session_id,
+            kinds,
+            datas,
+            raws,
             epoch,
             expect,
             key.encode("utf-8", "surrogatepass") if key is not None else None,
