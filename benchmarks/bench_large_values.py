@@ -7,7 +7,10 @@ Prints a table (nothing is asserted). The baselines: PostgreSQL one ``INSERT`` o
 round times the raw write and read, then the world's ``append`` of one entry holding
 the value and its ``read``, alternately; the medians of ``--rounds`` rounds are shown
 with their ratios. Peak memory is what Python allocated (``tracemalloc``) during one
-more append and read, as a multiple of the value's size.
+more append and read, as a multiple of the value's size: for a write, beyond the
+value the caller holds (add 1 for the worker's whole need); for a read, the value
+returned included. In brackets, the same for the raw write and read (the store's
+client alone).
 
     python benchmarks/bench_large_values.py                    # throwaway local servers
     python benchmarks/bench_large_values.py --worlds sqlite,postgres --sizes 1,10
@@ -226,13 +229,15 @@ async def _one(kind: str, world: World, raw: Raw, mib: int, rounds: int) -> str:
         times["wr"].append(await _clock(read))
     peak_w = await _peak(append)
     peak_r = await _peak(read)
+    raw_w = await _peak(lambda: raw.write(blob))
+    raw_r = await _peak(raw.read)
     await world.delete(sid)
     m = {k: statistics.median(v) * 1000 for k, v in times.items()}
     return (
         f"{kind:<9} {mib:>4} MiB | write {m['ww']:8.1f} ms vs raw {m['rw']:8.1f}"
         f" = {m['ww'] / m['rw']:5.2f}x | read {m['wr']:8.1f} ms vs raw"
         f" {m['rr']:8.1f} = {m['wr'] / m['rr']:5.2f}x | peak write"
-        f" {peak_w / n:4.1f}x read {peak_r / n:4.1f}x"
+        f" {peak_w / n:4.1f}x read {peak_r / n:4.1f}x (raw {raw_w / n:3.1f}x, {raw_r / n:3.1f}x)"
     )
 
 

@@ -28,6 +28,7 @@ from fxworld.errors import (
     InvalidEntry,
     InvalidSessionId,
 )
+from fxworld.jsondata import LARGE_STRING, encode_large
 from fxworld.types import Fence, NewEntry, WakeLease
 
 __all__ = [
@@ -135,30 +136,38 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 _CONTAINERS = (dict, list, tuple)  # what _unfaithful walks into
 
 
-def _unfaithful(data: dict[Any, Any]) -> str | None:
-    """Why ``data`` would not decode from its JSON back to itself, or ``None``.
+def _unfaithful(data: dict[Any, Any]) -> tuple[str | None, bool]:
+    """Why ``data`` would not decode from its JSON back to itself (or ``None``), and
+    whether it holds a string value of ``jsondata.LARGE_STRING`` characters or more.
 
     One walk over the containers (no recursion) finds what ``json.dumps`` would
     change silently: a key that is not a string (it becomes one) and a tuple (it
     becomes an array), and nesting deeper than :data:`MAX_DATA_DEPTH`. Values of
     other types are left to the encoder, which refuses them.
     """
+    large = False
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
         if depth > MAX_DATA_DEPTH:
-            return f"entry data is nested more than {MAX_DATA_DEPTH} deep"
+            return f"entry data is nested more than {MAX_DATA_DEPTH} deep", large
         if isinstance(value, dict):
             for k, child in value.items():
                 if not isinstance(k, str):
-                    return f"entry data has a key that is not a string: {k!r:.40}"
+                    return f"entry data has a key that is not a string: {k!r:.40}", large
                 if isinstance(child, _CONTAINERS):
                     stack.append((child, depth + 1))
+                elif type(child) is str and len(child) >= LARGE_STRING:
+                    large = True
         elif isinstance(value, tuple):
-            return "entry data holds a tuple (JSON would make it an array)"
+            return "entry data holds a tuple (JSON would make it an array)", large
         else:
-            stack.extend((child, depth + 1) for child in value if isinstance(child, _CONTAINERS))
-    return None
+            for child in value:
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
+                elif type(child) is str and len(child) >= LARGE_STRING:
+                    large = True
+    return None, large
 
 
 def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> str:
@@ -166,19 +175,22 @@ def encode_data(data: object, *, max_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> st
     that decodes back to itself, or that is over ``max_bytes`` encoded."""
     if not isinstance(data, dict):
         raise InvalidEntry(f"entry data must be a JSON object (dict), not {type(data).__name__}")
-    why = _unfaithful(data)
+    why, large = _unfaithful(data)
     if why is not None:
         raise InvalidEntry(why)
     try:
-        text = _ENCODER.encode(data)
+        if large:  # its large strings encoded apart, fast (jsondata), sized on the way
+            text, size = encode_large(data, _ENCODER)
+        else:
+            text = _ENCODER.encode(data)
+            # ASCII text (O(1) to know) is its own size: no copy of a large value
+            size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except (TypeError, ValueError) as e:
+        if isinstance(e, UnicodeEncodeError):
+            raise InvalidEntry("entry data is not valid Unicode (a lone surrogate?)") from None
         raise InvalidEntry(f"entry data is not JSON: {e}") from None
     except RecursionError:
         raise InvalidEntry("entry data is nested too deeply") from None
-    try:  # ASCII text (O(1) to know) is its own size: no copy of a large value
-        size = len(text) if text.isascii() else len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidEntry("entry data is not valid Unicode (a lone surrogate?)") from None
     if size > max_bytes:
         raise EntryTooLarge(size, max_bytes)
     return text
@@ -263,13 +275,19 @@ def held(wake: object) -> WakeLease:
     return wake
 
 
-def max_entry_bytes(value: object) -> int:
+def max_entry_bytes(value: object, *, largest: int | None = None, why: str = "") -> int:
     """Check the ``max_entry_bytes`` option (a constructor argument, or the URL's
-    text): an integer >= 1, else ``ConfigurationError``."""
+    text): an integer >= 1, and at most ``largest``, what the world's store can hold
+    in one entry (``why`` says what bounds it), else ``ConfigurationError``."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"max_entry_bytes must be an integer >= 1, not {value!r}")
+    if largest is not None and value > largest:
+        raise ConfigurationError(
+            f"max_entry_bytes {value} is over the largest entry this world can hold, "
+            f"{largest} bytes ({why}; docs/large-values.md)"
+        )
     return value
 
 

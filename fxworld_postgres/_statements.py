@@ -4,10 +4,10 @@ plpgsql functions they call, are ``_schema``'s."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from fxworld import jsondata
 from fxworld.types import Entry
 
 __all__ = ["FOLLOW_PAGE", "Statements", "entry", "jsonb_safe", "kind_in", "kind_out"]
@@ -96,8 +96,12 @@ class Statements:
 
 def entry(session_id: str, row: Any) -> Entry:
     """An entry from a row ``(seq, kind, data as JSON text, epoch, at)``."""
-    return Entry(session_id, row[0], kind_in(row[1]), json.loads(row[2]), row[3], row[4])
+    return Entry(session_id, row[0], kind_in(row[1]), jsondata.decode(row[2]), row[3], row[4])
 
+
+LARGEST_ENTRY = (1 << 30) - (1 << 20)
+"""The largest ``max_entry_bytes``: a PostgreSQL field, and a protocol message, hold
+less than 1 GiB (room is left for the rest of the append's message)."""
 
 JSONB_BYTES = 1 << 20
 """Data longer than this (in characters of JSON) is stored as text in ``raw``: a large

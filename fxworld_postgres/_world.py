@@ -31,6 +31,7 @@ from fxworld_postgres._pool import (
 )
 from fxworld_postgres._statements import (
     FOLLOW_PAGE,
+    LARGEST_ENTRY,
     Statements,
     entry,
     jsonb_safe,
@@ -80,7 +81,9 @@ class PostgresWorld:
             pooler = options.get("pooler", pooler)
             listen_url = options.get("listen_url", listen_url)
         self.namespace = validate.namespace("default" if namespace is None else namespace)
-        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)  # W15
+        self.max_entry_bytes = validate.max_entry_bytes(  # W15
+            max_entry_bytes, largest=LARGEST_ENTRY, why="PostgreSQL's 1 GiB field"
+        )
         self.follow_poll = float(follow_poll)
         self.pooler = _pooler.mode(pooler, dsn if isinstance(dsn, str) else "")
         self._listen_dsn = _pooler.listen_dsn(listen_url) if listen_url else None

@@ -42,7 +42,11 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from fxworld import jsondata
+from fxworld.types import Entry
 
 __all__ = [
     "Keys",
@@ -52,6 +56,8 @@ __all__ = [
     "namespace_patterns",
     "text",
     "seq_of",
+    "time_of",
+    "entry_of",
     "FENCED",
     "CONFLICT",
     "LOST",
@@ -90,6 +96,29 @@ def text(value: Any) -> str:
 def seq_of(stream_id: Any) -> int:
     """The seq of a log entry from its stream ID ``<seq>-0``."""
     return int(text(stream_id).split("-", 1)[0])
+
+
+def time_of(micros: Any) -> datetime:
+    """A time from microseconds since the Unix epoch (the server's ``TIME``)."""
+    return datetime.fromtimestamp(int(micros) / 1_000_000, UTC)
+
+
+def entry_of(session_id: str, row: Any) -> Entry:
+    """A stream entry ``[b"<seq>-0", [b"k", kind, b"d", data, b"e", epoch, b"t", µs]]``
+    (its fields a dict when redis-py parsed an ``XRANGE`` reply); the data parsed
+    from the reply's bytes, with no copy as text of a large value."""
+    ident, flat = row
+    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+    fields = {text(k): v for k, v in pairs}
+    epoch = text(fields["e"])
+    return Entry(
+        session_id,
+        seq_of(ident),
+        text(fields["k"]),
+        jsondata.decode(fields["d"]),
+        int(epoch) if epoch else None,
+        time_of(text(fields["t"])),
+    )
 
 
 @dataclass(frozen=True)
@@ -178,9 +207,9 @@ end
 # KEYS: meta, log, sessions, then keys when the call has a key, then wake and due when
 # it has a wake (each call declares exactly the keys it may touch). ARGV[1] is the
 # head '<epoch>,<expect>,<wake µs>,<sid>,<key>', each part '' when not given (a
-# session id holds no comma, so the key is the rest); then one '<data>\n<kind>'
-# per entry (compact JSON never holds a raw newline). Few arguments, because
-# redis-py packs each one in Python. Reply: {status, seq}.
+# session id holds no comma, so the key is the rest); then each entry's kind and its
+# data, two arguments (the data as sent: a large value is never scanned or copied by
+# the script before XADD stores it). Reply: {status, seq}.
 APPEND = (
     _COMMON
     + """
@@ -197,12 +226,10 @@ if expect ~= '' and tonumber(expect) ~= last then return {2, last} end          
 local t = now_us()
 local at = string.format('%d', t)
 if last == 0 then redis.call('ZADD', KEYS[3], 0, sid) end
-for i = 2, #ARGV do  -- W4: the whole batch at consecutive positions, in one script
-  local entry = ARGV[i]
-  local nl = string.find(entry, '\\n', 1, true)
+for i = 2, #ARGV, 2 do  -- W4: the whole batch at consecutive positions, in one script
   last = last + 1
-  redis.call('XADD', log, string.format('%d-0', last), 'k', string.sub(entry, nl + 1),
-    'd', string.sub(entry, 1, nl - 1), 'e', epoch, 't', at)
+  redis.call('XADD', log, string.format('%d-0', last), 'k', ARGV[i], 'd', ARGV[i + 1],
+    'e', epoch, 't', at)
 end
 redis.call('HSET', meta, 'last', last)
 if key ~= '' then redis.call('HSET', KEYS[4], key, last) end
@@ -227,11 +254,6 @@ redis.call('XADD', KEYS[2], string.format('%d-0', last), 'k', 'fence',
 return {epoch, last}
 """
 )
-
-# KEYS: log. ARGV: first seq, limit. Reply: the stream entries (W9: one snapshot).
-READ = """
-return redis.call('XRANGE', KEYS[1], ARGV[1] .. '-0', '+', 'COUNT', ARGV[2])
-"""
 
 # KEYS: wake, due. ARGV: sid, delay µs.
 WAKE = (
@@ -405,11 +427,6 @@ redis.call('ZREM', KEYS[6], ARGV[1])
 return 1
 """
 
-# KEYS: the log. Reply: its last entry, as READ gives entries (empty: none).
-LAST = """
-return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-"""
-
 # KEYS: the partitions' session lists. ARGV: after ('' = from the start), limit.
 # Reply: up to ``limit`` ids greater than ``after`` from each list (the caller merges).
 SESSIONS = """
@@ -497,7 +514,6 @@ return redis.call('HGET', KEYS[1], 'agent')
 SCRIPTS: dict[str, str] = {
     "append": APPEND,
     "acquire": ACQUIRE,
-    "read": READ,
     "wake": WAKE,
     "take": TAKE,
     "peek": PEEK,
@@ -505,7 +521,6 @@ SCRIPTS: dict[str, str] = {
     "finish": FINISH,
     "delete": DELETE,
     "delete_if_idle": DELETE_IF_IDLE,
-    "last": LAST,
     "sessions": SESSIONS,
     "wakes": WAKES,
     "claim": CLAIM,

@@ -21,7 +21,11 @@ from fxworld.errors import ConfigurationError
 from fxworld_redis import _errors
 from fxworld_redis._scripts import text
 
-__all__ = ["fsyncs", "evicting", "eviction_refused", "KEEPS_KEYS"]
+__all__ = ["fsyncs", "evicting", "eviction_refused", "KEEPS_KEYS", "LARGEST_ENTRY"]
+
+LARGEST_ENTRY = 512 * 1024 * 1024
+"""The largest ``max_entry_bytes``: an entry's data is one argument of the append's
+script, and Redis takes none over ``proto-max-bulk-len`` (512 MB by default)."""
 
 KEEPS_KEYS = ("noeviction", "volatile-")
 """Eviction policies (or prefixes) that never evict a key without a TTL."""

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -111,7 +109,9 @@ class RedisWorld:
             raise ConfigurationError(
                 f"partitions must be an integer from 1 to {_MAX_PARTITIONS}: {partitions!r}"
             )
-        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
+        self.max_entry_bytes = validate.max_entry_bytes(
+            max_entry_bytes, largest=_settings.LARGEST_ENTRY, why="Redis' 512 MB argument"
+        )
         self.cluster = bool(cluster)
         self._asked_partitions = partitions
         self._durable_arg = durable
@@ -249,8 +249,9 @@ class RedisWorld:
         if wake is not None:
             keys += [k.wake(session_id), k.due]
         args = [head]
-        for kind, data in encoded:
-            args.append(data.encode() + b"\n" + kind.encode("utf-8", "surrogatepass"))
+        for kind, data in encoded:  # bytes, each value copied once (the packer's is next)
+            args += (kind.encode("utf-8", "surrogatepass"), data.encode())
+        del encoded, kind, data  # the text of a large value is not held while it is sent
         status, seq = await self._script(
             "append",
             keys,
@@ -271,8 +272,12 @@ class RedisWorld:
         validate.session_id(session_id)
         validate.read_args(after, limit)
         log = (await self._keys(session_id)).log(session_id)
-        rows = await self._script("read", [log], [str(after + 1), str(limit)], idempotent=True)
-        return [_entry(session_id, row) for row in rows]
+        # one XRANGE, not a script, which copies its reply through Lua: three times
+        # the server's time for a large value (docs/large-values.md)
+        rows = await self._command(
+            "read", "XRANGE", log, f"{after + 1}-0", "+", "COUNT", str(limit)
+        )
+        return [_scripts.entry_of(session_id, row) for row in rows]
 
     def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Entry]:
         validate.session_id(session_id)
@@ -378,7 +383,7 @@ class RedisWorld:
         )
         if status == _scripts.LOST:
             raise _lease_lost(wake)
-        return WakeLease(wake.session_id, wake.token, wake.attempt, _time(until))
+        return WakeLease(wake.session_id, wake.token, wake.attempt, _scripts.time_of(until))
 
     async def finish_wake(self, wake: WakeLease) -> None:
         validate.held(wake)
@@ -397,12 +402,12 @@ class RedisWorld:
         await self._script("delete", keys, [session_id], idempotent=True)
 
     async def last_entry(self, session_id: str) -> Entry | None:
-        """The log's last entry, or ``None``: one ``XREVRANGE`` in a script
-        (``fxworld.protocol.LastEntryReader``)."""
+        """The log's last entry, or ``None``: one ``XREVRANGE`` (not in a script, as
+        ``read``) (``fxworld.protocol.LastEntryReader``)."""
         validate.session_id(session_id)
         log = (await self._keys(session_id)).log(session_id)
-        rows = await self._script("last", [log], [], idempotent=True)
-        return _entry(session_id, rows[0]) if rows else None
+        rows = await self._command("last_entry", "XREVRANGE", log, "+", "-", "COUNT", "1")
+        return _scripts.entry_of(session_id, rows[0]) if rows else None
 
     async def delete_if_idle(self, session_id: str, *, last: int) -> bool:
         """``delete`` only if the log still ends at ``last`` and no wake is pending
@@ -498,7 +503,8 @@ class RedisWorld:
                 await self._retrying(name, self._load_scripts, idempotent=True)
 
     async def _command(self, what: str, *args: str) -> Any:
-        """One plain command that is safe to repeat (``XREAD`` for follow)."""
+        """One plain command that is safe to repeat (``XRANGE``, ``XREVRANGE``,
+        ``XREAD``)."""
         await self._ensure_ready()
         return await self._retrying(what, self._client.execute_command, *args, idempotent=True)
 
@@ -705,28 +711,9 @@ def _wake_states(reply: list[Any]) -> list[WakeState]:
     out = []
     for i in range(1, len(reply), 4):
         sid, due, until, attempt = (text(x) for x in reply[i : i + 4])
-        leased = _time(until) if until and int(until) > now else None
-        out.append(WakeState(sid, _time(due or until or now), leased, int(attempt)))
+        leased = _scripts.time_of(until) if until and int(until) > now else None
+        out.append(WakeState(sid, _scripts.time_of(due or until or now), leased, int(attempt)))
     return out
-
-
-def _time(micros: Any) -> datetime:
-    return datetime.fromtimestamp(int(micros) / _US, UTC)
-
-
-def _entry(session_id: str, row: Any) -> Entry:
-    """A stream entry ``[b"<seq>-0", [b"k", kind, b"d", data, b"e", epoch, b"t", µs]]``."""
-    ident, flat = row
-    fields = {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-    epoch = text(fields["e"])
-    return Entry(
-        session_id,
-        _scripts.seq_of(ident),
-        text(fields["k"]),
-        json.loads(text(fields["d"])),
-        int(epoch) if epoch else None,
-        _time(text(fields["t"])),
-    )
 
 
 def _lease_lost(wake: WakeLease) -> LeaseLost:

@@ -50,7 +50,11 @@ from typing import Any
 
 from fxworld_s3._store import dumps, loads
 
-__all__ = ["Keys", "Batch", "start_of", "DUE_PREFIXES", "INLINE_BYTES"]
+__all__ = ["Keys", "Batch", "start_of", "DUE_PREFIXES", "INLINE_BYTES", "LARGEST_ENTRY"]
+
+LARGEST_ENTRY = (5 << 30) // 2 - (1 << 20)
+"""The largest ``max_entry_bytes``: a batch is one object, one ``PutObject`` of at most
+5 GiB, and in it an entry's JSON is a JSON string, which escaping may double."""
 
 _W = 20
 INLINE_BYTES = 1 << 20

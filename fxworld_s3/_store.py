@@ -24,6 +24,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.parsers import AioResponseParserFactory
 from aiobotocore.session import AioSession, get_session
 
+from fxworld import jsondata
 from fxworld.errors import BackendUnavailable, ConfigurationError
 from fxworld.urls import mask
 from fxworld_s3 import _errors
@@ -42,13 +43,18 @@ UNCHANGED: Final = _Unchanged()
 """What :meth:`Store.get` returns when ``If-None-Match`` held (HTTP 304)."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def dumps(value: object) -> bytes:
-    """Compact JSON, ASCII only (a lone surrogate in a kind or key survives)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    """Compact JSON, ASCII (a lone surrogate in a kind or key survives) but for the
+    entry data of a large value, which is copied in as UTF-8, at the cost of its bytes
+    (``fxworld.jsondata``; entry data is valid Unicode)."""
+    return jsondata.encode_bytes(value, _ENCODER)
 
 
 def loads(body: bytes) -> Any:
-    return json.loads(body)
+    return jsondata.decode(body)
 
 
 _SESSION: AioSession | None = None

@@ -13,13 +13,13 @@ from typing import Any
 
 from aiobotocore.session import AioSession
 
-from fxworld import validate
+from fxworld import jsondata, validate
 from fxworld.errors import ConfigurationError, Conflict, Fenced
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
 from fxworld.urls import mask, split_query
 from fxworld_s3._cache import DEFAULT_CACHE_SIZE, KeyedLocks, Lru
 from fxworld_s3._follow import Poller
-from fxworld_s3._layout import Batch, Keys, start_of
+from fxworld_s3._layout import LARGEST_ENTRY, Batch, Keys, start_of
 from fxworld_s3._log import Logs, Restart, State, Write
 from fxworld_s3._store import Store, dumps, loads
 from fxworld_s3._wakedoc import unchanged
@@ -78,8 +78,9 @@ class S3World:
                 "endpoint_url must be an http(s) URL without credentials: "
                 f"{mask(str(endpoint_url))}; credentials come from the AWS chain"
             )
-        if not isinstance(max_entry_bytes, int) or max_entry_bytes < 1:
-            raise ConfigurationError(f"max_entry_bytes must be an int >= 1: {max_entry_bytes!r}")
+        max_entry_bytes = validate.max_entry_bytes(
+            max_entry_bytes, largest=LARGEST_ENTRY, why="one S3 object of 5 GiB, escaped JSON"
+        )
         if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
             raise ConfigurationError(f"cache_size must be an int >= 1: {cache_size!r}")
         self.cache_size = cache_size
@@ -658,7 +659,7 @@ def _entries(sid: str, batches: list[Batch], after: int, limit: int) -> list[Ent
         for i, (kind, data) in enumerate(b.items):
             seq = b.first + i
             if after < seq <= after + limit:
-                out.append(Entry(sid, seq, kind, json.loads(data), b.epoch, at))
+                out.append(Entry(sid, seq, kind, jsondata.decode(data), b.epoch, at))
     return out
 
 

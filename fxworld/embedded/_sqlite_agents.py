@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from fxworld.embedded._sqlite_schema import write
+from fxworld.embedded._sqlite_schema import write_transaction
 
 __all__ = ["claim", "owner", "take_for", "rename", "ANY_DUE_FOR"]
 
@@ -37,7 +37,7 @@ _TAKE_FOR = (
 
 def claim(conn: sqlite3.Connection, ns: str, sid: str, agent: str) -> str:
     """Record ``agent`` as the owner of ``sid`` unless one is; the owner now."""
-    with write(conn):
+    with write_transaction(conn):
         row = conn.execute(
             "SELECT agent FROM fx_sessions WHERE namespace = ? AND session_id = ?", (ns, sid)
         ).fetchone()
@@ -76,7 +76,7 @@ def take_for(
     the earliest first: ``(session_id, token, attempt, owner)`` each."""
     if not conn.execute(ANY_DUE_FOR, (ns, agent, now, ns, now)).fetchone()[0]:
         return []
-    with write(conn):
+    with write_transaction(conn):
         rows = conn.execute(
             _TAKE_FOR, (until, ns, ns, agent, now, limit, ns, now, limit, limit)
         ).fetchall()
@@ -85,7 +85,7 @@ def take_for(
 
 def rename(conn: sqlite3.Connection, ns: str, old: str, new: str) -> int:
     """Give every session of ``old`` to ``new`` (and their wakes); how many moved."""
-    with write(conn):
+    with write_transaction(conn):
         moved = conn.execute(
             "UPDATE fx_sessions SET agent = ? WHERE namespace = ? AND agent = ?", (new, ns, old)
         ).rowcount

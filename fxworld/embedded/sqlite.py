@@ -68,10 +68,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
-from fxworld import validate
+from fxworld import jsondata, validate
 from fxworld.embedded import _sqlite_agents as agents
 from fxworld.embedded._sqlite_errors import is_busy, translate, translate_os
-from fxworld.embedded._sqlite_schema import migrate, write
+from fxworld.embedded._sqlite_schema import (
+    LARGEST_ENTRY,
+    SELECT_ENTRIES,
+    insert_entries,
+    migrate,
+    write_transaction,
+)
 from fxworld.embedded._sqlite_thread import SqliteThread, release
 from fxworld.errors import ConfigurationError, Conflict, Fenced, LeaseLost
 from fxworld.types import Entry, Fence, NewEntry, WakeLease, WakeState
@@ -108,11 +114,6 @@ _UPSERT_SESSION = (
     " ON CONFLICT (namespace, session_id) DO UPDATE"
     " SET last_seq = excluded.last_seq, epoch = excluded.epoch"
 )
-_INSERT_ENTRY = (
-    "INSERT INTO fx_entries (namespace, session_id, seq, kind, data, epoch, at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
 _SYNCHRONOUS = ("normal", "full")
 MODES = ("rwc", "rw", "ro")
 """``mode``: create the file if needed, open an existing file, open it read-only."""
@@ -160,7 +161,9 @@ class SqliteWorld:
                 "world in memory)"
             )
         self.namespace = validate.namespace(namespace)
-        self.max_entry_bytes = validate.max_entry_bytes(max_entry_bytes)
+        self.max_entry_bytes = validate.max_entry_bytes(
+            max_entry_bytes, largest=LARGEST_ENTRY, why="SQLite's length limit of one value"
+        )
         if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
             raise ConfigurationError(
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
@@ -263,22 +266,13 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> Fence:
-            with write(conn):
+            with write_transaction(conn):
                 last, epoch = _session(conn, ns, sid)
                 epoch += 1
                 seq = last + 1
-                conn.execute(
-                    _INSERT_ENTRY,
-                    (
-                        ns,
-                        sid,
-                        seq,
-                        validate.FENCE_KIND,
-                        json.dumps({"epoch": epoch}),
-                        epoch,
-                        time.time(),
-                    ),
-                )
+                fenced = json.dumps({"epoch": epoch})
+                row = (ns, sid, seq, validate.FENCE_KIND, fenced, epoch, time.time())
+                insert_entries(conn, [row])
                 conn.execute(_UPSERT_SESSION, (ns, sid, seq, epoch))
             return Fence(sid, epoch, seq)
 
@@ -310,7 +304,7 @@ class SqliteWorld:
         delay = float(wake) if wake is not None else None
 
         def run(conn: sqlite3.Connection) -> tuple[int, bool]:
-            with write(conn):
+            with write_transaction(conn):
                 if key is not None:
                     row = conn.execute(
                         "SELECT seq FROM fx_keys WHERE namespace = ? AND session_id = ?"
@@ -325,8 +319,8 @@ class SqliteWorld:
                 if expect is not None and expect != last:
                     raise Conflict(sid, expect, last)
                 now = time.time()
-                conn.executemany(
-                    _INSERT_ENTRY,
+                insert_entries(
+                    conn,
                     [
                         (ns, sid, last + i, kind, text, fence_epoch, now)
                         for i, (kind, text) in enumerate(encoded, start=1)
@@ -357,12 +351,11 @@ class SqliteWorld:
 
         def run(conn: sqlite3.Connection) -> list[Entry]:
             rows = conn.execute(
-                "SELECT seq, kind, data, epoch, at FROM fx_entries"
-                " WHERE namespace = ? AND session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                f"{SELECT_ENTRIES} AND e.seq > ? ORDER BY e.seq LIMIT ?",
                 (ns, sid, after, limit),
             ).fetchall()
             return [
-                Entry(sid, seq, kind, json.loads(data), epoch, datetime.fromtimestamp(at, UTC))
+                Entry(sid, seq, kind, jsondata.decode(data), epoch, datetime.fromtimestamp(at, UTC))
                 for seq, kind, data, epoch, at in rows
             ]
 
@@ -402,7 +395,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with write(conn):
+            with write_transaction(conn):
                 conn.execute(_UPSERT_WAKE, (ns, sid, time.time() + seconds))
 
         await self._call("enqueueing a wake", run)
@@ -424,7 +417,7 @@ class SqliteWorld:
             # A read first, so idle workers polling for wakes never take the write lock.
             if conn.execute(_ANY_DUE, (ns, time.time())).fetchone() is None:
                 return []
-            with write(conn):
+            with write_transaction(conn):
                 now = time.time()
                 until = now + lease
                 rows = conn.execute(_TAKE_DUE, (until, ns, ns, now, limit)).fetchall()
@@ -438,7 +431,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> WakeLease:
-            with write(conn):
+            with write_transaction(conn):
                 now = time.time()
                 _held(conn, ns, held, now)
                 until = now + seconds
@@ -455,7 +448,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with write(conn):
+            with write_transaction(conn):
                 gen, taken_gen = _held(conn, ns, held, time.time())
                 if gen == taken_gen:
                     conn.execute(
@@ -509,7 +502,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with write(conn):
+            with write_transaction(conn):
                 _delete(conn, ns, sid)
 
         await self._call("deleting a session", run)
@@ -524,7 +517,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> None:
-            with write(conn):
+            with write_transaction(conn):
                 for table in ("fx_entries", "fx_keys", "fx_wakes", "fx_sessions"):
                     conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
 
@@ -540,8 +533,7 @@ class SqliteWorld:
 
         def run(conn: sqlite3.Connection) -> Entry | None:
             row = conn.execute(
-                "SELECT seq, kind, data, epoch, at FROM fx_entries"
-                " WHERE namespace = ? AND session_id = ? ORDER BY seq DESC LIMIT 1",
+                f"{SELECT_ENTRIES} ORDER BY e.seq DESC LIMIT 1",
                 (ns, sid),
             ).fetchone()
             if row is None:
@@ -559,7 +551,7 @@ class SqliteWorld:
         ns = self.namespace
 
         def run(conn: sqlite3.Connection) -> bool:
-            with write(conn):  # the write lock: no append nor wake() lands in between
+            with write_transaction(conn):  # the write lock: no append nor wake() lands in between
                 now_last, _ = _session(conn, ns, sid)
                 waking = conn.execute(
                     "SELECT 1 FROM fx_wakes WHERE namespace = ? AND session_id = ?", (ns, sid)

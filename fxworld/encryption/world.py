@@ -14,13 +14,12 @@ with its entry.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from fxworld import validate
+from fxworld import jsondata, validate
 from fxworld.encryption.datakeys import DataKeys
 from fxworld.encryption.envelope import Sealed, entry_ad, max_plaintext, parse, seal, to_data
 from fxworld.encryption.envelope import unseal as open_sealed
@@ -283,7 +282,7 @@ class EncryptedWorld:
                 sid, seq, "authentication failed: its data was altered, or it was moved from "
                 "another session, namespace, kind, epoch or position",
             )  # fmt: skip
-        data = json.loads(plaintext)
+        data = jsondata.decode(plaintext)
         return Entry(sid, seq, entry.kind, data, entry.epoch, entry.at)
 
     async def wake(self, session_id: str, *, delay: float = 0.0) -> None:

@@ -1,8 +1,8 @@
 """Worlds written before agent routing (issue 44 item 5), upgraded in place.
 
-A subprocess runs the code of the main checkout (``FXWORLD_MAIN_CHECKOUT``, default
-``/work/main``; the test is skipped without it) on a fresh SQLite file and a fresh
-PostgreSQL namespace: it answers one session and leaves another one's prompt
+A subprocess runs the code of the last commit before agent routing
+(``tests.support.before``), on a fresh SQLite
+file and a fresh PostgreSQL namespace: it answers one session and leaves another one's prompt
 waiting. This branch's code then opens the same world: ``setup()`` upgrades it
 (idempotent, also run twice at once), the old sessions have no owner, and each is
 claimed by the first agent that prompts or runs it; after that, the other agent's
@@ -25,9 +25,8 @@ from fxworld.engine import log
 from fxworld.errors import WrongAgent
 from fxworld.protocol import AgentRouter
 from fxworld.testing import ScriptedModel
+from tests.support.before import unpack_before
 from tests.support.namespaces import fresh_namespace
-
-MAIN = Path(os.environ.get("FXWORLD_MAIN_CHECKOUT", "/work/main"))
 
 _OLD = textwrap.dedent(
     """
@@ -49,13 +48,16 @@ _OLD = textwrap.dedent(
 )
 
 
-def write_with_main(url: str) -> None:
-    """Write the old world with the main checkout's code, in its own process."""
-    if not (MAIN / "fxworld" / "__init__.py").exists():
-        pytest.skip(f"no main checkout at {MAIN} (FXWORLD_MAIN_CHECKOUT)")
-    env = {**os.environ, "PYTHONPATH": str(MAIN)}
+@pytest.fixture(scope="module")
+def old_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack_before(tmp_path_factory.mktemp("before"))
+
+
+def write_with_old_code(url: str, old_code: Path) -> None:
+    """Write the old world with the code before agent routing, in its own process."""
+    env = {**os.environ, "PYTHONPATH": str(old_code)}
     done = subprocess.run(
-        [sys.executable, "-c", _OLD, url], env=env, cwd=MAIN, capture_output=True, timeout=120
+        [sys.executable, "-c", _OLD, url], env=env, cwd=old_code, capture_output=True, timeout=120
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
@@ -66,7 +68,7 @@ async def texts(world: object, sid: str) -> list[str]:
 
 
 @pytest.fixture(params=["sqlite", "postgres", "pgbouncer"])
-def old_world_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def old_world_url(request: pytest.FixtureRequest, tmp_path: Path, old_code: Path) -> str:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/world.db"
     elif request.param == "postgres":
@@ -74,7 +76,7 @@ def old_world_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     else:  # through PgBouncer in transaction mode: no session-level state
         bouncer = request.getfixturevalue("pgbouncer")
         url = f"{bouncer.url}?namespace={fresh_namespace('m')}&pooler=transaction"
-    write_with_main(url)
+    write_with_old_code(url, old_code)
     return url
 
 

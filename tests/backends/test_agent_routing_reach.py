@@ -15,11 +15,11 @@ import pytest
 from fxworld import open_world
 from fxworld.protocol import AgentRouter
 from fxworld_s3 import S3World
+from tests.support.before import unpack_before
 from tests.support.namespaces import fresh_namespace
 from tests.support.redis_server import RedisCluster, RedisServer
 from tests.support.s3_server import S3Server
 
-MAIN = Path("/work/main")  # the code before owners existed
 OLD = ["old-1", "old-2", "old-3"]
 
 _WRITE_OLD = """
@@ -42,10 +42,14 @@ def _url(base: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}namespace={fresh_namespace('old')}"
 
 
+@pytest.fixture(scope="module")
+def old_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The code before owners existed (``tests.support.before``)."""
+    return unpack_before(tmp_path_factory.mktemp("before"))
+
+
 @pytest.fixture(params=["redis", "cluster", "s3"])
-def old_url(request: pytest.FixtureRequest) -> str:
-    if not (MAIN / "fxworld").is_dir():
-        pytest.fail(f"{MAIN} holds no checkout of the code before agent routing")
+def old_url(request: pytest.FixtureRequest, old_code: Path) -> str:
     base: str
     if request.param == "redis":
         base = request.getfixturevalue("redis_server").url
@@ -54,8 +58,8 @@ def old_url(request: pytest.FixtureRequest) -> str:
     else:
         base = request.getfixturevalue("s3_server").url()
     url = _url(base)
-    env = {**os.environ, "PYTHONPATH": str(MAIN)}
-    subprocess.run([sys.executable, "-c", _WRITE_OLD, url, *OLD], env=env, check=True, cwd=MAIN)
+    env = {**os.environ, "PYTHONPATH": str(old_code)}
+    subprocess.run([sys.executable, "-c", _WRITE_OLD, url, *OLD], env=env, check=True, cwd=old_code)
     return url
 
 

@@ -114,7 +114,10 @@ def _sqlite(path: Path, *, encrypted: bool = False) -> Place:
 
     def stored() -> int:
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            row = conn.execute("SELECT coalesce(sum(length(data)), 0) FROM fx_entries").fetchone()
+            row = conn.execute(
+                "SELECT (SELECT coalesce(sum(length(data)), 0) FROM fx_entries)"
+                " + (SELECT coalesce(sum(length(data)), 0) FROM fx_values)"
+            ).fetchone()
             return int(row[0])
 
     if encrypted:
@@ -371,3 +374,52 @@ async def test_a_32_mib_value_is_copied_exported_and_imported_whole(tmp_path: Pa
     finally:
         for w in (source, copied, imported):
             await w.close()
+
+
+def _bytes_read() -> int:
+    """The bytes this process has read through read(2) and pread(2), all threads."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="reads /proc/self/io (Linux)")
+async def test_sqlite_small_appends_after_a_large_value_do_not_read_it_again(
+    tmp_path: Path,
+) -> None:
+    """A session that holds a large value takes small appends and reads at the cost
+    of small ones: SQLite does not read the large value again for each of them (it
+    did, whole, for every append to its session after it)."""
+    world = open_world(f"sqlite:///{tmp_path / 'w.db'}")
+    try:
+        await world.append("s", [NewEntry("big", {"x": "v" * LARGE})])
+        before = _bytes_read()
+        for i in range(5):
+            await world.append("s", [NewEntry("small", {"i": i})])
+        assert [e.data["i"] for e in await world.read("s", 1)] == list(range(5))
+        assert _bytes_read() - before < LARGE
+        assert len((await world.read("s", 0, limit=1))[0].data["x"]) == LARGE
+    finally:
+        await world.close()
+
+
+async def test_an_encrypted_world_takes_values_up_to_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a default inner world (64 MiB) an EncryptedWorld takes 48 MiB less its
+    envelope: the sealed form is base64 (4/3) of the ciphertext. A value at that
+    limit round-trips; one byte more is EntryTooLarge, and nothing is written."""
+    monkeypatch.setenv("FXWORLD_ENCRYPTION_KEYS", KEYS)
+    w = EncryptedWorld.from_env(open_world(f"sqlite:///{tmp_path / 'w.db'}"))
+    try:
+        limit = w.max_entry_bytes
+        assert 48 * MiB - 200 < limit < 48 * MiB
+        data = {"x": "v" * (limit - 8)}  # {"x":"..."}: 8 bytes around the text
+        with pytest.raises(EntryTooLarge):
+            await w.append("s", [NewEntry("big", {"x": "v" * (limit - 7)})])
+        assert await w.append("s", [NewEntry("big", data)]) == 1
+        (got,) = await w.read("s")
+        assert got.data == data
+    finally:
+        await w.close()

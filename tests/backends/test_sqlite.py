@@ -4,6 +4,7 @@ durability across reopening, sharing between world objects, URL parsing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -292,3 +293,43 @@ async def _until(done: Callable[[], bool], within: float = 10.0) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("not within 10 s")
+
+
+async def test_a_file_of_schema_1_is_upgraded_and_keeps_its_entries(tmp_path: Path) -> None:
+    """A file written before large values moved out of the entries table (schema 1)
+    opens read-only with a clear error, is upgraded by a read-write open, keeps its
+    entries, and takes a large value that delete removes again."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # the tables as schema 1 made them
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(
+            "CREATE TABLE fx_sessions (namespace TEXT NOT NULL, session_id TEXT NOT NULL,"
+            " last_seq INTEGER NOT NULL, epoch INTEGER NOT NULL,"
+            " PRIMARY KEY (namespace, session_id)) WITHOUT ROWID"
+        )
+        conn.execute(
+            "CREATE TABLE fx_entries (namespace TEXT NOT NULL, session_id TEXT NOT NULL,"
+            " seq INTEGER NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL, epoch INTEGER,"
+            " at REAL NOT NULL, PRIMARY KEY (namespace, session_id, seq)) WITHOUT ROWID"
+        )
+        conn.execute("INSERT INTO fx_sessions VALUES ('default', 's', 1, 0)")
+        conn.execute(
+            "INSERT INTO fx_entries VALUES ('default', 's', 1, 'msg', '{\"n\":1}', NULL, 0)"
+        )
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    with pytest.raises(ConfigurationError, match="earlier fxworld"):
+        await open_world(f"sqlite:///{path}?mode=ro").read("s")
+    world = open_world(f"sqlite:///{path}")
+    try:
+        assert [en.data for en in await world.read("s")] == [{"n": 1}]
+        big = "v" * (1024 * 1024)
+        assert await world.append("s", [NewEntry("big", {"x": big})]) == 2
+        assert (await world.read("s", 1))[0].data == {"x": big}
+        await world.delete("s")
+        assert await world.read("s") == []
+    finally:
+        await world.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM fx_values").fetchone() == (0,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)

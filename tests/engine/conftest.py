@@ -53,6 +53,12 @@ ENGINE_WORLDS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "redis": lambda request, tmp: request.getfixturevalue("redis_url"),
     # a fresh namespace on the session's real S3 server (tests/support/s3_server.py)
     "s3": lambda request, tmp: request.getfixturevalue("s3_url"),
+    # only for tests that name them: a fresh namespace on a local Redis Cluster, and a
+    # SQLite file that the test and its agent wrap in an EncryptedWorld
+    "cluster": lambda request, tmp: (
+        f"{request.getfixturevalue('redis_cluster').url}&namespace=engine_{uuid.uuid4().hex[:16]}"
+    ),
+    "encrypted": lambda request, tmp: f"sqlite:///{tmp}/world.db",
 }
 """Worlds the engine's process tests run on: name -> ((request, tmp_path) -> URL)."""
 

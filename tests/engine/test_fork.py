@@ -195,3 +195,40 @@ async def test_a_fork_leaves_out_fences_and_waiting_prompts_and_keeps_decided_ca
         await s.fork(at=encode_cursor("s", len(log) + 5))
     with pytest.raises(InvalidArgument, match="other than its source"):
         await s.fork(id="s")
+
+
+BIG_PAGE = 'a page line with "quotes", é\n' * (33 * 1024 * 1024 // 30)  # over 32 MiB
+
+
+@tool(idempotent=True)
+def fetch(url: str) -> str:
+    """Fetch a long page."""
+    return BIG_PAGE
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["sqlite", "encrypted"])
+async def test_a_fork_of_a_session_holding_a_large_value_keeps_it_whole(
+    encrypted: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 32 MiB tool result is copied whole into a fork (its one append), also
+    through an EncryptedWorld, whose default limit (48 MiB) takes it."""
+    monkeypatch.setenv("FXWORLD_ENCRYPTION_KEYS", "k:" + "A" * 43 + "=")
+    world: World = fxworld.open_world(f"sqlite:///{tmp_path / 'w.db'}")
+    if encrypted:
+        world = fxworld.EncryptedWorld.from_env(world)
+    agent = Agent(
+        ScriptedModel([{"tool": "fetch", "input": {"url": "u"}}, "Read it."]),
+        tools=[fetch],
+        world=world,
+    )
+    try:
+        s = agent.session("s")
+        turn = s.prompt("read the page")
+        await agent.work(until_idle=True, lease=30.0)
+        assert await turn.result() == "Read it."
+        fork = await s.fork(id="f")
+        (done,) = [e for e in await everything(world, "f") if e.kind == "tool.finished"]
+        assert done.data["output"] == BIG_PAGE
+        assert [m.text for m in await fork.messages() if m.role == "tool"] == [BIG_PAGE]
+    finally:
+        await world.close()

@@ -34,6 +34,7 @@ SPLIT = frozenset(
         "tests/engine/test_approvals_procs.py",
         "tests/engine/test_agent_routing.py",
         "tests/fleet/test_two_agents.py",
+        "tests/engine/test_large_crash.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
         "tests/integrations/test_openai_agents_session.py",
@@ -56,6 +57,7 @@ SLOW_FIRST = (
     "tests/engine/test_crash.py",
     # dealt test by test, the files with the most minutes first
     "tests/integrations/test_langgraph_processes.py",
+    "tests/engine/test_large_crash.py",  # 14 tests of 15-60 s each under load
     "tests/backends/test_s3.py",
     "tests/fleet/test_two_agents.py",
     "tests/engine/test_approvals_procs.py",

@@ -40,6 +40,7 @@ PLUMBING = {
     "fxworld.validate": "the contract's input checks and limits (W-numbered), one copy for all",
     "fxworld.urls": "URL parsing and urls.mask, so every backend masks credentials the same way",
     "fxworld.follow": "poll_follow, the follow loop a world without a push channel runs",
+    "fxworld.jsondata": "entry data to and from JSON at the cost of its bytes for large values",
 }
 """Modules of fxworld a backend may import beside the contract, each with its reason.
 Not the engine, web, commands, cli or integrations; not a private module."""

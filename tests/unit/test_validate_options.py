@@ -45,6 +45,26 @@ def test_a_bad_max_entry_bytes_in_the_url_is_a_configuration_error_everywhere(
         open_world(base.replace("TMP", str(tmp_path)) + f"?max_entry_bytes={text}")
 
 
+LARGEST = {  # what each store holds in one entry (docs/large-values.md), and a URL
+    "sqlite:///TMP/w.db": 1_000_000_000 - 1024,
+    "postgresql://u@127.0.0.1:1/db": (1 << 30) - (1 << 20),
+    "redis://127.0.0.1:1/0": 512 << 20,
+    "s3://bucket/p?endpoint_url=http://127.0.0.1:1": (5 << 30) // 2 - (1 << 20),
+}
+
+
+@pytest.mark.parametrize(("base", "largest"), list(LARGEST.items()))
+async def test_a_max_entry_bytes_over_what_the_store_holds_is_refused_at_construction(
+    base: str, largest: int, tmp_path: Path
+) -> None:
+    url = base.replace("TMP", str(tmp_path)) + ("&" if "?" in base else "?")
+    with pytest.raises(ConfigurationError, match=f"over the largest entry .* {largest} bytes"):
+        open_world(f"{url}max_entry_bytes={largest + 1}")
+    world = open_world(f"{url}max_entry_bytes={largest}")
+    assert world.max_entry_bytes == largest  # type: ignore[attr-defined]
+    await world.close()
+
+
 @pytest.mark.parametrize(
     ("lease", "error"),
     [
