@@ -22,13 +22,10 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-
-if TYPE_CHECKING:
-    from .langgraph import WorldSaver
 
 __all__ = ["copy_threads", "next_version"]
 
@@ -47,12 +44,13 @@ def next_version(current: int | float | str | None) -> int | str:
 
 async def copy_threads(
     source: BaseCheckpointSaver[Any],
-    target: WorldSaver,
+    target: BaseCheckpointSaver[Any],
     *,
     thread_ids: Sequence[str] | None = None,
 ) -> int:
     """Copy the threads ``thread_ids`` (every thread of ``source`` when ``None``)
-    from ``source`` into ``target``; returns the number of checkpoints copied.
+    from ``source`` into ``target`` (a ``WorldSaver``; any saver works); returns the
+    number of checkpoints copied.
 
     A thread missing from ``source`` copies nothing. A sync-only saver
     (``PostgresSaver``) is read from a worker thread. ``thread_ids`` must be a
@@ -93,7 +91,7 @@ async def _tuples(
             yield tup
 
 
-async def _put(target: WorldSaver, thread_id: str, tup: CheckpointTuple) -> None:
+async def _put(target: BaseCheckpointSaver[Any], thread_id: str, tup: CheckpointTuple) -> None:
     """One checkpoint into ``target``, with its parent and its pending writes."""
     conf = tup.config["configurable"]
     ns = str(conf.get("checkpoint_ns", ""))
