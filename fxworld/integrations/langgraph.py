@@ -14,15 +14,17 @@ commit per superstep. Values are encoded by the
 saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default), base64 in the
 entry's JSON.
 
-**One writer per thread.** A run of a graph takes the thread over when it starts
-(:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
-(W2): once another process has started running the thread, this process's writes
-raise :class:`ThreadTakenOver` and write nothing, so the chain never forks silently.
-A run is recognised by the runtime object LangGraph puts in each call's config; a
-call without one (direct use of the saver) takes the thread over at its first write
-in this saver and keeps the fence. Running again from an older checkpoint that the
-caller names (time travel) is a run like any other: it takes the thread over and
-branches from that checkpoint, as LangGraph documents.
+**One writer per run.** A run of a graph takes the thread over when it starts
+(:meth:`World.acquire`, W1) and appends every checkpoint and write with its own
+fence (W2): once another run has started on the thread, in this saver or any
+other, in this process or another, the earlier run's writes raise
+:class:`ThreadTakenOver` and write nothing, so the chain never forks silently. A
+write outside a run (``update_state``, ``bulk_update_state``) is an edit: it takes
+the thread over again if a run did since, so any replica can edit a thread that
+is not being run (:mod:`~fxworld.integrations.langgraph_fences`, which also says
+how a run is recognised: LangGraph has no public API for it). Running again from
+an older checkpoint that the caller names (time travel) is a run like any other:
+it takes the thread over and branches from that checkpoint, as LangGraph documents.
 
 **What the reads cost** (``n`` = entries of the thread's log, ``k`` = entries
 after the checkpoint asked for; a page is one ``read``, see
@@ -56,7 +58,6 @@ import hashlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -77,7 +78,7 @@ import fxworld
 from fxworld.errors import ConfigurationError, Fenced
 from fxworld.logends import window
 from fxworld.protocol import SessionLister, World
-from fxworld.types import Entry, Fence, NewEntry
+from fxworld.types import Entry, NewEntry
 
 from .langgraph_batching import ThreadAppends
 from .langgraph_compaction import (
@@ -88,6 +89,7 @@ from .langgraph_compaction import (
     normalized,
     thread_entries,
 )
+from .langgraph_fences import Fences, run_of
 from .langgraph_log import (
     CHECKPOINT,
     KINDS,
@@ -127,14 +129,6 @@ class ThreadTakenOver(Fenced):
         )
 
 
-@dataclass
-class _Writer:
-    """The fence this saver holds on one thread, and the run that took it."""
-
-    fence: Fence
-    run: object | None
-
-
 class WorldSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer that keeps every thread in a World.
 
@@ -162,14 +156,14 @@ class WorldSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         self.quiet = quiet
         self.world: World = world if world is not None else fxworld.world()
-        self._writers: dict[str, _Writer] = {}
+        self._fences = Fences(self.world.acquire)
         self._known: dict[tuple[str, str, str], None] = {}
         self._early: dict[tuple[str, str, str], int] = {}
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+        self._appends = ThreadAppends(self.world, self._fences.fence, ThreadTakenOver)
 
     # -- plumbing ------------------------------------------------------------
 
@@ -213,22 +207,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
     async def _start(self, sid: str, config: RunnableConfig) -> None:
         """A run's first read takes the thread over (W1), before it reads: from then
         on, the fence of any earlier run, in any process, is refused (W2). A read
-        outside a run (``get_state``) or in a subgraph takes nothing."""
-        conf = config.get("configurable", {})
-        run = conf.get("__pregel_runtime")
-        if run is None or conf.get("checkpoint_ns"):
+        outside a run (``get_state``) or in a subgraph takes nothing
+        (:mod:`~fxworld.integrations.langgraph_fences`)."""
+        run = run_of(config)
+        if run is None or config.get("configurable", {}).get("checkpoint_ns"):
             return
-        held = self._writers.get(sid)
-        if held is None or held.run is not run:
-            self._writers[sid] = _Writer(await self.world.acquire(sid), run)
-
-    async def _fence(self, sid: str) -> Fence:
-        """The fence this saver writes ``sid`` with; taken at its first write if no
-        run took it."""
-        held = self._writers.get(sid)
-        if held is None:
-            held = self._writers[sid] = _Writer(await self.world.acquire(sid), None)
-        return held.fence
+        if not self._fences.started(sid, run):
+            await self._fences.start(sid, run)
 
     def _know(self, cp: tuple[str, str, str]) -> None:
         """Note a checkpoint that is in the log (put or read here); the latest
@@ -238,13 +223,14 @@ class WorldSaver(BaseCheckpointSaver[int]):
             del self._known[next(iter(self._known))]
 
     async def _append(
-        self, config: RunnableConfig, entry: NewEntry, key: str, *, linger: bool = False
+        self, config: RunnableConfig, entries: list[NewEntry], key: str, *, linger: bool = False
     ) -> int:
-        """Append ``entry`` with this saver's fence (W2), joined with the thread's
-        other appends that meet it (:mod:`~fxworld.integrations.langgraph_batching`)."""
+        """Append ``entries`` with the fence of the run that ``config`` is of (W2),
+        joined with the run's other appends to the thread that meet them
+        (:mod:`~fxworld.integrations.langgraph_batching`); the seq of the last."""
         thread_id = str(config["configurable"]["thread_id"])
         return await self._appends.append(
-            thread_session(thread_id), thread_id, entry, key, linger=linger
+            thread_session(thread_id), thread_id, entries, key, run=run_of(config), linger=linger
         )
 
     # -- reads ---------------------------------------------------------------
@@ -386,7 +372,9 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 await writing
             if cp in self._early:
                 data["early"] = self._early.pop(cp)
-            await self._append(config, NewEntry(CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+            await self._append(
+                config, [NewEntry(CHECKPOINT, data)], _key("c", ns, checkpoint["id"])
+            )
             self._know(cp)
         finally:
             del self._putting[cp]
@@ -427,12 +415,12 @@ class WorldSaver(BaseCheckpointSaver[int]):
         if cp in self._putting:
             await self._putting[cp]
         if cp in self._known:  # may wait a moment for the next checkpoint, to go with it
-            await self._append(config, NewEntry(WRITES, data), key, linger=True)
+            await self._append(config, [NewEntry(WRITES, data)], key, linger=True)
             return
         landed = asyncio.get_running_loop().create_future()
         self._writing.setdefault(cp, set()).add(landed)
         try:
-            seq = await self._append(config, NewEntry(WRITES, data), key)
+            seq = await self._append(config, [NewEntry(WRITES, data)], key)
             if cp not in self._known:
                 self._early[cp] = min(seq, self._early.get(cp, seq))
                 if len(self._early) > _KNOWN:  # writes whose checkpoint never came
@@ -450,9 +438,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         outside a run is stale after it (W14), so it is taken again at the next
         write."""
         if await compact(self.world, sid, choose, quiet=self.quiet):
-            held = self._writers.get(sid)
-            if held is not None and held.run is None:
-                del self._writers[sid]
+            self._fences.forget(sid)
 
     def _of_runs(self, run_ids: set[str]) -> Choose:
         def choose(live: list[Entry]) -> set[tuple[str, str]]:
@@ -466,7 +452,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     async def _delete(self, thread_id: str) -> None:
         sid = thread_session(thread_id)
-        self._writers.pop(sid, None)
+        self._fences.forget(sid)
         await delete_thread(self.world, sid)  # W14
 
     async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -496,7 +482,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
             if strategy == "keep_latest":
                 await self._compact(sid, _all_but_latest)
             elif await delete_thread(self.world, sid, idle=True):  # never one being written
-                self._writers.pop(sid, None)
+                self._fences.forget(sid)
 
     # -- BaseCheckpointSaver: async ------------------------------------------
 
