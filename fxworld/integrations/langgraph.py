@@ -6,13 +6,18 @@ the SHA-256 of its ``thread_id`` (session ids are limited to
 thread (subgraphs) lives in that one log, so deleting, copying or pruning a thread
 is one operation on one session, and one fence covers the thread and its subgraphs.
 Its entries are those of :mod:`~fxworld.integrations.langgraph_log` (see
-:data:`KINDS`): one ``lg.checkpoint`` per checkpoint, whole (its channel values
-included), one ``lg.writes`` per ``put_writes`` call. A task's writes go in the
+:data:`KINDS`): one ``lg.checkpoint`` per checkpoint, without its channel values;
+one ``lg.blob`` per channel value and version, written once, in the append of the
+first checkpoint that holds it (:mod:`~fxworld.integrations.langgraph_values`: a
+superstep writes what changed, not the whole state); one ``lg.writes`` per
+``put_writes`` call. A task's writes go in the
 same append as the next checkpoint when it follows them at once, as in a
 superstep (:mod:`~fxworld.integrations.langgraph_batching`): one append, one
 commit per superstep. Values are encoded by the
 saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default), base64 in the
-entry's JSON.
+entry's JSON. A thread written before values were kept apart (each checkpoint
+whole) reads and resumes as it is: its next checkpoint writes every value once,
+and refers back from then on.
 
 **One writer per run.** A run of a graph takes the thread over when it starts
 (:meth:`World.acquire`, W1) and appends every checkpoint and write with its own
@@ -56,7 +61,7 @@ import asyncio
 import base64
 import hashlib
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -99,6 +104,7 @@ from .langgraph_log import (
     is_thread_session,
     thread_session,
 )
+from .langgraph_values import Placed, blobs_of, placed, stored
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "thread_session", "KINDS", "PREFIX"]
 
@@ -158,6 +164,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         self.world: World = world if world is not None else fxworld.world()
         self._fences = Fences(self.world.acquire)
         self._known: dict[tuple[str, str, str], None] = {}
+        self._places: dict[tuple[str, str, str], Placed] = {}
         self._early: dict[tuple[str, str, str], int] = {}
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
@@ -237,23 +244,41 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     async def _tuple(self, thread_id: str, entry: Entry, thread: ThreadScan) -> CheckpointTuple:
         data = entry.data
+        sid = thread_session(thread_id)
         self._know((thread_id, data["ns"], data["id"]))
         if "early" in data:  # its writes that landed before it (see _put_writes)
-            sid = thread_session(thread_id)
             earlier = await window(self.world, sid, data["early"] - 1, entry.seq - 1)
             for before in reversed(earlier):  # newest first, as a backwards scan sees them
                 if before.kind == WRITES and before.data["checkpoint"] == data["id"]:
                     thread.see(before)
         ns, cid = data["ns"], data["id"]
+        checkpoint = self._decode(data["checkpoint"])
+        if "values" in data:  # kept apart (langgraph_values); else held inline
+            blobs = await blobs_of(self.world, sid, entry, thread.blobs)
+            checkpoint["channel_values"] = {
+                ch: self._decode(blob.data["value"]) for ch, blob in blobs.items()
+            }
+            self._placed(
+                (thread_id, ns, cid),
+                {ch: (blob.data["version"], blob.seq) for ch, blob in blobs.items()},
+            )
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         parent = data["parent"]
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": cid}},
-            checkpoint=self._decode(data["checkpoint"]),
+            checkpoint=checkpoint,
             metadata=self._decode(data["metadata"]),
             parent_config={"configurable": {**conf, "checkpoint_id": parent}} if parent else None,
             pending_writes=self._pending(thread.writes.get((ns, cid), [])),
         )
+
+    def _placed(self, cp: tuple[str, str, str], where: Placed) -> None:
+        """Note where the values of a checkpoint are (read or put here); the
+        latest :data:`_KNOWN` are kept."""
+        self._places.pop(cp, None)
+        self._places[cp] = where
+        if len(self._places) > _KNOWN:
+            del self._places[next(iter(self._places))]
 
     def _pending(self, newest_first: list[Entry]) -> list[PendingWrite]:
         """A checkpoint's writes as ``put_writes`` left them: a regular write once per
@@ -274,7 +299,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         await self._start(sid, config)
         ns, cid = conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
         thread = ThreadScan()
-        async for entry in newest_first(self.world, sid):
+        async for entry in newest_first(self.world, sid, thread.blobs):
             thread.see(entry)
             data = entry.data
             if entry.kind == CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
@@ -292,7 +317,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         match: dict[str, Any],
     ) -> AsyncIterator[CheckpointTuple]:
         thread = ThreadScan()
-        async for entry in newest_first(self.world, thread_session(thread_id)):
+        async for entry in newest_first(self.world, thread_session(thread_id), thread.blobs):
             thread.see(entry)
             if not thread.live(entry) or ns not in (None, entry.data["ns"]):
                 continue
@@ -354,13 +379,18 @@ class WorldSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        parent = conf.get("checkpoint_id")
+        # Only a run refers back to values it read or wrote (see langgraph_values).
+        known = self._places.get((thread_id, ns, parent or "")) if run_of(config) else None
+        blobs, refs, bare = stored(checkpoint, ns, known, self._encode)
         data = {
             "thread": thread_id,
             "ns": ns,
             "id": checkpoint["id"],
-            "parent": conf.get("checkpoint_id"),
-            "checkpoint": self._encode(checkpoint),
+            "parent": parent,
+            "checkpoint": self._encode(bare),
             "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
+            "values": refs,
         }
         cp = (thread_id, ns, checkpoint["id"])
         self._putting[cp] = landed = asyncio.get_running_loop().create_future()
@@ -372,10 +402,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 await writing
             if cp in self._early:
                 data["early"] = self._early.pop(cp)
-            await self._append(
-                config, [NewEntry(CHECKPOINT, data)], _key("c", ns, checkpoint["id"])
-            )
+            entries = [*blobs, NewEntry(CHECKPOINT, data)]
+            seq = await self._append(config, entries, _key("c", ns, checkpoint["id"]))
             self._know(cp)
+            self._placed(cp, placed(refs, checkpoint["channel_versions"], seq))
         finally:
             del self._putting[cp]
             landed.set_result(None)
@@ -462,16 +492,19 @@ class WorldSaver(BaseCheckpointSaver[int]):
             await self._compact(thread_session(thread_id), self._of_runs(set(run_ids)))
 
     async def _copy(self, source: str, target: str) -> None:
-        """Append the source's live checkpoints, each followed by its writes (so no
-        position of the source is named in the target), in batches."""
+        """Append the source's live checkpoints, each preceded by the values it
+        names and followed by its writes (so no position of the source is named
+        in the target), :data:`_COPY_BATCH` checkpoints per append."""
         src, dst = thread_session(source), thread_session(target)
         entries = await thread_entries(self.world, src)
         scan = ThreadScan()
         for e in entries:
             scan.see(e)
-        kept = normalized(entries, scan.live)
-        for start in range(0, len(kept), _COPY_BATCH):
-            batch = [_retarget(e, target) for e in kept[start : start + _COPY_BATCH]]
+        live = [(e.data["ns"], e.data["id"]) for e in entries if scan.live(e)]
+        for start in range(0, len(live), _COPY_BATCH):
+            part = set(live[start : start + _COPY_BATCH])
+            kept = normalized(entries, _among(scan, part))
+            batch = [_retarget(e, target) for e in kept]
             await self.world.append(dst, batch, key=f"copy:{src}:{start}")  # W6: once
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
@@ -601,6 +634,11 @@ def _all_but_latest(live: list[Entry]) -> set[tuple[str, str]]:
     """Every checkpoint but the latest of each namespace."""
     latest = {e.data["ns"]: e.data["id"] for e in live}
     return {(e.data["ns"], e.data["id"]) for e in live if latest[e.data["ns"]] != e.data["id"]}
+
+
+def _among(scan: ThreadScan, part: set[tuple[str, str]]) -> Callable[[Entry], bool]:
+    """Whether an entry is a live checkpoint of ``part``."""
+    return lambda e: scan.live(e) and (e.data["ns"], e.data["id"]) in part
 
 
 async def _one(value: str) -> AsyncIterator[str]:

@@ -53,7 +53,7 @@ async def test_list_with_a_limit_reads_from_the_end_only() -> None:
     world.entries_read = 0
     found = [t async for t in saver.alist(config("long"), limit=2)]
     assert [t.checkpoint["channel_values"]["n"] for t in found] == [200, 199]
-    assert world.entries_read <= 8
+    assert world.entries_read <= 24  # a page and the next, of a 1,000-entry log
 
 
 async def test_time_travel_from_a_named_checkpoint_branches_and_keeps_the_history() -> None:
