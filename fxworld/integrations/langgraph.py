@@ -315,11 +315,14 @@ class WorldSaver(BaseCheckpointSaver[int]):
         ns: str | None,
         before: str | None,
         match: dict[str, Any],
+        cid: str | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         thread = ThreadScan()
         async for entry in newest_first(self.world, thread_session(thread_id), thread.blobs):
             thread.see(entry)
             if not thread.live(entry) or ns not in (None, entry.data["ns"]):
+                continue
+            if cid is not None and entry.data["id"] != cid:
                 continue
             if before is not None and entry.data["id"] >= before:
                 continue
@@ -345,10 +348,21 @@ class WorldSaver(BaseCheckpointSaver[int]):
                     if await self.world.read(sid, 0, limit=1):
                         continue  # listed as itself
                     await thread_entries(self.world, sid)  # written back (or not staged)
-                first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
-                if first:
-                    yield first[0].data["thread"]
+                thread = await self._thread_of(sid)
+                if thread is not None:
+                    yield thread
             after = page[-1]
+
+    async def _thread_of(self, sid: str) -> str | None:
+        """The thread id of ``sid``, read from its first checkpoint, however many
+        entries (fences of runs that wrote nothing) come before it."""
+        after = 0
+        while page := await self.world.read(sid, after, limit=100):
+            for entry in page:
+                if entry.kind == CHECKPOINT:
+                    return str(entry.data["thread"])
+            after = page[-1].seq
+        return None
 
     async def _list(
         self,
@@ -364,9 +378,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
         else:
             threads = self._threads()
         found: list[CheckpointTuple] = []
+        cid = conf.get("checkpoint_id")  # that checkpoint only, as LangGraph's savers
         async for thread_id in threads:
             ns = conf.get("checkpoint_ns")
-            async for tup in self._thread_list(thread_id, ns, before_id, filter or {}):
+            async for tup in self._thread_list(thread_id, ns, before_id, filter or {}, cid):
                 if limit is not None and len(found) >= limit:
                     return found
                 found.append(tup)
