@@ -34,6 +34,7 @@ SPLIT = frozenset(
         "tests/engine/test_approvals_procs.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
+        "tests/integrations/test_langgraph_values.py",
         "tests/integrations/test_openai_agents_session.py",
     }
 )
@@ -51,6 +52,7 @@ SLOW_FIRST = (
     "tests/engine/test_crash.py",
     # dealt test by test, the files with the most minutes first
     "tests/integrations/test_langgraph_processes.py",
+    "tests/integrations/test_langgraph_values.py",  # a 32 MiB state on five worlds
     "tests/backends/test_s3.py",
     "tests/engine/test_approvals_procs.py",
     "tests/backends/test_postgres.py",
