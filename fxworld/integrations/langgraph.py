@@ -326,9 +326,11 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 continue
             if before is not None and entry.data["id"] >= before:
                 continue
-            found = await self._tuple(thread_id, entry, thread)
-            if all(found.metadata.get(k) == v for k, v in match.items()):
-                yield found
+            if match:  # the metadata alone tells: no value is read for a checkpoint left out
+                metadata = self._decode(entry.data["metadata"])
+                if not all(metadata.get(k) == v for k, v in match.items()):
+                    continue
+            yield await self._tuple(thread_id, entry, thread)
 
     async def _threads(self) -> AsyncIterator[str]:
         """Every LangGraph thread id in the world (read from its first checkpoint)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 
 from fxworld import MemoryWorld
@@ -47,3 +48,23 @@ async def test_a_thread_taken_over_many_times_before_its_first_checkpoint_is_lis
     await counter(2).compile(checkpointer=saver).ainvoke({"n": 0}, config("early"))
     threads = {t.config["configurable"]["thread_id"] async for t in saver.alist(None)}
     assert threads == {"late", "early"}
+
+
+class CountingSerde(JsonPlusSerializer):
+    """LangGraph's serializer, counting what it decodes."""
+
+    loads = 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.loads += 1
+        return super().loads_typed(data)
+
+
+async def test_list_with_a_filter_decodes_only_the_metadata_of_what_it_leaves_out() -> None:
+    serde = CountingSerde()
+    saver = WorldSaver(MemoryWorld(), serde=serde)
+    await counter(30).compile(checkpointer=saver).ainvoke({"n": 0}, config("t"))
+    serde.loads = 0
+    found = [t async for t in saver.alist(config("t"), filter={"step": 3})]
+    assert [t.metadata["step"] for t in found] == [3]
+    assert serde.loads <= 32 + 10  # each checkpoint's metadata, and the one found whole
