@@ -255,9 +255,9 @@ class WorldSaver(BaseCheckpointSaver[int]):
         checkpoint = self._decode(data["checkpoint"])
         if "values" in data:  # kept apart (langgraph_values); else held inline
             blobs = await blobs_of(self.world, sid, entry, thread.blobs)
-            checkpoint["channel_values"] = {
-                ch: self._decode(blob.data["value"]) for ch, blob in blobs.items()
-            }
+            checkpoint["channel_values"].update(
+                (ch, self._decode(blob.data["value"])) for ch, blob in blobs.items()
+            )
             self._placed(
                 (thread_id, ns, cid),
                 {ch: (blob.data["version"], blob.seq) for ch, blob in blobs.items()},

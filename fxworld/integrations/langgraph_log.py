@@ -3,12 +3,12 @@ its compaction rewrites).
 
 One thread is one session, :func:`thread_session` of its id. Its entries, by kind:
 
-- ``lg.checkpoint`` (:data:`CHECKPOINT`): one checkpoint, with its
-  namespace ``ns``, ``id``, ``parent`` id, ``thread`` id, encoded ``checkpoint``
-  (without its channel values) and ``metadata``, ``values``: where each channel's
-  value is, and ``early``: the seq from which its writes that landed before it
-  are found, if any did. A checkpoint written before channel values were kept
-  apart (no ``values``) holds them in ``checkpoint``, and is read as it was;
+- ``lg.checkpoint`` (:data:`CHECKPOINT`): one checkpoint, with its namespace ``ns``,
+  ``id``, ``parent`` id, ``thread`` id, encoded ``checkpoint`` (without its channel
+  values, small ones aside) and ``metadata``, ``values``: where each other channel's
+  value is, and ``early``: the seq from which its writes that landed before it are
+  found, if any did. A checkpoint written before channel values were kept apart (no
+  ``values``) holds them in ``checkpoint``, and is read as it was;
 - ``lg.blob`` (:data:`BLOB`): one channel's value at one version (``ns``,
   ``channel``, ``version``, encoded ``value``), written once, in the append of
   the first checkpoint that holds it (:mod:`~fxworld.integrations.langgraph_values`);

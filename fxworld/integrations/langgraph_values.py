@@ -5,16 +5,16 @@ entries allow for each value (64 MiB by default, docs/large-values.md), whatever
 its total.
 
 A checkpoint's ``lg.checkpoint`` entry holds the checkpoint without its channel
-values, and ``values``: for each channel that has one, where its ``lg.blob``
-entry is. A value whose version is new is written as an ``lg.blob`` just before
-the checkpoint, in the same append (so it lands with it or not at all, W4), and
-named by its distance back from the checkpoint (``-1`` for the entry just
-before); one whose version the parent checkpoint already had is named by its seq
-in the log (a positive number), as the saver read or wrote it: nothing is
-written again. Only a run's checkpoints refer back like this, to a parent it
-read or wrote after it took the thread over (so no compaction renumbered the log
-since, W14); an edit, or a checkpoint whose parent the saver has not seen,
-writes every value.
+values (but for small ones, :data:`INLINE`), and ``values``: for each other channel,
+where its ``lg.blob`` entry is. A value whose version is new is written as an
+``lg.blob`` just before the checkpoint, in the same append (so it lands with it or
+not at all, W4), and named by its distance back from the checkpoint (``-1`` for the
+entry just before); one whose version the parent checkpoint already had is named by
+its seq in the log (a positive number), as the saver read or wrote it: nothing is
+written again. Only a run's checkpoints refer back like this, to a parent it read or
+wrote after it took the thread over (so no compaction renumbered the log since,
+W14); an edit, or a checkpoint whose parent the saver has not seen, writes every
+value.
 
 A compaction or copy writes each kept checkpoint's values again, just before the
 first kept checkpoint that holds them, and names them by distance only
@@ -38,10 +38,15 @@ from fxworld.types import Entry, NewEntry
 
 from .langgraph_log import BLOB
 
-__all__ = ["GAP", "Placed", "stored", "placed", "located", "blobs_of", "carried"]
+__all__ = ["GAP", "INLINE", "Placed", "stored", "placed", "located", "blobs_of", "carried"]
 
 GAP = 8
 """Seqs this close are read in one read (what lies between is read too)."""
+
+INLINE = 512
+"""A value whose encoding is at most this many characters stays in its checkpoint
+(as LangGraph's own savers keep primitive values inline): an entry of its own would
+cost more than the value."""
 
 Placed = dict[str, tuple[Any, int]]
 """Where a checkpoint's values are: channel to (version, seq of its ``lg.blob``)."""
@@ -55,21 +60,26 @@ def stored(
 ) -> tuple[list[NewEntry], dict[str, int], dict[str, Any]]:
     """What a put appends before its checkpoint (the values whose version
     ``parent`` does not hold), the checkpoint's ``values`` and the checkpoint
-    without its values."""
+    without those values (small ones stay in it, :data:`INLINE`)."""
     versions = checkpoint["channel_versions"]
     refs: dict[str, int] = {}
     new: list[NewEntry] = []
+    inline: dict[str, Any] = {}
     for channel, value in checkpoint["channel_values"].items():
         version = versions.get(channel)
         old = parent.get(channel) if parent is not None else None
         if old is not None and version is not None and old[0] == version:
             refs[channel] = old[1]
             continue
-        data = {"ns": ns, "channel": channel, "version": version, "value": encode(value)}
+        encoded = encode(value)
+        if len(encoded[1]) <= INLINE:
+            inline[channel] = value
+            continue
+        data = {"ns": ns, "channel": channel, "version": version, "value": encoded}
         new.append(NewEntry(BLOB, data))
     for i, blob in enumerate(new):
         refs[blob.data["channel"]] = i - len(new)
-    return new, refs, {**checkpoint, "channel_values": {}}
+    return new, refs, {**checkpoint, "channel_values": inline}
 
 
 def placed(refs: Mapping[str, int], versions: Mapping[str, Any], seq: int) -> Placed:
