@@ -3,7 +3,11 @@ today, on the same servers, in the same run.
 
     pip install -e '.[bench]'     (not in requirements/dev.lock: the tests need none of it)
     python benchmarks/bench_langgraph_saver.py [--steps 200] [--rounds 3]
-        [--pg-url postgresql://...] [--redis-url redis://...]
+        [--pg-url postgresql://...] [--redis-url redis://...] [--only postgres]
+        [--history] [--history-steps 400]
+
+``--history`` also times the history reads (benchmarks/_langgraph_history.py) on
+PostgreSQL; ``--only postgres`` leaves Redis out.
 
 Savers, each in its fairest documented configuration:
 - ``WorldSaver(PostgresWorld)`` beside ``AsyncPostgresSaver``
@@ -293,6 +297,12 @@ async def main(args: argparse.Namespace, pg_url: str, redis_url: str) -> None:
         ),
         ("Redis", "WorldSaver", lambda s: world_saver_redis(redis_url, s), redis_bytes, redis_url),
     ]
+    if args.only == "postgres":
+        sides = sides[:2]
+    if args.history:
+        from benchmarks._langgraph_history import history
+
+        await history(pg_url, GRAPHS, args.history_steps, args.rounds, _with_search_path)
     print(f"{args.steps} supersteps per thread, median of {args.rounds} rounds, durability='sync'")
     print(
         f"{'graph':6} {'server':10} {'saver':19} {'threads':>7} {'supersteps/s':>13} "
@@ -349,6 +359,9 @@ if __name__ == "__main__":
     parser.add_argument("--redis-url", help="an existing Redis (default: a throwaway one)")
     parser.add_argument("--steps", type=int, default=200, help="supersteps per thread")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=["postgres"], help="leave Redis out")
+    parser.add_argument("--history", action="store_true", help="also time history reads")
+    parser.add_argument("--history-steps", type=int, default=400)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message="create_react_agent has been moved")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop our servers when killed
@@ -360,7 +373,7 @@ if __name__ == "__main__":
 
             servers.append(start_postgres(fsync=True))
             pg_url = servers[-1].url
-        if redis_url is None:
+        if redis_url is None and args.only != "postgres":
             from tests.support.redis_server import start_redis, start_redis_with_modules
 
             try:

@@ -6,25 +6,30 @@ the SHA-256 of its ``thread_id`` (session ids are limited to
 thread (subgraphs) lives in that one log, so deleting, copying or pruning a thread
 is one operation on one session, and one fence covers the thread and its subgraphs.
 Its entries are those of :mod:`~fxworld.integrations.langgraph_log` (see
-:data:`KINDS`): one ``lg.checkpoint`` per checkpoint, whole (its channel values
-included), one ``lg.writes`` per ``put_writes`` call. A task's writes go in the
+:data:`KINDS`): one ``lg.checkpoint`` per checkpoint, without its channel values;
+one ``lg.blob`` per channel value and version, written once, in the append of the
+first checkpoint that holds it (:mod:`~fxworld.integrations.langgraph_values`: a
+superstep writes what changed, not the whole state); one ``lg.writes`` per
+``put_writes`` call. A task's writes go in the
 same append as the next checkpoint when it follows them at once, as in a
 superstep (:mod:`~fxworld.integrations.langgraph_batching`): one append, one
 commit per superstep. Values are encoded by the
 saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default), base64 in the
-entry's JSON.
+entry's JSON. A thread written before values were kept apart (each checkpoint
+whole) reads and resumes as it is: its next checkpoint writes every value once,
+and refers back from then on.
 
-**One writer per thread.** A run of a graph takes the thread over when it starts
-(:meth:`World.acquire`, W1) and appends every checkpoint and write with that fence
-(W2): once another process has started running the thread, this process's writes
-raise :class:`ThreadTakenOver` and write nothing, so the chain never forks silently.
-A run is recognised by the runtime object LangGraph puts in each call's config
-(under its private key ``__pregel_runtime``: LangGraph has no public API that tells
-a checkpointer which run a call belongs to, see :data:`_RUN_KEY`); a
-call without one (direct use of the saver) takes the thread over at its first write
-in this saver and keeps the fence. Running again from an older checkpoint that the
-caller names (time travel) is a run like any other: it takes the thread over and
-branches from that checkpoint, as LangGraph documents.
+**One writer per run.** A run of a graph takes the thread over when it starts
+(:meth:`World.acquire`, W1) and appends every checkpoint and write with its own
+fence (W2): once another run has started on the thread, in this saver or any
+other, in this process or another, the earlier run's writes raise
+:class:`ThreadTakenOver` and write nothing, so the chain never forks silently. A
+write outside a run (``update_state``, ``bulk_update_state``) is an edit: it takes
+the thread over again if a run did since, so any replica can edit a thread that
+is not being run (:mod:`~fxworld.integrations.langgraph_fences`, which also says
+how a run is recognised: LangGraph has no public API for it). Running again from
+an older checkpoint that the caller names (time travel) is a run like any other:
+it takes the thread over and branches from that checkpoint, as LangGraph documents.
 
 **What the reads cost** (``n`` = entries of the thread's log, ``k`` = entries
 after the checkpoint asked for; a page is one ``read``, see
@@ -56,8 +61,7 @@ import asyncio
 import base64
 import hashlib
 import inspect
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -78,7 +82,7 @@ import fxworld
 from fxworld.errors import ConfigurationError, Fenced
 from fxworld.logends import window
 from fxworld.protocol import SessionLister, World
-from fxworld.types import Entry, Fence, NewEntry
+from fxworld.types import Entry, NewEntry
 
 from .langgraph_batching import ThreadAppends
 from .langgraph_compaction import (
@@ -89,6 +93,7 @@ from .langgraph_compaction import (
     normalized,
     thread_entries,
 )
+from .langgraph_fences import Fences, run_of
 from .langgraph_log import (
     CHECKPOINT,
     KINDS,
@@ -99,6 +104,7 @@ from .langgraph_log import (
     thread_session,
 )
 from .langgraph_migration import copy_threads, next_version
+from .langgraph_values import Placed, blobs_of, placed, stored
 from .loops import LoopOwner
 
 __all__ = ["WorldSaver", "ThreadTakenOver", "copy_threads", "thread_session", "KINDS", "PREFIX"]
@@ -110,16 +116,6 @@ _COPY_BATCH = 100
 """Entries per append when copying a thread."""
 
 _ASYNC_INSTEAD = "use the async methods (ainvoke, astream, aget_state)"
-
-_RUN_KEY = "__pregel_runtime"
-"""Where LangGraph puts a run's ``Runtime`` in the config of each checkpointer call
-of the run: the one way to tell a run's calls from others, read because no public
-API does it. A top-level run calls the checkpointer outside any runnable context
-(``langgraph.runtime.get_runtime()`` and ``langgraph.config.get_config()`` raise
-there, LangGraph 1.x), and its config carries no id of the run (``callbacks`` and
-``run_id`` only when the caller gives them). The key is LangGraph's own
-(``CONFIG_KEY_RUNTIME``, private); were it gone, every call would count as outside
-a run: the saver would take a thread at its first write and keep the fence."""
 
 T = TypeVar("T")
 
@@ -140,14 +136,6 @@ class ThreadTakenOver(Fenced):
             f"compacted by a prune, since this run started (fence epoch {refused.epoch} "
             "is stale); this run must stop, nothing was written",
         )
-
-
-@dataclass
-class _Writer:
-    """The fence this saver holds on one thread, and the run that took it."""
-
-    fence: Fence
-    run: object | None
 
 
 class WorldSaver(BaseCheckpointSaver[int]):
@@ -179,14 +167,15 @@ class WorldSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         self.quiet = quiet
         self.world: World = world if world is not None else fxworld.world()
-        self._writers: dict[str, _Writer] = {}
+        self._fences = Fences(self.world.acquire)
         self._known: dict[tuple[str, str, str], None] = {}
+        self._places: dict[tuple[str, str, str], Placed] = {}
         self._early: dict[tuple[str, str, str], int] = {}
         self._putting: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._ready = False
         self._loops = LoopOwner("WorldSaver", self._moved)
-        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+        self._appends = ThreadAppends(self.world, self._fences.fence, ThreadTakenOver)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         """Integers (1, 2, ...) on a thread started here; on a thread copied from a
@@ -219,7 +208,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         """The world moved to another event loop: what was kept of the old one goes."""
         self._putting.clear()
         self._writing.clear()
-        self._appends = ThreadAppends(self.world, self._fence, ThreadTakenOver)
+        self._appends = ThreadAppends(self.world, self._fences.fence, ThreadTakenOver)
 
     async def aclose(self) -> None:
         """Close the world (its connections) and stop the saver's own event loop, if
@@ -247,22 +236,13 @@ class WorldSaver(BaseCheckpointSaver[int]):
     async def _start(self, sid: str, config: RunnableConfig) -> None:
         """A run's first read takes the thread over (W1), before it reads: from then
         on, the fence of any earlier run, in any process, is refused (W2). A read
-        outside a run (``get_state``) or in a subgraph takes nothing."""
-        conf = config.get("configurable", {})
-        run = conf.get(_RUN_KEY)
-        if run is None or conf.get("checkpoint_ns"):
+        outside a run (``get_state``) or in a subgraph takes nothing
+        (:mod:`~fxworld.integrations.langgraph_fences`)."""
+        run = run_of(config)
+        if run is None or config.get("configurable", {}).get("checkpoint_ns"):
             return
-        held = self._writers.get(sid)
-        if held is None or held.run is not run:
-            self._writers[sid] = _Writer(await self.world.acquire(sid), run)
-
-    async def _fence(self, sid: str) -> Fence:
-        """The fence this saver writes ``sid`` with; taken at its first write if no
-        run took it."""
-        held = self._writers.get(sid)
-        if held is None:
-            held = self._writers[sid] = _Writer(await self.world.acquire(sid), None)
-        return held.fence
+        if not self._fences.started(sid, run):
+            await self._fences.start(sid, run)
 
     def _know(self, cp: tuple[str, str, str]) -> None:
         """Note a checkpoint that is in the log (put or read here); the latest
@@ -272,36 +252,55 @@ class WorldSaver(BaseCheckpointSaver[int]):
             del self._known[next(iter(self._known))]
 
     async def _append(
-        self, config: RunnableConfig, entry: NewEntry, key: str, *, linger: bool = False
+        self, config: RunnableConfig, entries: list[NewEntry], key: str, *, linger: bool = False
     ) -> int:
-        """Append ``entry`` with this saver's fence (W2), joined with the thread's
-        other appends that meet it (:mod:`~fxworld.integrations.langgraph_batching`)."""
+        """Append ``entries`` with the fence of the run that ``config`` is of (W2),
+        joined with the run's other appends to the thread that meet them
+        (:mod:`~fxworld.integrations.langgraph_batching`); the seq of the last."""
         thread_id = str(config["configurable"]["thread_id"])
         return await self._appends.append(
-            thread_session(thread_id), thread_id, entry, key, linger=linger
+            thread_session(thread_id), thread_id, entries, key, run=run_of(config), linger=linger
         )
 
     # -- reads ---------------------------------------------------------------
 
     async def _tuple(self, thread_id: str, entry: Entry, thread: ThreadScan) -> CheckpointTuple:
         data = entry.data
+        sid = thread_session(thread_id)
         self._know((thread_id, data["ns"], data["id"]))
         if "early" in data:  # its writes that landed before it (see _put_writes)
-            sid = thread_session(thread_id)
             earlier = await window(self.world, sid, data["early"] - 1, entry.seq - 1)
             for before in reversed(earlier):  # newest first, as a backwards scan sees them
                 if before.kind == WRITES and before.data["checkpoint"] == data["id"]:
                     thread.see(before)
         ns, cid = data["ns"], data["id"]
+        checkpoint = self._decode(data["checkpoint"])
+        if "values" in data:  # kept apart (langgraph_values); else held inline
+            blobs = await blobs_of(self.world, sid, entry, thread.blobs)
+            checkpoint["channel_values"].update(
+                (ch, self._decode(blob.data["value"])) for ch, blob in blobs.items()
+            )
+            self._placed(
+                (thread_id, ns, cid),
+                {ch: (blob.data["version"], blob.seq) for ch, blob in blobs.items()},
+            )
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         parent = data["parent"]
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": cid}},
-            checkpoint=self._decode(data["checkpoint"]),
+            checkpoint=checkpoint,
             metadata=self._decode(data["metadata"]),
             parent_config={"configurable": {**conf, "checkpoint_id": parent}} if parent else None,
             pending_writes=self._pending(thread.writes.get((ns, cid), [])),
         )
+
+    def _placed(self, cp: tuple[str, str, str], where: Placed) -> None:
+        """Note where the values of a checkpoint are (read or put here); the
+        latest :data:`_KNOWN` are kept."""
+        self._places.pop(cp, None)
+        self._places[cp] = where
+        if len(self._places) > _KNOWN:
+            del self._places[next(iter(self._places))]
 
     def _pending(self, newest_first: list[Entry]) -> list[PendingWrite]:
         """A checkpoint's writes as ``put_writes`` left them: a regular write once per
@@ -322,7 +321,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         await self._start(sid, config)
         ns, cid = conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
         thread = ThreadScan()
-        async for entry in newest_first(self.world, sid):
+        async for entry in newest_first(self.world, sid, thread.blobs):
             thread.see(entry)
             data = entry.data
             if entry.kind == CHECKPOINT and data["ns"] == ns and cid in (None, data["id"]):
@@ -338,17 +337,22 @@ class WorldSaver(BaseCheckpointSaver[int]):
         ns: str | None,
         before: str | None,
         match: dict[str, Any],
+        cid: str | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         thread = ThreadScan()
-        async for entry in newest_first(self.world, thread_session(thread_id)):
+        async for entry in newest_first(self.world, thread_session(thread_id), thread.blobs):
             thread.see(entry)
             if not thread.live(entry) or ns not in (None, entry.data["ns"]):
                 continue
+            if cid is not None and entry.data["id"] != cid:
+                continue
             if before is not None and entry.data["id"] >= before:
                 continue
-            found = await self._tuple(thread_id, entry, thread)
-            if all(found.metadata.get(k) == v for k, v in match.items()):
-                yield found
+            if match:  # the metadata alone tells: no value is read for a checkpoint left out
+                metadata = self._decode(entry.data["metadata"])
+                if not all(metadata.get(k) == v for k, v in match.items()):
+                    continue
+            yield await self._tuple(thread_id, entry, thread)
 
     async def _threads(self) -> AsyncIterator[str]:
         """Every LangGraph thread id in the world (read from its first checkpoint)."""
@@ -369,10 +373,21 @@ class WorldSaver(BaseCheckpointSaver[int]):
                     if sid == listed:
                         continue  # listed as itself
                 listed = sid
-                first = [e for e in await self.world.read(sid, 0, limit=10) if e.kind == CHECKPOINT]
-                if first:
-                    yield first[0].data["thread"]
+                thread = await self._thread_of(sid)
+                if thread is not None:
+                    yield thread
             after = page[-1]
+
+    async def _thread_of(self, sid: str) -> str | None:
+        """The thread id of ``sid``, read from its first checkpoint, however many
+        entries (fences of runs that wrote nothing) come before it."""
+        after = 0
+        while page := await self.world.read(sid, after, limit=100):
+            for entry in page:
+                if entry.kind == CHECKPOINT:
+                    return str(entry.data["thread"])
+            after = page[-1].seq
+        return None
 
     async def _list(
         self,
@@ -388,9 +403,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
         else:
             threads = self._threads()
         found: list[CheckpointTuple] = []
+        cid = conf.get("checkpoint_id")  # that checkpoint only, as LangGraph's savers
         async for thread_id in threads:
             ns = conf.get("checkpoint_ns")
-            async for tup in self._thread_list(thread_id, ns, before_id, filter or {}):
+            async for tup in self._thread_list(thread_id, ns, before_id, filter or {}, cid):
                 if limit is not None and len(found) >= limit:
                     return found
                 found.append(tup)
@@ -403,13 +419,18 @@ class WorldSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        parent = conf.get("checkpoint_id")
+        # Only a run refers back to values it read or wrote (see langgraph_values).
+        known = self._places.get((thread_id, ns, parent or "")) if run_of(config) else None
+        blobs, refs, bare = stored(checkpoint, ns, known, self._encode)
         data = {
             "thread": thread_id,
             "ns": ns,
             "id": checkpoint["id"],
-            "parent": conf.get("checkpoint_id"),
-            "checkpoint": self._encode(checkpoint),
+            "parent": parent,
+            "checkpoint": self._encode(bare),
             "metadata": self._encode(get_serializable_checkpoint_metadata(config, metadata)),
+            "values": refs,
         }
         cp = (thread_id, ns, checkpoint["id"])
         self._putting[cp] = landed = asyncio.get_running_loop().create_future()
@@ -421,8 +442,10 @@ class WorldSaver(BaseCheckpointSaver[int]):
                 await writing
             if cp in self._early:
                 data["early"] = self._early.pop(cp)
-            await self._append(config, NewEntry(CHECKPOINT, data), _key("c", ns, checkpoint["id"]))
+            entries = [*blobs, NewEntry(CHECKPOINT, data)]
+            seq = await self._append(config, entries, _key("c", ns, checkpoint["id"]))
             self._know(cp)
+            self._placed(cp, placed(refs, checkpoint["channel_versions"], seq))
         finally:
             del self._putting[cp]
             landed.set_result(None)
@@ -462,12 +485,12 @@ class WorldSaver(BaseCheckpointSaver[int]):
         if cp in self._putting:
             await self._putting[cp]
         if cp in self._known:  # may wait a moment for the next checkpoint, to go with it
-            await self._append(config, NewEntry(WRITES, data), key, linger=True)
+            await self._append(config, [NewEntry(WRITES, data)], key, linger=True)
             return
         landed = asyncio.get_running_loop().create_future()
         self._writing.setdefault(cp, set()).add(landed)
         try:
-            seq = await self._append(config, NewEntry(WRITES, data), key)
+            seq = await self._append(config, [NewEntry(WRITES, data)], key)
             if cp not in self._known:
                 self._early[cp] = min(seq, self._early.get(cp, seq))
                 if len(self._early) > _KNOWN:  # writes whose checkpoint never came
@@ -485,9 +508,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
         outside a run is stale after it (W14), so it is taken again at the next
         write."""
         if await compact(self.world, sid, choose, quiet=self.quiet):
-            held = self._writers.get(sid)
-            if held is not None and held.run is None:
-                del self._writers[sid]
+            self._fences.forget(sid)
 
     def _of_runs(self, run_ids: set[str]) -> Choose:
         def choose(live: list[Entry]) -> set[tuple[str, str]]:
@@ -501,7 +522,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
 
     async def _delete(self, thread_id: str) -> None:
         sid = thread_session(thread_id)
-        self._writers.pop(sid, None)
+        self._fences.forget(sid)
         await delete_thread(self.world, sid)  # W14
 
     async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -511,16 +532,19 @@ class WorldSaver(BaseCheckpointSaver[int]):
             await self._compact(thread_session(thread_id), self._of_runs(set(run_ids)))
 
     async def _copy(self, source: str, target: str) -> None:
-        """Append the source's live checkpoints, each followed by its writes (so no
-        position of the source is named in the target), in batches."""
+        """Append the source's live checkpoints, each preceded by the values it
+        names and followed by its writes (so no position of the source is named
+        in the target), :data:`_COPY_BATCH` checkpoints per append."""
         src, dst = thread_session(source), thread_session(target)
         entries = await thread_entries(self.world, src)
         scan = ThreadScan()
         for e in entries:
             scan.see(e)
-        kept = normalized(entries, scan.live)
-        for start in range(0, len(kept), _COPY_BATCH):
-            batch = [_retarget(e, target) for e in kept[start : start + _COPY_BATCH]]
+        live = [(e.data["ns"], e.data["id"]) for e in entries if scan.live(e)]
+        for start in range(0, len(live), _COPY_BATCH):
+            part = set(live[start : start + _COPY_BATCH])
+            kept = normalized(entries, _among(scan, part))
+            batch = [_retarget(e, target) for e in kept]
             await self.world.append(dst, batch, key=f"copy:{src}:{start}")  # W6: once
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
@@ -531,7 +555,7 @@ class WorldSaver(BaseCheckpointSaver[int]):
             if strategy == "keep_latest":
                 await self._compact(sid, _all_but_latest)
             elif await delete_thread(self.world, sid, idle=True):  # never one being written
-                self._writers.pop(sid, None)
+                self._fences.forget(sid)
 
     # -- BaseCheckpointSaver: async ------------------------------------------
 
@@ -650,6 +674,11 @@ def _all_but_latest(live: list[Entry]) -> set[tuple[str, str]]:
     """Every checkpoint but the latest of each namespace."""
     latest = {e.data["ns"]: e.data["id"] for e in live}
     return {(e.data["ns"], e.data["id"]) for e in live if latest[e.data["ns"]] != e.data["id"]}
+
+
+def _among(scan: ThreadScan, part: set[tuple[str, str]]) -> Callable[[Entry], bool]:
+    """Whether an entry is a live checkpoint of ``part``."""
+    return lambda e: scan.live(e) and (e.data["ns"], e.data["id"]) in part
 
 
 async def _one(value: str) -> AsyncIterator[str]:

@@ -12,18 +12,22 @@ is sent within those turns whatever comes, so a task's writes are durable as
 soon as they were before, give or take those turns (the crash-and-resume
 guarantee holds: a write is saved once its ``put_writes`` returns).
 
-A joined append is all or nothing (W4) with the fence of its thread (W2): each
+Only appends of one run (or edits, outside any run) are joined: each carries its
+run's fence (:mod:`~fxworld.integrations.langgraph_fences`). A joined append is
+all or nothing (W4) with that fence (W2): each
 caller gets its own entry's seq, or the same refusal. Its idempotency key (W6)
 is the hash of its parts' keys: a retry of the same calls lands once; a call
 repeated alone later may land again, which the reads absorb (a regular write is
 kept once per task and index, the first; a special one is the last and the same).
+An edit refused because a run took the thread over since is sent again once with
+the thread taken over anew: an edit outside a run never fails for good.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from fxworld.errors import Fenced
@@ -39,6 +43,7 @@ LINGER = 2
 @dataclass
 class _Batch:
     thread_id: str
+    run: object | None
     entries: list[NewEntry] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     now: bool = False
@@ -48,36 +53,46 @@ class _Batch:
 class ThreadAppends:
     """The appends of a saver, joined per thread (see the module).
 
-    ``fence(sid)`` gives the fence to write ``sid`` with; ``refused(thread_id,
-    fenced)`` the error a refused append raises.
+    ``fence(sid, run, again)`` gives the fence to write ``sid`` with for ``run``
+    (``None``: an edit; ``again``: after a refusal); ``refused(thread_id, fenced)``
+    the error a refused append raises.
     """
 
     def __init__(
         self,
         world: World,
-        fence: Callable[[str], Awaitable[Fence]],
+        fence: Callable[[str, object | None, bool], Awaitable[Fence]],
         refused: Callable[[str, Fenced], Exception],
     ) -> None:
         self._world = world
         self._fence = fence
         self._refused = refused
-        self._waiting: dict[str, _Batch] = {}
+        self._waiting: dict[tuple[str, int], _Batch] = {}
         self._flushing: set[asyncio.Task[None]] = set()
 
     async def append(
-        self, sid: str, thread_id: str, entry: NewEntry, key: str, *, linger: bool
+        self,
+        sid: str,
+        thread_id: str,
+        entries: Sequence[NewEntry],
+        key: str,
+        *,
+        run: object | None,
+        linger: bool,
     ) -> int:
-        """Append ``entry`` to ``sid``, alone or with others (see the module); its seq."""
-        batch = self._waiting.get(sid)
-        if batch is None:
+        """Append ``entries`` (kept together, in order) to ``sid`` for ``run``,
+        alone or with others of the run (see the module); the seq of the last."""
+        at = (sid, id(run))
+        batch = self._waiting.get(at)
+        if batch is None or batch.run is not run:
             if not linger:
-                return await self._send(sid, _Batch(thread_id, [entry], [key]))
-            batch = self._waiting[sid] = _Batch(thread_id)
+                return await self._send(sid, _Batch(thread_id, run, list(entries), [key]))
+            batch = self._waiting[at] = _Batch(thread_id, run)
             batch.landed = asyncio.get_running_loop().create_future()
-            flush = asyncio.get_running_loop().create_task(self._flush(sid, batch))
+            flush = asyncio.get_running_loop().create_task(self._flush(at, batch))
             self._flushing.add(flush)  # held until done
             flush.add_done_callback(self._flushing.discard)
-        batch.entries.append(entry)
+        batch.entries.extend(entries)
         batch.keys.append(key)
         batch.now = batch.now or not linger
         after = len(batch.entries)
@@ -85,7 +100,7 @@ class ThreadAppends:
         last = await asyncio.shield(batch.landed)
         return last - (len(batch.entries) - after)
 
-    async def _flush(self, sid: str, batch: _Batch) -> None:
+    async def _flush(self, at: tuple[str, int], batch: _Batch) -> None:
         assert batch.landed is not None
         try:
             for _ in range(LINGER):
@@ -93,9 +108,9 @@ class ThreadAppends:
                     break
                 await asyncio.sleep(0)
         finally:
-            del self._waiting[sid]
+            del self._waiting[at]
         try:
-            batch.landed.set_result(await self._send(sid, batch))
+            batch.landed.set_result(await self._send(at[0], batch))
         except asyncio.CancelledError:
             batch.landed.cancel()
             raise
@@ -107,8 +122,14 @@ class ThreadAppends:
         key = batch.keys[0]
         if len(batch.keys) > 1:
             key = "b:" + hashlib.sha256("\x00".join(batch.keys).encode()).hexdigest()
-        fence = await self._fence(sid)
+        fence = await self._fence(sid, batch.run, False)
         try:
             return await self._world.append(sid, batch.entries, fence=fence, key=key)  # W2, W6
+        except Fenced as refused:
+            if batch.run is not None:
+                raise self._refused(batch.thread_id, refused) from None
+        fence = await self._fence(sid, None, True)  # an edit: take the thread over again
+        try:
+            return await self._world.append(sid, batch.entries, fence=fence, key=key)
         except Fenced as refused:
             raise self._refused(batch.thread_id, refused) from None

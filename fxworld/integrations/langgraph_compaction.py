@@ -88,11 +88,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fxworld.errors import Conflict
-from fxworld.logends import backwards, last_seq
+from fxworld.logends import FIRST_PAGE, LAST_PAGE, last_seq, window
 from fxworld.protocol import IdleDeleter, World
 from fxworld.types import Entry, NewEntry
 
 from .langgraph_log import (
+    BLOB,
     CHECKPOINT,
     COMPACTING,
     DROPPED,
@@ -103,6 +104,7 @@ from .langgraph_log import (
     staging_session,
     whole,
 )
+from .langgraph_values import carried
 
 __all__ = [
     "compact",
@@ -122,21 +124,25 @@ Choose = Callable[[list[Entry]], set[tuple[str, str]]]
 
 def normalized(entries: list[Entry], keep: Callable[[Entry], bool]) -> list[NewEntry]:
     """Each checkpoint of ``entries`` that ``keep`` accepts, without ``early``,
-    followed by its writes, in log order: a log that reads back as ``entries`` did
-    for those checkpoints, wherever it is written (its writes never come before
-    their checkpoint, so no position is named)."""
+    preceded by the values it names that come first here and followed by its
+    writes, in log order: a log that reads back as ``entries`` did for those
+    checkpoints, wherever it is appended in one piece (no position of the source
+    is named: :func:`~fxworld.integrations.langgraph_values.carried`)."""
     writes: dict[tuple[str, str], list[NewEntry]] = {}
+    by_seq: dict[int, Entry] = {}
     for e in entries:
         if e.kind == WRITES:
             writes.setdefault((e.data["ns"], e.data["checkpoint"]), []).append(
                 NewEntry(WRITES, e.data)
             )
+        elif e.kind == BLOB:
+            by_seq[e.seq] = e
     out: list[NewEntry] = []
+    written: dict[int, int] = {}
     for e in entries:
         if e.kind == CHECKPOINT and keep(e):
-            data: dict[str, Any] = {k: v for k, v in e.data.items() if k != "early"}
-            out.append(NewEntry(CHECKPOINT, data))
-            out.extend(writes.pop((data["ns"], data["id"]), []))
+            out.append(carried(e, by_seq, out, written))
+            out.extend(writes.pop((e.data["ns"], e.data["id"]), []))
     return out
 
 
@@ -206,7 +212,7 @@ async def _write_back(world: World, sid: str) -> bool:
     staging = staging_session(sid)
     for attempt in range(_ATTEMPTS):
         staged = await whole(world, staging)
-        kept = [NewEntry(e.kind, e.data) for e in staged if e.kind in (CHECKPOINT, WRITES)]
+        kept = [NewEntry(e.kind, e.data) for e in staged if e.kind in (CHECKPOINT, WRITES, BLOB)]
         if not kept:
             return False
         token, last = str(staged[0].data.get("token", "")), staged[-1].seq
@@ -294,19 +300,30 @@ async def _abandon(world: World, sid: str, marker: Entry) -> None:
     )
 
 
-async def newest_first(world: World, sid: str) -> AsyncIterator[Entry]:
-    """The thread's entries, newest first, one page at a time
-    (:func:`~fxworld.logends.backwards`). A log that holds no
+async def newest_first(
+    world: World, sid: str, blobs: dict[int, Entry] | None = None
+) -> AsyncIterator[Entry]:
+    """The thread's entries, newest first, one page at a time (as
+    :func:`~fxworld.logends.backwards`); ``blobs`` is given each page's
+    ``lg.blob`` entries before the page is yielded, so that a checkpoint's values
+    read with it are not read again. A log that holds no
     LangGraph entry is first given back what a compaction staged (see the
     module); its fences may then be yielded twice."""
     for _ in range(_ATTEMPTS):
         end = await last_seq(world, sid)
         held = False
-        async for entry in backwards(world, sid, end):
-            if entry.seq == end and entry.kind == COMPACTING:
-                await _abandon(world, sid, entry)
-            held = held or _holds([entry])
-            yield entry
+        upto, size = end, FIRST_PAGE
+        while upto > 0:
+            after = max(0, upto - size)
+            page = await window(world, sid, after, upto)
+            if blobs is not None:
+                blobs.update((e.seq, e) for e in page if e.kind == BLOB)
+            for entry in reversed(page):
+                if entry.seq == end and entry.kind == COMPACTING:
+                    await _abandon(world, sid, entry)
+                held = held or _holds([entry])
+                yield entry
+            upto, size = after, min(LAST_PAGE, size * 2)
         if held or not await _recover(world, sid, end):
             return
 

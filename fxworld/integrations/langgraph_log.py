@@ -3,10 +3,15 @@ its compaction rewrites).
 
 One thread is one session, :func:`thread_session` of its id. Its entries, by kind:
 
-- ``lg.checkpoint`` (:data:`CHECKPOINT`): one checkpoint, whole, with its
-  namespace ``ns``, ``id``, ``parent`` id, ``thread`` id, encoded ``checkpoint``
-  and ``metadata``, and ``early``: the seq from which its writes that landed
-  before it are found, if any did;
+- ``lg.checkpoint`` (:data:`CHECKPOINT`): one checkpoint, with its namespace ``ns``,
+  ``id``, ``parent`` id, ``thread`` id, encoded ``checkpoint`` (without its channel
+  values, small ones aside) and ``metadata``, ``values``: where each other channel's
+  value is, and ``early``: the seq from which its writes that landed before it are
+  found, if any did. A checkpoint written before channel values were kept apart (no
+  ``values``) holds them in ``checkpoint``, and is read as it was;
+- ``lg.blob`` (:data:`BLOB`): one channel's value at one version (``ns``,
+  ``channel``, ``version``, encoded ``value``), written once, in the append of
+  the first checkpoint that holds it (:mod:`~fxworld.integrations.langgraph_values`);
 - ``lg.writes`` (:data:`WRITES`): one ``put_writes`` call, to the checkpoint
   ``checkpoint`` of namespace ``ns``;
 - ``lg.dropped`` (:data:`DROPPED`): checkpoints (``[ns, id]`` pairs) that reads
@@ -39,6 +44,7 @@ __all__ = [
     "WRITES",
     "DROPPED",
     "COMPACTING",
+    "BLOB",
     "STAGED",
     "RESTORING",
     "KINDS",
@@ -52,11 +58,12 @@ __all__ = [
 PREFIX = "lg."
 """Every LangGraph thread's session id starts with this."""
 
-CHECKPOINT, WRITES, DROPPED, COMPACTING = KINDS = (
+CHECKPOINT, WRITES, DROPPED, COMPACTING, BLOB = KINDS = (
     "lg.checkpoint",
     "lg.writes",
     "lg.dropped",
     "lg.compacting",
+    "lg.blob",
 )
 """The entry kinds a thread's log holds."""
 
@@ -91,15 +98,19 @@ class ThreadScan:
 
     dropped: set[tuple[str, str]] = field(default_factory=set)
     writes: dict[tuple[str, str], list[Entry]] = field(default_factory=dict)
+    blobs: dict[int, Entry] = field(default_factory=dict)
+    """The channel values seen, by seq."""
     held: bool = False
     """Whether the log held any LangGraph entry (not only fences)."""
 
     def see(self, entry: Entry) -> None:
-        """Note a writes or dropped entry."""
+        """Note a writes, dropped or blob entry."""
         data = entry.data
         self.held = self.held or entry.kind in KINDS
         if entry.kind == DROPPED:
             self.dropped.update((ns, cid) for ns, cid in data["checkpoints"])
+        elif entry.kind == BLOB:
+            self.blobs[entry.seq] = entry
         elif entry.kind == WRITES:
             self.writes.setdefault((data["ns"], data["checkpoint"]), []).append(entry)
 

@@ -14,6 +14,9 @@ Roles:
   ``slow`` writes ``DIR/slow-inside`` and waits for ``DIR/go`` (the parent kills
   the process there). ``resume`` runs the same graph with input ``None``.
   Every run of a node appends its name to ``DIR/runs``.
+- ``run-then-edit``: the loop to the end (its step never waits), then writes
+  ``DIR/ran``, waits for ``DIR/go`` and edits the thread (``aupdate_state`` of
+  ``{"n": 100}``), the same saver still open.
 - ``ask``: a node that calls ``interrupt()``; ``answer`` resumes it with
   ``Command(resume="yes")`` and writes the final state to ``DIR/result``.
 """
@@ -114,7 +117,14 @@ async def run(role: str, url: str, thread: str, out: Path) -> int:
     saver = WorldSaver(world)
     config: Any = {"configurable": {"thread_id": thread}}
     try:
-        if role in ("loop", "takeover"):
+        if role == "run-then-edit":
+            (out / "inside").write_text("")  # the loop's step does not wait
+            app = loop_graph(out).compile(checkpointer=saver)
+            await app.ainvoke({"n": 0}, config)
+            (out / "ran").write_text("")
+            await asyncio.to_thread(wait_for, out / "go")
+            await app.aupdate_state(config, {"n": 100})
+        elif role in ("loop", "takeover"):
             app = loop_graph(out).compile(checkpointer=saver)
             await app.ainvoke({"n": 0} if role == "loop" else None, config)
         elif role in ("parallel", "resume"):

@@ -47,9 +47,10 @@ async def history(url: str, thread: str) -> list[Any]:
         await world.close()
 
 
-async def pending_channels(saver: WorldSaver, thread: str) -> list[str]:
+async def pending(saver: WorldSaver, thread: str) -> list[tuple[str, Any]]:
+    """The latest checkpoint's pending writes, as (channel, value)."""
     latest = await saver.aget_tuple({"configurable": {"thread_id": thread}})
-    return [w[1] for w in (latest.pending_writes or [])] if latest else []
+    return [(w[1], w[2]) for w in (latest.pending_writes or [])] if latest else []
 
 
 def unreachable(tuples: list[Any]) -> set[str]:
@@ -90,7 +91,7 @@ async def test_a_sigkilled_superstep_resumes_without_rerunning_finished_tasks(
     world = open_test_world(shared_world_url)
     try:  # kill it mid-superstep once the finished task's writes are saved
         saver, deadline = WorldSaver(world), time.monotonic() + 60
-        while "done" not in await pending_channels(saver, "t"):
+        while ("done", ["fast"]) not in await pending(saver, "t"):  # not the input's
             assert time.monotonic() < deadline, "the fast task's writes were never saved"
             await asyncio.sleep(0.02)
     finally:

