@@ -53,7 +53,7 @@ from fxworld import validate
 from fxworld.engine import StreamEvent, approvals, encode_cursor, log
 from fxworld.engine.attention import clear_attention
 from fxworld.engine.context import saved_context
-from fxworld.engine.summary import Summary, nested_state
+from fxworld.engine.summary import Summary
 from fxworld.errors import ConfigurationError, InvalidArgument, InvalidSessionId
 from fxworld.follow import bounded_follow
 from fxworld.logends import window
@@ -352,7 +352,7 @@ class _Inspector:
             live=before > last,
             wake=wake,
             waiting=boxes,
-            state=nested_state(summary, self.index.state_of),
+            state=await self.index.nested(summary),
         )
         return self._html(request, sid, body)
 
@@ -468,7 +468,7 @@ class _Inspector:
                     "replaces": row.replaces,
                     "updates": row.updates,
                     "actions": RETRY if failed else "",
-                    "state": nested_state(summary, self.index.state_of),
+                    "state": await self.index.nested(summary),
                     "turns": summary.turns,
                     "tokens": summary.tokens,
                     "takeovers": summary.takeovers,

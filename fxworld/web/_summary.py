@@ -225,6 +225,14 @@ class ActivityIndex:
         await self.catch_up(sid)
         return self.summaries.get(sid) or Summary(sid)
 
+    async def nested(self, summary: Summary, depth: int = 3) -> State:
+        """``summary``'s state with the child sessions its running turn waits for
+        caught up first (``depth`` levels): a child's approval is its parent's too."""
+        if depth > 0:
+            for child in summary.children.values():
+                await self.nested(await self.session(child), depth - 1)
+        return nested_state(summary, self.state_of)
+
     async def catch_up(self, sid: str) -> bool:
         """Catch session ``sid`` up now; ``True`` if it changed."""
         summary = self.summaries.get(sid) or Summary(sid)

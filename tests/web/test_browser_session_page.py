@@ -108,6 +108,7 @@ def test_a_support_desk_works_its_sessions_from_the_session_page(
         assert "in the child session" in text
         head = page.text_content("#timeline > li.turn summary")
         assert "waiting for approval in a child session" in head
+        assert page.text_content("#state") == "waiting for approval"  # not "running"
         box.locator("input.decision-note").fill("goodwill credit, ok by Dana")
         shot(page.locator("#waiting"), "inspector-approval-input")
         shot(page, "inspector-session")  # the whole page (docs/inspector.md opens with it)
