@@ -26,6 +26,9 @@ class CountingWorld:
             self.take_wakes = self._take_wakes
         if hasattr(inner, "take_wakes_for"):
             self.take_wakes_for = self._take_wakes_for
+            # the rest of AgentRouter as attributes too: from Python 3.12, a protocol's
+            # isinstance() looks attributes up statically, past __getattr__
+            self.claim, self.owner = inner.claim, inner.owner
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
